@@ -1,0 +1,1992 @@
+//! The exporter's configuration file: parsing, validation and defaults.
+//!
+//! The configuration is deliberately strict. A reload (`POST /-/reload`, SIGHUP) replaces a
+//! configuration that is working *now*, so a mistake in the new file — a misspelt key, a
+//! target name used twice, a token variable that is not set in this environment, a timeout
+//! longer than the interval it belongs to — must be caught here, before the swap, and not
+//! show up later as a silently ignored setting or a probe that can never succeed. Hence:
+//!
+//! * unknown keys anywhere are errors, reported with file, line and column;
+//! * every value is checked against its limits, and every error names the field by its
+//!   path (`targets[1].headers.Authorization`) so `--config.check` output is actionable;
+//! * everything is resolved up front: global defaults are applied to every target,
+//!   `${VAR}` references are expanded and `header_files` are read, so the rest of the
+//!   exporter only ever sees complete, valid [`TargetConfig`]s;
+//! * secrets (header values, URL passwords and query strings) never appear in an error
+//!   message or in `Debug` output; see [`Secret`] and [`redact_url`].
+//!
+//! The file format is documented in `docs/configuration.md`; `example.yml` is a full example.
+
+mod secret;
+
+pub use secret::{Secret, redact_url};
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
+
+/// Shortest allowed value for every duration setting.
+const MIN_DURATION: Duration = Duration::from_millis(100);
+/// Longest allowed value for every duration setting.
+const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
+const MAX_PAGES_LIMIT: i64 = 10_000;
+const CONNECTIONS_LIMIT: i64 = 16;
+const MAX_NAME_LEN: usize = 64;
+/// Largest `header_files` file accepted (a header value, not a document).
+const MAX_HEADER_FILE_BYTES: u64 = 64 * 1024;
+
+/// Header names the MCP client sets itself; configuring them would break the protocol.
+const RESERVED_HEADERS: &[&str] = &[
+    "Mcp-Session-Id",
+    "MCP-Protocol-Version",
+    "Content-Type",
+    "Accept",
+    "Host",
+    "Content-Length",
+    "Last-Event-ID",
+    "Transfer-Encoding",
+    "Connection",
+];
+
+/// A complete, validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Config {
+    /// The `global` section with defaults applied.
+    pub global: Defaults,
+    /// The targets in file order, every value resolved. May be empty.
+    pub targets: Vec<TargetConfig>,
+}
+
+/// Settings of the `global` section; each is the default for every target.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Defaults {
+    pub audit_interval: Duration,
+    pub ping_interval: Duration,
+    pub request_timeout: Duration,
+    pub notification_grace: Duration,
+    pub max_pages: u32,
+    pub connections: u16,
+}
+
+impl Default for Defaults {
+    fn default() -> Defaults {
+        Defaults {
+            audit_interval: Duration::from_secs(30),
+            ping_interval: Duration::from_secs(15),
+            request_timeout: Duration::from_secs(10),
+            notification_grace: Duration::from_secs(5),
+            max_pages: 64,
+            connections: 1,
+        }
+    }
+}
+
+/// One target with every value resolved: global defaults applied, `${VAR}` expanded,
+/// `header_files` read. `Debug` redacts header values and the URL's password and query.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TargetConfig {
+    /// Unique name; the value of the `target` label.
+    pub name: String,
+    /// MCP endpoint (http or https, no fragment). May carry secrets: log it with [`redact_url`].
+    pub url: url::Url,
+    pub protocol_version: ProtocolChoice,
+    /// Extra request headers in file order: `headers` first, then `header_files`.
+    pub headers: Vec<(String, Secret)>,
+    pub connections: u16,
+    pub audit_interval: Duration,
+    pub ping_interval: Duration,
+    pub request_timeout: Duration,
+    pub notification_grace: Duration,
+    pub max_pages: u32,
+}
+
+impl fmt::Debug for TargetConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TargetConfig")
+            .field("name", &self.name)
+            .field("url", &redact_url(&self.url))
+            .field("protocol_version", &self.protocol_version)
+            .field("headers", &self.headers)
+            .field("connections", &self.connections)
+            .field("audit_interval", &self.audit_interval)
+            .field("ping_interval", &self.ping_interval)
+            .field("request_timeout", &self.request_timeout)
+            .field("notification_grace", &self.notification_grace)
+            .field("max_pages", &self.max_pages)
+            .finish()
+    }
+}
+
+/// The `protocol_version` setting of a target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ProtocolChoice {
+    /// Offer the newest version this build supports and accept what the server answers.
+    #[default]
+    Auto,
+    V2025_11_25,
+    V2025_06_18,
+    V2025_03_26,
+}
+
+impl ProtocolChoice {
+    /// Every accepted value, in the order they are documented.
+    const ALL: [ProtocolChoice; 4] = [
+        ProtocolChoice::Auto,
+        ProtocolChoice::V2025_11_25,
+        ProtocolChoice::V2025_06_18,
+        ProtocolChoice::V2025_03_26,
+    ];
+
+    /// The spelling used in the configuration file: `auto`, `2025-11-25`, ...
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProtocolChoice::Auto => "auto",
+            ProtocolChoice::V2025_11_25 => "2025-11-25",
+            ProtocolChoice::V2025_06_18 => "2025-06-18",
+            ProtocolChoice::V2025_03_26 => "2025-03-26",
+        }
+    }
+}
+
+impl fmt::Display for ProtocolChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a configuration was rejected.
+///
+/// `Display` is `<file>: <field path>: <why>` for invalid values and
+/// `<file>: line L column C: <why>` for YAML syntax errors, unknown fields and wrong types.
+/// No variant ever contains a secret value.
+#[derive(Debug)]
+pub struct ConfigError {
+    file: String,
+    kind: ErrorKind,
+}
+
+#[derive(Debug)]
+enum ErrorKind {
+    /// The file could not be read.
+    Read(std::io::Error),
+    /// Reported by the YAML parser / deserializer.
+    Yaml {
+        location: Option<(usize, usize)>,
+        message: String,
+    },
+    /// A value that parsed but is not valid.
+    Field { field: String, message: String },
+}
+
+impl ConfigError {
+    fn field_error(
+        file: &str,
+        field: impl Into<String>,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError {
+            file: file.to_owned(),
+            kind: ErrorKind::Field {
+                field: field.into(),
+                message: message.into(),
+            },
+        }
+    }
+
+    fn yaml(file: &str, err: &yaml_serde::Error) -> ConfigError {
+        let location = err.location().map(|l| (l.line(), l.column()));
+        let mut message = err.to_string();
+        if let Some((line, column)) = location {
+            // The location goes in front; drop the parser's own " at line L column C".
+            let suffix = format!(" at line {line} column {column}");
+            if let Some(pos) = message.find(&suffix) {
+                message.replace_range(pos..pos + suffix.len(), "");
+            }
+        }
+        ConfigError {
+            file: file.to_owned(),
+            kind: ErrorKind::Yaml { location, message },
+        }
+    }
+
+    /// The path of the offending field, like `targets[1].name`, for errors about a value.
+    /// `None` for read errors and YAML syntax / unknown-field / type errors.
+    pub fn field(&self) -> Option<&str> {
+        match &self.kind {
+            ErrorKind::Field { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+
+    /// `(line, column)`, both 1-based, for errors reported by the YAML parser.
+    pub fn location(&self) -> Option<(usize, usize)> {
+        match &self.kind {
+            ErrorKind::Yaml { location, .. } => *location,
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ErrorKind::Read(err) => write!(f, "{}: cannot read config file: {err}", self.file),
+            ErrorKind::Yaml {
+                location: Some((line, column)),
+                message,
+            } => write!(f, "{}: line {line} column {column}: {message}", self.file),
+            ErrorKind::Yaml {
+                location: None,
+                message,
+            } => write!(f, "{}: {message}", self.file),
+            ErrorKind::Field { field, message } => write!(f, "{}: {field}: {message}", self.file),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ErrorKind::Read(err) => Some(err),
+            _ => None,
+        }
+    }
+}
+
+impl Config {
+    /// Reads and validates the file at `path`, expanding `${VAR}` from the process
+    /// environment. Relative `header_files` paths are resolved against the file's directory.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|err| ConfigError {
+            file: file.clone(),
+            kind: ErrorKind::Read(err),
+        })?;
+        let env = |name: &str| std::env::var(name).ok();
+        parse_with_base(&text, &file, path.parent(), &env)
+    }
+
+    /// Parses and validates `text`. `source` is the file name used in error messages (and
+    /// its directory is the base for relative `header_files` paths); `env` looks up the
+    /// variables referenced as `${VAR}`.
+    pub fn parse(
+        text: &str,
+        source: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Config, ConfigError> {
+        parse_with_base(text, source, Path::new(source).parent(), env)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The file as written. Every key is optional here so that "missing" gets our own message;
+// `deny_unknown_fields` makes typos errors with a location.
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with the keys `global` and `targets`"
+)]
+struct RawConfig {
+    global: Option<RawGlobal>,
+    targets: Option<Vec<RawTarget>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of global settings")]
+struct RawGlobal {
+    audit_interval: Option<String>,
+    ping_interval: Option<String>,
+    request_timeout: Option<String>,
+    notification_grace: Option<String>,
+    max_pages: Option<i64>,
+    connections: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a target: a mapping with at least `name` and `url`"
+)]
+struct RawTarget {
+    name: Option<String>,
+    url: Option<String>,
+    protocol_version: Option<String>,
+    headers: Option<PairList>,
+    header_files: Option<PairList>,
+    connections: Option<i64>,
+    audit_interval: Option<String>,
+    ping_interval: Option<String>,
+    request_timeout: Option<String>,
+    notification_grace: Option<String>,
+    max_pages: Option<i64>,
+}
+
+/// A string → string mapping that keeps file order and repeated keys (so that duplicates,
+/// which a map type would silently collapse, can be reported).
+struct PairList(Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for PairList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<PairList, D::Error> {
+        struct PairVisitor;
+        impl<'de> Visitor<'de> for PairVisitor {
+            type Value = PairList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping of header names to strings")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PairList, A::Error> {
+                let mut pairs = Vec::new();
+                while let Some(pair) = map.next_entry::<String, String>()? {
+                    pairs.push(pair);
+                }
+                Ok(PairList(pairs))
+            }
+        }
+        deserializer.deserialize_map(PairVisitor)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Validation.
+
+fn parse_with_base(
+    text: &str,
+    source: &str,
+    base_dir: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    // `Option` so that an empty document (or a bare `null`) is an empty configuration.
+    let raw: Option<RawConfig> =
+        yaml_serde::from_str(text).map_err(|err| ConfigError::yaml(source, &err))?;
+    let Some(raw) = raw else {
+        return Ok(Config::default());
+    };
+    let v = Validator {
+        file: source,
+        base_dir,
+        env,
+    };
+    let global = v.global(raw.global)?;
+    let mut targets = Vec::new();
+    let mut first_use: HashMap<String, usize> = HashMap::new();
+    for (index, raw_target) in raw.targets.unwrap_or_default().into_iter().enumerate() {
+        let target = v.target(index, raw_target, &global)?;
+        if let Some(first) = first_use.get(&target.name) {
+            return Err(v.err(
+                format!("targets[{index}].name"),
+                format!(
+                    "duplicate target name {:?} (first used by targets[{first}])",
+                    target.name
+                ),
+            ));
+        }
+        first_use.insert(target.name.clone(), index);
+        targets.push(target);
+    }
+    Ok(Config { global, targets })
+}
+
+struct Validator<'a> {
+    file: &'a str,
+    base_dir: Option<&'a Path>,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+/// Where a resolved value came from, for messages about combinations of values.
+#[derive(Clone, Copy, PartialEq)]
+enum Origin {
+    Here,
+    Global,
+}
+
+impl Validator<'_> {
+    fn err(&self, field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::field_error(self.file, field, message)
+    }
+
+    fn global(&self, raw: Option<RawGlobal>) -> Result<Defaults, ConfigError> {
+        let d = Defaults::default();
+        let Some(raw) = raw else {
+            return Ok(d);
+        };
+        let p = "global";
+        let g = Defaults {
+            audit_interval: self
+                .duration(p, "audit_interval", raw.audit_interval)?
+                .unwrap_or(d.audit_interval),
+            ping_interval: self
+                .duration(p, "ping_interval", raw.ping_interval)?
+                .unwrap_or(d.ping_interval),
+            request_timeout: self
+                .duration(p, "request_timeout", raw.request_timeout)?
+                .unwrap_or(d.request_timeout),
+            notification_grace: self
+                .duration(p, "notification_grace", raw.notification_grace)?
+                .unwrap_or(d.notification_grace),
+            max_pages: self.max_pages(p, raw.max_pages)?.unwrap_or(d.max_pages),
+            connections: self
+                .connections(p, raw.connections)?
+                .unwrap_or(d.connections),
+        };
+        self.timeout_fits(
+            p,
+            (g.request_timeout, Origin::Here),
+            (g.ping_interval, Origin::Here),
+            (g.audit_interval, Origin::Here),
+        )?;
+        Ok(g)
+    }
+
+    fn target(
+        &self,
+        index: usize,
+        raw: RawTarget,
+        global: &Defaults,
+    ) -> Result<TargetConfig, ConfigError> {
+        let p = format!("targets[{index}]");
+        let p = p.as_str();
+        let name = self.name(p, raw.name)?;
+        let url = self.url(p, raw.url)?;
+        let protocol_version = self.protocol_version(p, raw.protocol_version)?;
+
+        let pick = |value: Option<Duration>, default: Duration| match value {
+            Some(v) => (v, Origin::Here),
+            None => (default, Origin::Global),
+        };
+        let audit = pick(
+            self.duration(p, "audit_interval", raw.audit_interval)?,
+            global.audit_interval,
+        );
+        let ping = pick(
+            self.duration(p, "ping_interval", raw.ping_interval)?,
+            global.ping_interval,
+        );
+        let timeout = pick(
+            self.duration(p, "request_timeout", raw.request_timeout)?,
+            global.request_timeout,
+        );
+        let grace = self
+            .duration(p, "notification_grace", raw.notification_grace)?
+            .unwrap_or(global.notification_grace);
+        let max_pages = self
+            .max_pages(p, raw.max_pages)?
+            .unwrap_or(global.max_pages);
+        let connections = self
+            .connections(p, raw.connections)?
+            .unwrap_or(global.connections);
+        self.timeout_fits(p, timeout, ping, audit)?;
+
+        let headers = self.headers(p, raw.headers, raw.header_files)?;
+        Ok(TargetConfig {
+            name,
+            url,
+            protocol_version,
+            headers,
+            connections,
+            audit_interval: audit.0,
+            ping_interval: ping.0,
+            request_timeout: timeout.0,
+            notification_grace: grace,
+            max_pages,
+        })
+    }
+
+    fn name(&self, p: &str, raw: Option<String>) -> Result<String, ConfigError> {
+        let field = format!("{p}.name");
+        let Some(name) = raw else {
+            return Err(self.err(
+                field,
+                "required; every target needs a unique name (it becomes the `target` label)",
+            ));
+        };
+        if name.is_empty() || name.len() > MAX_NAME_LEN {
+            return Err(self.err(
+                field,
+                format!(
+                    "target name must be 1 to {MAX_NAME_LEN} characters long (it is {})",
+                    name.len()
+                ),
+            ));
+        }
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        {
+            return Err(self.err(
+                field,
+                format!("{name:?} is not a valid target name; use only letters, digits, '_', '.' and '-'"),
+            ));
+        }
+        Ok(name)
+    }
+
+    /// Never puts any part of the URL in a message: it may hold a password or a token.
+    fn url(&self, p: &str, raw: Option<String>) -> Result<url::Url, ConfigError> {
+        let field = format!("{p}.url");
+        let Some(raw) = raw else {
+            return Err(self.err(
+                field,
+                "required; the MCP endpoint, for example https://mcp.example.com/mcp",
+            ));
+        };
+        let text = expand_env(&raw, self.env).map_err(|why| self.err(&field, why))?;
+        if text.is_empty() {
+            return Err(self.err(
+                field,
+                "required; the MCP endpoint, for example https://mcp.example.com/mcp",
+            ));
+        }
+        if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(self.err(
+                field,
+                "URL must not contain whitespace or control characters",
+            ));
+        }
+        let url =
+            url::Url::parse(&text).map_err(|e| self.err(&field, format!("invalid URL: {e}")))?;
+        if url.scheme() != "http" && url.scheme() != "https" {
+            return Err(self.err(field, "URL scheme must be http or https"));
+        }
+        if url.host().is_none() {
+            return Err(self.err(field, "URL has no host"));
+        }
+        if url.fragment().is_some() {
+            return Err(self.err(field, "URL must not have a fragment (the part after '#')"));
+        }
+        Ok(url)
+    }
+
+    fn protocol_version(
+        &self,
+        p: &str,
+        raw: Option<String>,
+    ) -> Result<ProtocolChoice, ConfigError> {
+        let Some(raw) = raw else {
+            return Ok(ProtocolChoice::Auto);
+        };
+        if let Some(choice) = ProtocolChoice::ALL.into_iter().find(|c| c.as_str() == raw) {
+            return Ok(choice);
+        }
+        let field = format!("{p}.protocol_version");
+        if raw == "2026-07-28" {
+            return Err(self.err(
+                field,
+                "protocol_version 2026-07-28 (modern era) is not supported by this build yet; \
+                 use auto or a legacy version",
+            ));
+        }
+        let allowed: Vec<&str> = ProtocolChoice::ALL.iter().map(|c| c.as_str()).collect();
+        Err(self.err(
+            field,
+            format!(
+                "unknown protocol_version {raw:?}; allowed values: {}",
+                allowed.join(", ")
+            ),
+        ))
+    }
+
+    fn duration(
+        &self,
+        p: &str,
+        key: &str,
+        raw: Option<String>,
+    ) -> Result<Option<Duration>, ConfigError> {
+        let Some(raw) = raw else {
+            return Ok(None);
+        };
+        let field = format!("{p}.{key}");
+        let d = humantime::parse_duration(&raw).map_err(|e| {
+            self.err(
+                &field,
+                format!("invalid duration {raw:?}: {e}; write a number with a unit, like 30s, 1m or 500ms"),
+            )
+        })?;
+        if d.is_zero() {
+            return Err(self.err(field, "must be greater than 0"));
+        }
+        if d < MIN_DURATION {
+            return Err(self.err(field, format!("{raw:?} is too short; the minimum is 100ms")));
+        }
+        if d > MAX_DURATION {
+            return Err(self.err(field, format!("{raw:?} is too long; the maximum is 24h")));
+        }
+        Ok(Some(d))
+    }
+
+    fn max_pages(&self, p: &str, raw: Option<i64>) -> Result<Option<u32>, ConfigError> {
+        self.in_range(p, "max_pages", raw, MAX_PAGES_LIMIT)
+            .map(|v| v.map(|n| u32::try_from(n).expect("checked range")))
+    }
+
+    fn connections(&self, p: &str, raw: Option<i64>) -> Result<Option<u16>, ConfigError> {
+        self.in_range(p, "connections", raw, CONNECTIONS_LIMIT)
+            .map(|v| v.map(|n| u16::try_from(n).expect("checked range")))
+    }
+
+    fn in_range(
+        &self,
+        p: &str,
+        key: &str,
+        raw: Option<i64>,
+        max: i64,
+    ) -> Result<Option<i64>, ConfigError> {
+        match raw {
+            Some(n) if !(1..=max).contains(&n) => Err(self.err(
+                format!("{p}.{key}"),
+                format!("{n} is out of range; must be between 1 and {max}"),
+            )),
+            other => Ok(other),
+        }
+    }
+
+    /// A request must be able to time out before the next ping or audit is due.
+    fn timeout_fits(
+        &self,
+        p: &str,
+        timeout: (Duration, Origin),
+        ping: (Duration, Origin),
+        audit: (Duration, Origin),
+    ) -> Result<(), ConfigError> {
+        let show = |key: &str, (d, origin): (Duration, Origin)| {
+            let from = if origin == Origin::Global {
+                " (from global)"
+            } else {
+                ""
+            };
+            format!("{key} {}{from}", humantime::format_duration(d))
+        };
+        let field = format!("{p}.request_timeout");
+        if timeout.0 > ping.0 {
+            return Err(self.err(
+                field,
+                format!(
+                    "{} is longer than {}; a ping must time out before the next one is due",
+                    show("request_timeout", timeout),
+                    show("ping_interval", ping)
+                ),
+            ));
+        }
+        if timeout.0 > audit.0 {
+            return Err(self.err(
+                field,
+                format!(
+                    "{} is longer than {}; an audit's requests must time out before the next audit is due",
+                    show("request_timeout", timeout),
+                    show("audit_interval", audit)
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn headers(
+        &self,
+        p: &str,
+        headers: Option<PairList>,
+        files: Option<PairList>,
+    ) -> Result<Vec<(String, Secret)>, ConfigError> {
+        let mut out: Vec<(String, Secret)> = Vec::new();
+        // lower-cased name -> field path of its first use
+        let mut seen: HashMap<String, String> = HashMap::new();
+        let entries = headers
+            .map(|h| h.0)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(n, v)| ("headers", n, v))
+            .chain(
+                files
+                    .map(|f| f.0)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(n, v)| ("header_files", n, v)),
+            );
+        for (section, name, raw) in entries {
+            let field = format!("{p}.{section}{}", path_key(&name));
+            self.header_name(&field, &name)?;
+            if let Some(first) = seen.get(&name.to_ascii_lowercase()) {
+                return Err(self.err(
+                    field,
+                    format!("duplicate header {name:?} (already set by {first}; header names are case-insensitive)"),
+                ));
+            }
+            seen.insert(name.to_ascii_lowercase(), field.clone());
+            let value = if section == "headers" {
+                expand_env(&raw, self.env).map_err(|why| self.err(&field, why))?
+            } else {
+                self.read_header_file(&field, &raw)?
+            };
+            if value.is_empty() {
+                return Err(self.err(field, "header value is empty"));
+            }
+            if value.chars().any(|c| c.is_control() && c != '\t') {
+                return Err(self.err(
+                    field,
+                    "header value contains a line break or another control character; \
+                     these are not allowed in HTTP header values",
+                ));
+            }
+            out.push((name, Secret::new(value)));
+        }
+        Ok(out)
+    }
+
+    fn header_name(&self, field: &str, name: &str) -> Result<(), ConfigError> {
+        if name.is_empty() || !name.bytes().all(is_token_byte) {
+            return Err(self.err(
+                field,
+                format!(
+                    "{name:?} is not a valid HTTP header name; use letters, digits and !#$%&'*+-.^_`|~"
+                ),
+            ));
+        }
+        if let Some(reserved) = RESERVED_HEADERS
+            .iter()
+            .find(|r| r.eq_ignore_ascii_case(name))
+        {
+            return Err(self.err(
+                field,
+                format!(
+                    "header {reserved} is set by the exporter's MCP client and cannot be configured"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads a `header_files` entry. Messages name the path, never the content.
+    fn read_header_file(&self, field: &str, raw_path: &str) -> Result<String, ConfigError> {
+        if raw_path.is_empty() {
+            return Err(self.err(field, "file path is empty"));
+        }
+        let mut path = PathBuf::from(raw_path);
+        if path.is_relative()
+            && let Some(base) = self.base_dir
+        {
+            path = base.join(path);
+        }
+        let shown = path.display();
+        let file = std::fs::File::open(&path)
+            .map_err(|e| self.err(field, format!("cannot read {shown}: {e}")))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_HEADER_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| self.err(field, format!("cannot read {shown}: {e}")))?;
+        if bytes.len() as u64 > MAX_HEADER_FILE_BYTES {
+            return Err(self.err(
+                field,
+                format!("{shown} is larger than {MAX_HEADER_FILE_BYTES} bytes"),
+            ));
+        }
+        let mut text = String::from_utf8(bytes)
+            .map_err(|_| self.err(field, format!("{shown} is not valid UTF-8")))?;
+        let kept = text.trim_end_matches(['\n', '\r']).len();
+        text.truncate(kept);
+        if text.is_empty() {
+            return Err(self.err(field, format!("{shown} is empty")));
+        }
+        Ok(text)
+    }
+}
+
+/// RFC 9110 `tchar`.
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// `.Name` for header names that are tokens, `["odd name"]` otherwise.
+fn path_key(name: &str) -> String {
+    if !name.is_empty() && name.bytes().all(is_token_byte) {
+        format!(".{name}")
+    } else {
+        format!("[{name:?}]")
+    }
+}
+
+/// Expands `${VAR}` references; `$${` is a literal `${`, any other `$` is kept as is.
+/// The error text names the variable but never contains a value.
+fn expand_env(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let tail = &rest[pos..];
+        if let Some(after) = tail.strip_prefix("$${") {
+            out.push_str("${");
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("${") {
+            let Some(end) = after.find('}') else {
+                return Err("unterminated ${ (missing '}'); write $${ for a literal ${".to_owned());
+            };
+            let name = &after[..end];
+            let valid = name
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid {
+                return Err(
+                    "invalid environment variable reference: a name inside ${...} must match \
+                     [A-Za-z_][A-Za-z0-9_]*; write $${ for a literal ${"
+                        .to_owned(),
+                );
+            }
+            match env(name) {
+                None => return Err(format!("environment variable {name} is not set")),
+                Some(v) if v.is_empty() => {
+                    return Err(format!("environment variable {name} is set but empty"));
+                }
+                Some(v) => out.push_str(&v),
+            }
+            rest = &after[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SENTINEL: &str = "s3cr3t-token";
+
+    fn fake_env(name: &str) -> Option<String> {
+        match name {
+            "KB_TOKEN" => Some(SENTINEL.to_owned()),
+            "QUERY_KEY" => Some(SENTINEL.to_owned()),
+            "HOST" => Some("tickets.example.com".to_owned()),
+            "EMPTY" => Some(String::new()),
+            "WITH_NEWLINE" => Some(format!("{SENTINEL}\r\nX-Injected: 1")),
+            _ => None,
+        }
+    }
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, "test.yml", &fake_env)
+    }
+
+    fn ok(text: &str) -> Config {
+        match parse(text) {
+            Ok(c) => c,
+            Err(e) => panic!("expected a valid config, got: {e}"),
+        }
+    }
+
+    /// The error's text; also checks that it never contains the secret sentinel.
+    fn err(text: &str) -> String {
+        let e = match parse(text) {
+            Ok(c) => panic!("expected an error, got {c:?}"),
+            Err(e) => e,
+        };
+        let shown = e.to_string();
+        assert!(!shown.contains(SENTINEL), "secret in error: {shown}");
+        assert!(
+            !format!("{e:?}").contains(SENTINEL),
+            "secret in error debug: {e:?}"
+        );
+        assert!(shown.starts_with("test.yml: "), "{shown}");
+        shown
+    }
+
+    fn assert_has(haystack: &str, needle: &str) {
+        assert!(
+            haystack.contains(needle),
+            "expected {needle:?} in {haystack:?}"
+        );
+    }
+
+    /// A config with one target `kb` whose extra lines are `extra` (indented by the caller).
+    fn one_target(extra: &str) -> String {
+        format!("targets:\n  - name: kb\n    url: https://kb.example.com/mcp\n{extra}")
+    }
+
+    fn s(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+
+    // --- defaults, empty documents ------------------------------------------------------
+
+    #[test]
+    fn defaults_match_the_documented_values() {
+        let d = Defaults::default();
+        assert_eq!(d.audit_interval, s(30));
+        assert_eq!(d.ping_interval, s(15));
+        assert_eq!(d.request_timeout, s(10));
+        assert_eq!(d.notification_grace, s(5));
+        assert_eq!(d.max_pages, 64);
+        assert_eq!(d.connections, 1);
+    }
+
+    #[test]
+    fn empty_documents_are_empty_configs() {
+        for text in [
+            "",
+            "\n",
+            "# nothing here\n",
+            "---\n",
+            "null\n",
+            "~",
+            "targets:\n",
+            "targets: []\n",
+            "global:\n",
+        ] {
+            assert_eq!(ok(text), Config::default(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn zero_targets_with_globals_is_valid() {
+        let c = ok("global:\n  max_pages: 5\n  connections: 3\n");
+        assert!(c.targets.is_empty());
+        assert_eq!(c.global.max_pages, 5);
+        assert_eq!(c.global.connections, 3);
+        assert_eq!(c.global.audit_interval, s(30));
+    }
+
+    #[test]
+    fn minimal_target_gets_global_defaults() {
+        let c = ok(&one_target(""));
+        assert_eq!(c.global, Defaults::default());
+        assert_eq!(
+            c.targets,
+            vec![TargetConfig {
+                name: "kb".into(),
+                url: url::Url::parse("https://kb.example.com/mcp").unwrap(),
+                protocol_version: ProtocolChoice::Auto,
+                headers: vec![],
+                connections: 1,
+                audit_interval: s(30),
+                ping_interval: s(15),
+                request_timeout: s(10),
+                notification_grace: s(5),
+                max_pages: 64,
+            }]
+        );
+    }
+
+    #[test]
+    fn globals_apply_and_targets_override_them() {
+        let c = ok("global:
+  audit_interval: 1m
+  ping_interval: 20s
+  request_timeout: 5s
+  notification_grace: 2s
+  max_pages: 10
+  connections: 2
+targets:
+  - name: a
+    url: http://a.example/mcp
+  - name: b
+    url: http://b.example/mcp
+    audit_interval: 2m
+    ping_interval: 500ms
+    request_timeout: 250ms
+    notification_grace: 1m 30s
+    max_pages: 10000
+    connections: 16
+");
+        assert_eq!(c.global.audit_interval, s(60));
+        let a = &c.targets[0];
+        assert_eq!(
+            (
+                a.audit_interval,
+                a.ping_interval,
+                a.request_timeout,
+                a.notification_grace,
+                a.max_pages,
+                a.connections
+            ),
+            (s(60), s(20), s(5), s(2), 10, 2)
+        );
+        let b = &c.targets[1];
+        assert_eq!(
+            (
+                b.audit_interval,
+                b.ping_interval,
+                b.request_timeout,
+                b.notification_grace,
+                b.max_pages,
+                b.connections
+            ),
+            (
+                s(120),
+                Duration::from_millis(500),
+                Duration::from_millis(250),
+                s(90),
+                10000,
+                16
+            )
+        );
+    }
+
+    #[test]
+    fn targets_keep_file_order() {
+        let c = ok("targets:
+  - {name: z, url: 'http://z.example/'}
+  - {name: a, url: 'http://a.example/'}
+  - {name: m, url: 'http://m.example/'}
+");
+        let names: Vec<&str> = c.targets.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["z", "a", "m"]);
+    }
+
+    // --- YAML-level errors: syntax, unknown fields, types -------------------------------
+
+    #[test]
+    fn unknown_top_level_field() {
+        let e = err("global: {}\ntargetz: []\n");
+        assert_has(
+            &e,
+            "test.yml: line 2 column 1: unknown field `targetz`, expected `global` or `targets`",
+        );
+    }
+
+    #[test]
+    fn unknown_global_field() {
+        let e = err("global:\n  audit_intervall: 30s\n");
+        assert_has(
+            &e,
+            "test.yml: line 2 column 3: global: unknown field `audit_intervall`",
+        );
+    }
+
+    #[test]
+    fn unknown_target_field() {
+        let e = err(&one_target("    header:\n      X: y\n"));
+        assert_has(
+            &e,
+            "test.yml: line 4 column 5: targets[0]: unknown field `header`, expected one of",
+        );
+        let parsed = parse(&one_target("    header:\n      X: y\n")).unwrap_err();
+        assert_eq!(parsed.location(), Some((4, 5)));
+        assert_eq!(parsed.field(), None);
+    }
+
+    #[test]
+    fn protocol_version_is_not_a_global_key() {
+        let e = err("global:\n  protocol_version: auto\n");
+        assert_has(
+            &e,
+            "line 2 column 3: global: unknown field `protocol_version`",
+        );
+    }
+
+    #[test]
+    fn yaml_syntax_error_has_line_and_column() {
+        let e = err("targets:\n  - name: kb\n    url: https://x: y\n");
+        assert_eq!(
+            e,
+            "test.yml: line 3 column 19: mapping values are not allowed in this context"
+        );
+        let e = err("targets:\n  - name: \"kb\n");
+        assert_has(
+            &e,
+            "test.yml: line 3 column 1: found unexpected end of stream",
+        );
+    }
+
+    #[test]
+    fn wrong_types_name_the_field_and_line() {
+        let e = err(&one_target("    max_pages: lots\n"));
+        assert_has(
+            &e,
+            "test.yml: line 4 column 16: targets[0].max_pages: invalid type: string \"lots\", expected i64",
+        );
+        let e = err("targets:\n  name: kb\n");
+        assert_has(
+            &e,
+            "line 2 column 3: targets: invalid type: map, expected a sequence",
+        );
+        let e = err("- name: kb\n");
+        assert_has(
+            &e,
+            "line 1 column 1: invalid type: sequence, expected a mapping with the keys `global` and `targets`",
+        );
+        let e = err(&one_target("    headers:\n      X-Key: [a, b]\n"));
+        assert_has(
+            &e,
+            "line 5 column 14: targets[0].headers.X-Key: invalid type: sequence, expected a string",
+        );
+        let e = err(&one_target("    headers: [a]\n"));
+        assert_has(
+            &e,
+            "targets[0].headers: invalid type: sequence, expected a mapping of header names to strings",
+        );
+    }
+
+    #[test]
+    fn more_than_one_document_is_an_error() {
+        let e = err("targets: []\n---\ntargets: []\n");
+        assert_eq!(
+            e,
+            "test.yml: deserializing from YAML containing more than one document is not supported"
+        );
+    }
+
+    #[test]
+    fn repeated_key_is_an_error() {
+        let e = err(&one_target("    url: https://other.example/mcp\n"));
+        assert_has(&e, "targets[0]: duplicate field `url`");
+    }
+
+    // --- name ---------------------------------------------------------------------------
+
+    #[test]
+    fn name_is_required() {
+        let e = err("targets:\n  - url: https://kb.example.com/mcp\n");
+        assert_eq!(
+            e,
+            "test.yml: targets[0].name: required; every target needs a unique name (it becomes the `target` label)"
+        );
+        assert_eq!(
+            parse("targets:\n  - url: https://kb.example.com/mcp\n")
+                .unwrap_err()
+                .field(),
+            Some("targets[0].name")
+        );
+    }
+
+    #[test]
+    fn name_characters_and_length() {
+        let e = err("targets:\n  - name: k b\n    url: https://kb.example.com/mcp\n");
+        assert_eq!(
+            e,
+            "test.yml: targets[0].name: \"k b\" is not a valid target name; use only letters, digits, '_', '.' and '-'"
+        );
+        let e = err("targets:\n  - name: kb/1\n    url: https://kb.example.com/mcp\n");
+        assert_has(&e, "\"kb/1\" is not a valid target name");
+        let e = err("targets:\n  - name: ''\n    url: https://kb.example.com/mcp\n");
+        assert_eq!(
+            e,
+            "test.yml: targets[0].name: target name must be 1 to 64 characters long (it is 0)"
+        );
+        let long = "a".repeat(65);
+        let e = err(&format!(
+            "targets:\n  - name: {long}\n    url: https://kb.example.com/mcp\n"
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].name: target name must be 1 to 64 characters long (it is 65)"
+        );
+        let ok64 = "a".repeat(64);
+        ok(&format!(
+            "targets:\n  - name: {ok64}\n    url: https://kb.example.com/mcp\n"
+        ));
+        ok("targets:\n  - name: Kb_1.prod-eu\n    url: https://kb.example.com/mcp\n");
+        // non-ASCII letters are not allowed
+        let e = err("targets:\n  - name: kbé\n    url: https://kb.example.com/mcp\n");
+        assert_has(&e, "is not a valid target name");
+    }
+
+    #[test]
+    fn duplicate_names_name_both_indexes() {
+        let e = err("targets:
+  - {name: kb, url: 'https://a.example/'}
+  - {name: other, url: 'https://b.example/'}
+  - {name: kb, url: 'https://c.example/'}
+");
+        assert_eq!(
+            e,
+            "test.yml: targets[2].name: duplicate target name \"kb\" (first used by targets[0])"
+        );
+        // names are case-sensitive, like label values
+        ok(
+            "targets:\n  - {name: kb, url: 'https://a.example/'}\n  - {name: KB, url: 'https://a.example/'}\n",
+        );
+    }
+
+    // --- url ----------------------------------------------------------------------------
+
+    #[test]
+    fn url_is_required() {
+        let e = err("targets:\n  - name: kb\n");
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: required; the MCP endpoint, for example https://mcp.example.com/mcp"
+        );
+        let e = err("targets:\n  - name: kb\n    url: ''\n");
+        assert_has(&e, "targets[0].url: required");
+    }
+
+    #[test]
+    fn url_must_parse() {
+        let e = err(&format!(
+            "targets:\n  - name: kb\n    url: kb.example.com/mcp?token={SENTINEL}\n"
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: invalid URL: relative URL without a base"
+        );
+        let e = err(&format!(
+            "targets:\n  - name: kb\n    url: 'https://u:{SENTINEL}@kb.example.com:99999/?k={SENTINEL}'\n"
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: invalid URL: invalid port number"
+        );
+        let e = err("targets:\n  - name: kb\n    url: 'http://'\n");
+        assert_eq!(e, "test.yml: targets[0].url: invalid URL: empty host");
+    }
+
+    #[test]
+    fn url_scheme_must_be_http_or_https() {
+        let e = err(&format!(
+            "targets:\n  - name: kb\n    url: 'ftp://user:{SENTINEL}@kb.example.com/?key={SENTINEL}'\n"
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: URL scheme must be http or https"
+        );
+        let e = err("targets:\n  - name: kb\n    url: 'file:///etc/passwd'\n");
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: URL scheme must be http or https"
+        );
+        // "user:password" without a scheme parses as scheme "user"; the password stays hidden
+        let e = err(&format!(
+            "targets:\n  - name: kb\n    url: 'user:{SENTINEL}'\n"
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: URL scheme must be http or https"
+        );
+    }
+
+    #[test]
+    fn url_must_not_have_a_fragment() {
+        let e = err(&format!(
+            "targets:\n  - name: kb\n    url: 'https://u:{SENTINEL}@kb.example.com/mcp?k={SENTINEL}#{SENTINEL}'\n"
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: URL must not have a fragment (the part after '#')"
+        );
+        let e = err("targets:\n  - name: kb\n    url: 'https://kb.example.com/mcp#'\n");
+        assert_has(&e, "must not have a fragment");
+    }
+
+    #[test]
+    fn url_must_not_contain_whitespace() {
+        let e = err("targets:\n  - name: kb\n    url: 'https://kb.example.com/a b'\n");
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: URL must not contain whitespace or control characters"
+        );
+        let e = err("targets:\n  - name: kb\n    url: \"https://kb.example.com/\\tx\"\n");
+        assert_has(&e, "URL must not contain whitespace or control characters");
+    }
+
+    #[test]
+    fn url_expands_env_variables() {
+        let c = ok(
+            "targets:\n  - name: t\n    url: https://${HOST}/mcp?key=${QUERY_KEY}&literal=$${X}\n",
+        );
+        let url = &c.targets[0].url;
+        assert_eq!(url.host_str(), Some("tickets.example.com"));
+        assert_eq!(url.query(), Some("key=s3cr3t-token&literal=${X}"));
+        let e = err("targets:\n  - name: t\n    url: https://kb.example.com/mcp?key=${NOPE}\n");
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: environment variable NOPE is not set"
+        );
+        let e =
+            err("targets:\n  - name: t\n    url: https://kb.example.com/mcp?key=${WITH_NEWLINE}\n");
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: URL must not contain whitespace or control characters"
+        );
+    }
+
+    #[test]
+    fn userinfo_in_url_is_allowed_but_redacted() {
+        let c = ok(&format!(
+            "targets:\n  - name: kb\n    url: 'https://probe:{SENTINEL}@kb.example.com/mcp'\n"
+        ));
+        assert_eq!(c.targets[0].url.password(), Some(SENTINEL));
+        let debug = format!("{c:?}");
+        assert!(!debug.contains(SENTINEL), "{debug}");
+        assert_has(&debug, "https://probe:<redacted>@kb.example.com/mcp");
+    }
+
+    // --- durations ----------------------------------------------------------------------
+
+    #[test]
+    fn durations_use_humantime() {
+        let c = ok(&one_target(
+            "    audit_interval: 1m\n    ping_interval: 1m\n    request_timeout: 500ms\n    notification_grace: 1h 2m\n",
+        ));
+        let t = &c.targets[0];
+        assert_eq!(t.audit_interval, s(60));
+        assert_eq!(t.request_timeout, Duration::from_millis(500));
+        assert_eq!(t.notification_grace, s(3720));
+    }
+
+    #[test]
+    fn invalid_duration() {
+        let e = err(&one_target("    ping_interval: soon\n"));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].ping_interval: invalid duration \"soon\": expected number at 0; write a number with a unit, like 30s, 1m or 500ms"
+        );
+        let e = err("global:\n  audit_interval: 30\n");
+        assert_has(
+            &e,
+            "test.yml: global.audit_interval: invalid duration \"30\": time unit needed",
+        );
+        let e = err("global:\n  audit_interval: ''\n");
+        assert_has(&e, "test.yml: global.audit_interval: invalid duration \"\"");
+    }
+
+    #[test]
+    fn duration_must_be_positive() {
+        let e = err(&one_target("    notification_grace: 0s\n"));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].notification_grace: must be greater than 0"
+        );
+        let e = err("global:\n  ping_interval: '0'\n");
+        assert_eq!(e, "test.yml: global.ping_interval: must be greater than 0");
+    }
+
+    #[test]
+    fn duration_limits() {
+        let e = err(&one_target("    request_timeout: 50ms\n"));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].request_timeout: \"50ms\" is too short; the minimum is 100ms"
+        );
+        let e = err("global:\n  audit_interval: 25h\n");
+        assert_eq!(
+            e,
+            "test.yml: global.audit_interval: \"25h\" is too long; the maximum is 24h"
+        );
+        ok(
+            "global:\n  audit_interval: 24h\n  ping_interval: 100ms\n  request_timeout: 100ms\n  notification_grace: 24h\n",
+        );
+    }
+
+    #[test]
+    fn request_timeout_must_fit_ping_interval() {
+        let e = err("global:\n  request_timeout: 20s\n");
+        assert_eq!(
+            e,
+            "test.yml: global.request_timeout: request_timeout 20s is longer than ping_interval 15s; a ping must time out before the next one is due"
+        );
+        let e = err(&one_target("    ping_interval: 5s\n"));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].request_timeout: request_timeout 10s (from global) is longer than ping_interval 5s; a ping must time out before the next one is due"
+        );
+        let e = err(&one_target("    request_timeout: 16s\n"));
+        assert_has(
+            &e,
+            "targets[0].request_timeout: request_timeout 16s is longer than ping_interval 15s (from global)",
+        );
+        // equal is fine
+        ok(&one_target("    request_timeout: 15s\n"));
+    }
+
+    #[test]
+    fn request_timeout_must_fit_audit_interval() {
+        let e = err(&one_target(
+            "    audit_interval: 8s\n    ping_interval: 1m\n    request_timeout: 9s\n",
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].request_timeout: request_timeout 9s is longer than audit_interval 8s; an audit's requests must time out before the next audit is due"
+        );
+        let e = err("global:\n  audit_interval: 5s\n");
+        assert_has(
+            &e,
+            "global.request_timeout: request_timeout 10s is longer than audit_interval 5s",
+        );
+    }
+
+    // --- max_pages, connections ---------------------------------------------------------
+
+    #[test]
+    fn max_pages_range() {
+        assert_eq!(
+            err(&one_target("    max_pages: 0\n")),
+            "test.yml: targets[0].max_pages: 0 is out of range; must be between 1 and 10000"
+        );
+        assert_eq!(
+            err("global:\n  max_pages: 10001\n"),
+            "test.yml: global.max_pages: 10001 is out of range; must be between 1 and 10000"
+        );
+        assert_eq!(
+            ok(&one_target("    max_pages: 1\n")).targets[0].max_pages,
+            1
+        );
+    }
+
+    #[test]
+    fn connections_range() {
+        assert_eq!(
+            err(&one_target("    connections: 17\n")),
+            "test.yml: targets[0].connections: 17 is out of range; must be between 1 and 16"
+        );
+        assert_eq!(
+            err("global:\n  connections: 0\n"),
+            "test.yml: global.connections: 0 is out of range; must be between 1 and 16"
+        );
+        assert_eq!(
+            err(&one_target("    connections: -1\n")),
+            "test.yml: targets[0].connections: -1 is out of range; must be between 1 and 16"
+        );
+        assert_eq!(
+            ok(&one_target("    connections: 16\n")).targets[0].connections,
+            16
+        );
+    }
+
+    // --- protocol_version ---------------------------------------------------------------
+
+    #[test]
+    fn protocol_versions() {
+        for (text, want) in [
+            ("auto", ProtocolChoice::Auto),
+            ("2025-11-25", ProtocolChoice::V2025_11_25),
+            ("2025-06-18", ProtocolChoice::V2025_06_18),
+            ("2025-03-26", ProtocolChoice::V2025_03_26),
+            ("'2025-03-26'", ProtocolChoice::V2025_03_26),
+        ] {
+            let c = ok(&one_target(&format!("    protocol_version: {text}\n")));
+            assert_eq!(c.targets[0].protocol_version, want);
+        }
+        assert_eq!(ProtocolChoice::Auto.as_str(), "auto");
+        assert_eq!(ProtocolChoice::V2025_11_25.as_str(), "2025-11-25");
+        assert_eq!(ProtocolChoice::V2025_06_18.as_str(), "2025-06-18");
+        assert_eq!(ProtocolChoice::V2025_03_26.to_string(), "2025-03-26");
+    }
+
+    #[test]
+    fn modern_protocol_version_is_not_supported_yet() {
+        assert_eq!(
+            err(&one_target("    protocol_version: 2026-07-28\n")),
+            "test.yml: targets[0].protocol_version: protocol_version 2026-07-28 (modern era) is not supported by this build yet; use auto or a legacy version"
+        );
+    }
+
+    #[test]
+    fn unknown_protocol_version_lists_allowed_values() {
+        assert_eq!(
+            err(&one_target("    protocol_version: 2024-11-05\n")),
+            "test.yml: targets[0].protocol_version: unknown protocol_version \"2024-11-05\"; allowed values: auto, 2025-11-25, 2025-06-18, 2025-03-26"
+        );
+        assert_has(
+            &err(&one_target("    protocol_version: AUTO\n")),
+            "unknown protocol_version \"AUTO\"",
+        );
+    }
+
+    // --- headers ------------------------------------------------------------------------
+
+    #[test]
+    fn headers_expand_env_and_keep_order() {
+        let c = ok(&one_target(
+            "    headers:\n      Authorization: \"Bearer ${KB_TOKEN}\"\n      X-Tenant: blue\n      X-Price: \"$$5 $${KB_TOKEN}\"\n",
+        ));
+        let h: Vec<(&str, &str)> = c.targets[0]
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.expose()))
+            .collect();
+        assert_eq!(
+            h,
+            [
+                ("Authorization", "Bearer s3cr3t-token"),
+                ("X-Tenant", "blue"),
+                ("X-Price", "$$5 ${KB_TOKEN}")
+            ]
+        );
+    }
+
+    #[test]
+    fn dollar_escape_is_a_literal() {
+        assert_eq!(expand_env("a$${B}c", &fake_env).unwrap(), "a${B}c");
+        assert_eq!(
+            expand_env("$${KB_TOKEN}", &fake_env).unwrap(),
+            "${KB_TOKEN}"
+        );
+        assert_eq!(
+            expand_env("$$${KB_TOKEN}", &fake_env).unwrap(),
+            "$${KB_TOKEN}"
+        );
+        assert_eq!(expand_env("cost: $5, $", &fake_env).unwrap(), "cost: $5, $");
+        assert_eq!(
+            expand_env("${KB_TOKEN}${HOST}", &fake_env).unwrap(),
+            "s3cr3t-tokentickets.example.com"
+        );
+        assert_eq!(expand_env("", &fake_env).unwrap(), "");
+        // expanded values are not expanded again
+        let env = |n: &str| (n == "A").then(|| "${B}".to_owned());
+        assert_eq!(expand_env("${A}", &env).unwrap(), "${B}");
+    }
+
+    #[test]
+    fn unset_env_variable() {
+        assert_eq!(
+            err(&one_target(
+                "    headers:\n      Authorization: \"Bearer ${KB_TOKEN_MISSING}\"\n"
+            )),
+            "test.yml: targets[0].headers.Authorization: environment variable KB_TOKEN_MISSING is not set"
+        );
+        // the exact message from the brief, with an environment that lacks KB_TOKEN
+        let e = Config::parse(
+            &one_target("    headers:\n      Authorization: \"Bearer ${KB_TOKEN}\"\n"),
+            "test.yml",
+            &|_| None,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "test.yml: targets[0].headers.Authorization: environment variable KB_TOKEN is not set"
+        );
+        assert_eq!(e.field(), Some("targets[0].headers.Authorization"));
+    }
+
+    #[test]
+    fn empty_env_variable() {
+        assert_eq!(
+            err(&one_target(
+                "    headers:\n      Authorization: \"Bearer ${EMPTY}\"\n"
+            )),
+            "test.yml: targets[0].headers.Authorization: environment variable EMPTY is set but empty"
+        );
+    }
+
+    #[test]
+    fn malformed_env_references() {
+        assert_eq!(
+            err(&one_target("    headers:\n      X-Key: \"${KB_TOKEN\"\n")),
+            "test.yml: targets[0].headers.X-Key: unterminated ${ (missing '}'); write $${ for a literal ${"
+        );
+        let e = err(&one_target(&format!(
+            "    headers:\n      X-Key: \"${{{SENTINEL}}}\"\n"
+        )));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].headers.X-Key: invalid environment variable reference: a name inside ${...} must match [A-Za-z_][A-Za-z0-9_]*; write $${ for a literal ${"
+        );
+        assert_has(
+            &err(&one_target("    headers:\n      X-Key: \"${}\"\n")),
+            "invalid environment variable reference",
+        );
+        assert_has(
+            &err(&one_target("    headers:\n      X-Key: \"${1A}\"\n")),
+            "invalid environment variable reference",
+        );
+    }
+
+    #[test]
+    fn env_expansion_applies_only_to_url_and_headers() {
+        // a target name or a duration with ${...} is taken literally (and then rejected)
+        assert_has(
+            &err("targets:\n  - name: ${HOST}\n    url: https://kb.example.com/\n"),
+            "\"${HOST}\" is not a valid target name",
+        );
+        assert_has(
+            &err(&one_target("    ping_interval: ${HOST}\n")),
+            "invalid duration \"${HOST}\"",
+        );
+    }
+
+    #[test]
+    fn header_value_with_line_break_from_env() {
+        let e = err(&one_target(
+            "    headers:\n      Authorization: \"Bearer ${WITH_NEWLINE}\"\n",
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].headers.Authorization: header value contains a line break or another control character; these are not allowed in HTTP header values"
+        );
+    }
+
+    #[test]
+    fn header_value_control_characters() {
+        let e = err(&one_target(&format!(
+            "    headers:\n      X-Key: \"{SENTINEL}\\u0000\"\n"
+        )));
+        assert_has(
+            &e,
+            "targets[0].headers.X-Key: header value contains a line break or another control character",
+        );
+        let e = err(&one_target(&format!(
+            "    headers:\n      X-Key: \"{SENTINEL}\\n\"\n"
+        )));
+        assert_has(&e, "header value contains a line break");
+        let e = err(&one_target("    headers:\n      X-Key: \"a\\x7fb\"\n"));
+        assert_has(&e, "header value contains a line break");
+        // tab, spaces and non-ASCII text are fine
+        let c = ok(&one_target("    headers:\n      X-Key: \"a\\tb c é\"\n"));
+        assert_eq!(c.targets[0].headers[0].1.expose(), "a\tb c é");
+    }
+
+    #[test]
+    fn header_value_must_not_be_empty() {
+        assert_eq!(
+            err(&one_target("    headers:\n      X-Key: ''\n")),
+            "test.yml: targets[0].headers.X-Key: header value is empty"
+        );
+        assert_has(
+            &err(&one_target("    headers:\n      X-Key:\n")),
+            "targets[0].headers.X-Key: header value is empty",
+        );
+    }
+
+    #[test]
+    fn header_values_may_be_yaml_numbers_and_keep_their_text() {
+        let c = ok(&one_target("    headers:\n      X-Api-Key: 0123\n"));
+        assert_eq!(c.targets[0].headers[0].1.expose(), "0123");
+    }
+
+    #[test]
+    fn header_name_must_be_a_token() {
+        assert_eq!(
+            err(&one_target("    headers:\n      'X Key': v\n")),
+            "test.yml: targets[0].headers[\"X Key\"]: \"X Key\" is not a valid HTTP header name; use letters, digits and !#$%&'*+-.^_`|~"
+        );
+        assert_has(
+            &err(&one_target("    headers:\n      'X-Key:': v\n")),
+            "is not a valid HTTP header name",
+        );
+        assert_has(
+            &err(&one_target("    headers:\n      '': v\n")),
+            "targets[0].headers[\"\"]: \"\" is not a valid HTTP header name",
+        );
+        assert_has(
+            &err(&one_target("    headers:\n      'Schlüssel': v\n")),
+            "is not a valid HTTP header name",
+        );
+        ok(&one_target(
+            "    headers:\n      \"X-A_b.c!#$%&'*+^`|~9\": v\n",
+        ));
+    }
+
+    #[test]
+    fn client_owned_headers_are_rejected() {
+        for name in [
+            "Mcp-Session-Id",
+            "mcp-session-id",
+            "MCP-Protocol-Version",
+            "mcp-protocol-version",
+            "Content-Type",
+            "content-type",
+            "Accept",
+            "ACCEPT",
+            "Host",
+            "Content-Length",
+            "Last-Event-ID",
+        ] {
+            let e = err(&one_target(&format!("    headers:\n      {name}: x\n")));
+            assert_has(&e, &format!("test.yml: targets[0].headers.{name}: header "));
+            assert_has(
+                &e,
+                " is set by the exporter's MCP client and cannot be configured",
+            );
+        }
+        assert_eq!(
+            err(&one_target(
+                "    headers:\n      content-type: text/plain\n"
+            )),
+            "test.yml: targets[0].headers.content-type: header Content-Type is set by the exporter's MCP client and cannot be configured"
+        );
+    }
+
+    #[test]
+    fn duplicate_headers_are_case_insensitive() {
+        assert_eq!(
+            err(&one_target(
+                "    headers:\n      Authorization: a\n      authorization: b\n"
+            )),
+            "test.yml: targets[0].headers.authorization: duplicate header \"authorization\" (already set by targets[0].headers.Authorization; header names are case-insensitive)"
+        );
+        assert_has(
+            &err(&one_target(
+                "    headers:\n      X-Key: a\n      X-Key: b\n",
+            )),
+            "targets[0].headers.X-Key: duplicate header \"X-Key\"",
+        );
+    }
+
+    // --- header_files -------------------------------------------------------------------
+
+    fn write(dir: &Path, name: &str, content: &[u8]) -> PathBuf {
+        let path = dir.join(name);
+        std::fs::write(&path, content).unwrap();
+        path
+    }
+
+    #[test]
+    fn header_files_are_read_and_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = write(
+            dir.path(),
+            "token",
+            format!("Bearer {SENTINEL}\n").as_bytes(),
+        );
+        let b = write(dir.path(), "tenant", b"blue\r\n\n");
+        let c = write(dir.path(), "plain", b"  spaced  ");
+        let cfg = ok(&one_target(&format!(
+            "    headers:\n      X-First: one\n    header_files:\n      Authorization: {}\n      X-Tenant: {}\n      X-Plain: {}\n",
+            a.display(),
+            b.display(),
+            c.display()
+        )));
+        let h: Vec<(&str, &str)> = cfg.targets[0]
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.expose()))
+            .collect();
+        assert_eq!(
+            h,
+            [
+                ("X-First", "one"),
+                ("Authorization", "Bearer s3cr3t-token"),
+                ("X-Tenant", "blue"),
+                ("X-Plain", "  spaced  ")
+            ]
+        );
+        assert!(!format!("{cfg:?}").contains(SENTINEL));
+    }
+
+    #[test]
+    fn missing_header_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let e = err(&one_target(&format!(
+            "    header_files:\n      Authorization: {}\n",
+            missing.display()
+        )));
+        assert_has(
+            &e,
+            &format!(
+                "test.yml: targets[0].header_files.Authorization: cannot read {}: ",
+                missing.display()
+            ),
+        );
+        assert_has(&e, "No such file or directory");
+    }
+
+    #[test]
+    fn header_file_content_is_validated_but_never_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let two_lines = write(
+            dir.path(),
+            "two",
+            format!("{SENTINEL}\nX-Evil: 1\n").as_bytes(),
+        );
+        let e = err(&one_target(&format!(
+            "    header_files:\n      Authorization: {}\n",
+            two_lines.display()
+        )));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].header_files.Authorization: header value contains a line break or another control character; these are not allowed in HTTP header values"
+        );
+        let empty = write(dir.path(), "empty", b"\n");
+        let e = err(&one_target(&format!(
+            "    header_files:\n      Authorization: {}\n",
+            empty.display()
+        )));
+        assert_eq!(
+            e,
+            format!(
+                "test.yml: targets[0].header_files.Authorization: {} is empty",
+                empty.display()
+            )
+        );
+        let binary = write(dir.path(), "bin", &[0xff, 0xfe, b'a']);
+        let e = err(&one_target(&format!(
+            "    header_files:\n      Authorization: {}\n",
+            binary.display()
+        )));
+        assert_eq!(
+            e,
+            format!(
+                "test.yml: targets[0].header_files.Authorization: {} is not valid UTF-8",
+                binary.display()
+            )
+        );
+        let big = write(dir.path(), "big", &vec![b'a'; 64 * 1024 + 1]);
+        let e = err(&one_target(&format!(
+            "    header_files:\n      Authorization: {}\n",
+            big.display()
+        )));
+        assert_eq!(
+            e,
+            format!(
+                "test.yml: targets[0].header_files.Authorization: {} is larger than 65536 bytes",
+                big.display()
+            )
+        );
+        let e = err(&one_target("    header_files:\n      Authorization: ''\n"));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].header_files.Authorization: file path is empty"
+        );
+    }
+
+    #[test]
+    fn header_file_paths_are_not_env_expanded() {
+        let e = err(&one_target(
+            "    header_files:\n      Authorization: /nonexistent/${KB_TOKEN}\n",
+        ));
+        assert_has(&e, "cannot read /nonexistent/${KB_TOKEN}: ");
+    }
+
+    #[test]
+    fn header_files_follow_the_header_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = write(dir.path(), "v", b"value\n");
+        assert_eq!(
+            err(&one_target(&format!(
+                "    headers:\n      Authorization: a\n    header_files:\n      AUTHORIZATION: {}\n",
+                f.display()
+            ))),
+            "test.yml: targets[0].header_files.AUTHORIZATION: duplicate header \"AUTHORIZATION\" (already set by targets[0].headers.Authorization; header names are case-insensitive)"
+        );
+        assert_has(
+            &err(&one_target(&format!(
+                "    header_files:\n      Host: {}\n",
+                f.display()
+            ))),
+            "targets[0].header_files.Host: header Host is set by the exporter's MCP client",
+        );
+        assert_has(
+            &err(&one_target(&format!(
+                "    header_files:\n      'a b': {}\n",
+                f.display()
+            ))),
+            "targets[0].header_files[\"a b\"]: \"a b\" is not a valid HTTP header name",
+        );
+    }
+
+    #[test]
+    fn load_reads_the_file_and_resolves_relative_header_files() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "token", format!("{SENTINEL}\n").as_bytes());
+        let cfg_path = write(
+            dir.path(),
+            "mcp_exporter.yml",
+            b"targets:\n  - name: kb\n    url: https://kb.example.com/mcp\n    header_files:\n      X-Token: token\n",
+        );
+        let cfg = Config::load(&cfg_path).unwrap();
+        assert_eq!(cfg.targets[0].headers[0].1.expose(), SENTINEL);
+
+        // parse() resolves relative paths against the directory of `source`
+        let text = std::fs::read_to_string(&cfg_path).unwrap();
+        let source = cfg_path.display().to_string();
+        let cfg2 = Config::parse(&text, &source, &fake_env).unwrap();
+        assert_eq!(cfg, cfg2);
+    }
+
+    #[test]
+    fn load_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("missing.yml");
+        let e = Config::load(&missing).unwrap_err();
+        let shown = e.to_string();
+        assert!(
+            shown.starts_with(&format!("{}: cannot read config file: ", missing.display())),
+            "{shown}"
+        );
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(e.field(), None);
+
+        let bad = write(dir.path(), "bad.yml", b"targets:\n  - nme: kb\n");
+        let e = Config::load(&bad).unwrap_err();
+        assert_eq!(
+            e.to_string().split(", expected").next().unwrap(),
+            format!(
+                "{}: line 2 column 5: targets[0]: unknown field `nme`",
+                bad.display()
+            )
+        );
+    }
+
+    // --- secrets never leak ---------------------------------------------------------------
+
+    #[test]
+    fn debug_output_redacts_secrets() {
+        let c = ok(&format!(
+            "targets:\n  - name: kb\n    url: 'https://probe:{SENTINEL}@kb.example.com/mcp?key=${{QUERY_KEY}}'\n    headers:\n      Authorization: Bearer ${{KB_TOKEN}}\n      X-Literal: {SENTINEL}\n"
+        ));
+        let t = &c.targets[0];
+        assert_eq!(t.url.query(), Some("key=s3cr3t-token"));
+        for shown in [format!("{t:?}"), format!("{c:?}"), format!("{t:#?}")] {
+            assert!(!shown.contains(SENTINEL), "{shown}");
+            assert_has(&shown, "<redacted>");
+            assert_has(
+                &shown,
+                "https://probe:<redacted>@kb.example.com/mcp?<redacted>",
+            );
+            assert_has(&shown, "Authorization");
+        }
+    }
+
+    #[test]
+    fn errors_after_secrets_do_not_leak_them() {
+        // a valid secret-bearing target followed by an invalid one
+        let e = err(&format!(
+            "targets:\n  - name: kb\n    url: 'https://u:{SENTINEL}@kb.example.com/?k={SENTINEL}'\n    headers:\n      Authorization: Bearer ${{KB_TOKEN}}\n  - name: kb\n    url: 'https://u:{SENTINEL}@kb.example.com/?k={SENTINEL}'\n"
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[1].name: duplicate target name \"kb\" (first used by targets[0])"
+        );
+        // a YAML error on the line holding the secret
+        let e = err(&format!(
+            "targets:\n  - name: kb\n    url: https://kb.example.com/\n    headers:\n      Authorization: Bearer: {SENTINEL}\n"
+        ));
+        assert_has(
+            &e,
+            "line 5 column 28: mapping values are not allowed in this context",
+        );
+        let e = err(&format!(
+            "targets:\n  - name: kb\n    url: https://kb.example.com/\n    headerz:\n      Authorization: {SENTINEL}\n"
+        ));
+        assert_has(&e, "unknown field `headerz`");
+    }
+
+    #[test]
+    fn semantic_errors_report_their_field() {
+        let e = parse("targets:\n  - {name: a, url: 'https://a.example/'}\n  - {name: 'b c', url: 'https://a.example/'}\n").unwrap_err();
+        assert_eq!(e.field(), Some("targets[1].name"));
+        assert_eq!(e.location(), None);
+        let e = parse("global:\n  max_pages: 0\n").unwrap_err();
+        assert_eq!(e.field(), Some("global.max_pages"));
+        let e = parse("global: [").unwrap_err();
+        assert_eq!(e.field(), None);
+        assert!(e.location().is_some());
+    }
+
+    // --- example.yml ----------------------------------------------------------------------
+
+    #[test]
+    fn example_config_parses() {
+        let env = |name: &str| match name {
+            "KB_TOKEN" => Some(SENTINEL.to_owned()),
+            _ => None,
+        };
+        let c = Config::parse(include_str!("../../example.yml"), "example.yml", &env).unwrap();
+        assert_eq!(c.targets.len(), 2);
+        let kb = &c.targets[0];
+        assert_eq!(kb.name, "kb");
+        assert_eq!(kb.headers[0].0, "Authorization");
+        assert_eq!(kb.headers[0].1.expose(), "Bearer s3cr3t-token");
+        let tickets = &c.targets[1];
+        assert_eq!(tickets.connections, 2);
+        assert_ne!(tickets.audit_interval, c.global.audit_interval);
+        assert!(!format!("{c:?}").contains(SENTINEL));
+    }
+}

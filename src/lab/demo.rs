@@ -1,0 +1,81 @@
+//! `--demo`: the knowledge base behind four gateways, probed by the exporter in the same process.
+//!
+//! | target            | what its gateway does                                  | what the exporter shows          |
+//! |-------------------|--------------------------------------------------------|----------------------------------|
+//! | `kb_healthy`      | nothing wrong                                          | drift 0, pages 2, tools 14       |
+//! | `kb_lossy_gateway`| drops `list_changed` (F1)                              | drift extra/missing, unannounced |
+//! | `kb_no_list_changed` | declares no `listChanged`, sends none (F2)          | capable 0, drift, unannounced    |
+//! | `kb_no_stream`    | declares `listChanged` but answers GET with 405 (F3)   | stream up 0 while capable 1      |
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::{Behaviour, Lab};
+use crate::config::{Config, Defaults, ProtocolChoice, TargetConfig};
+
+/// How often the demo backend is redeployed with a changed tool list.
+pub const CHURN_PERIOD: Duration = Duration::from_secs(30);
+
+/// The demo's profiles.
+pub fn profiles() -> Vec<(String, Behaviour)> {
+    let healthy = Behaviour::default();
+    vec![
+        ("kb_healthy".into(), healthy.clone()),
+        (
+            "kb_lossy_gateway".into(),
+            Behaviour {
+                deliver_list_changed: false,
+                ..healthy.clone()
+            },
+        ),
+        (
+            "kb_no_list_changed".into(),
+            Behaviour {
+                list_changed_capability: false,
+                sse_responses: true,
+                ..healthy.clone()
+            },
+        ),
+        (
+            "kb_no_stream".into(),
+            Behaviour {
+                get_stream: false,
+                ..healthy
+            },
+        ),
+    ]
+}
+
+/// Start the demo lab on a free loopback port, churning every [`CHURN_PERIOD`].
+pub async fn start() -> std::io::Result<Lab> {
+    let lab = Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), profiles()).await?;
+    lab.spawn_churn(CHURN_PERIOD);
+    Ok(lab)
+}
+
+/// The configuration that probes the demo lab: short intervals so the story unfolds in a minute.
+pub fn config(lab: &Lab) -> Config {
+    let global = Defaults {
+        audit_interval: Duration::from_secs(10),
+        ping_interval: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(5),
+        notification_grace: Duration::from_secs(3),
+        ..Defaults::default()
+    };
+    let targets = profiles()
+        .into_iter()
+        .map(|(name, _)| TargetConfig {
+            url: lab.url(&name),
+            name,
+            protocol_version: ProtocolChoice::Auto,
+            headers: vec![],
+            connections: global.connections,
+            audit_interval: global.audit_interval,
+            ping_interval: global.ping_interval,
+            request_timeout: global.request_timeout,
+            notification_grace: global.notification_grace,
+            max_pages: global.max_pages,
+        })
+        .collect();
+    Config { global, targets }
+}

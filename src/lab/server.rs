@@ -1,0 +1,418 @@
+//! A legacy-era Streamable HTTP MCP server with fault knobs: the demo's knowledge base, the
+//! tests' peer, and (later) `mcp_exporter lab`.
+//!
+//! Each *profile* is one endpoint (`/<profile>/mcp`) in front of the same tool backend, the way
+//! several gateways front one server. A profile's [`Behaviour`] says what that gateway does
+//! wrong. What a knob fakes stays inside what the spec lets a server (or a lossy proxy) do:
+//! 405 on GET means "no stream" (transports § GET), 404 ends a session (§ Session Management),
+//! a server without `listChanged` sends no notifications (lifecycle § Capability Negotiation).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::kb;
+
+/// Most sessions the lab keeps; beyond that `initialize` gets 503.
+const MAX_SESSIONS: usize = 10_000;
+/// Keep-alive comment period on GET streams.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+const VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// What one profile (gateway) does.
+#[derive(Debug, Clone)]
+pub struct Behaviour {
+    /// Declare `capabilities.tools.listChanged: true`.
+    pub list_changed_capability: bool,
+    /// Forward `notifications/tools/list_changed` to clients (false: a lossy gateway drops them).
+    pub deliver_list_changed: bool,
+    /// Offer the GET stream (false: answer GET with 405).
+    pub get_stream: bool,
+    /// Tools per `tools/list` page.
+    pub page_size: usize,
+    /// Answer POSTed requests as `text/event-stream` instead of `application/json`.
+    pub sse_responses: bool,
+}
+
+impl Default for Behaviour {
+    /// A healthy, paginating server: the knowledge base of the source scenario.
+    fn default() -> Self {
+        Behaviour {
+            list_changed_capability: true,
+            deliver_list_changed: true,
+            get_stream: true,
+            page_size: 8,
+            sse_responses: false,
+        }
+    }
+}
+
+struct LabSession {
+    profile: String,
+    closed: watch::Sender<bool>,
+}
+
+struct LabState {
+    profiles: HashMap<String, Behaviour>,
+    generation: watch::Sender<u64>,
+    sessions: Mutex<HashMap<String, LabSession>>,
+    next_session: AtomicU64,
+    initializes: Mutex<HashMap<String, u64>>,
+    tools_list_calls: AtomicU64,
+}
+
+/// A running lab server.
+pub struct Lab {
+    state: Arc<LabState>,
+    addr: SocketAddr,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Lab {
+    /// Serve `profiles` on `addr` (use port 0 for any free port).
+    pub async fn start(
+        addr: SocketAddr,
+        profiles: Vec<(String, Behaviour)>,
+    ) -> std::io::Result<Lab> {
+        let (generation, _) = watch::channel(0u64);
+        let state = Arc::new(LabState {
+            profiles: profiles.into_iter().collect(),
+            generation,
+            sessions: Mutex::new(HashMap::new()),
+            next_session: AtomicU64::new(1),
+            initializes: Mutex::new(HashMap::new()),
+            tools_list_calls: AtomicU64::new(0),
+        });
+        let app = Router::new()
+            .route(
+                "/{profile}/mcp",
+                post(handle_post).get(handle_get).delete(handle_delete),
+            )
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(Lab { state, addr, task })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The endpoint URL of a profile.
+    pub fn url(&self, profile: &str) -> url::Url {
+        url::Url::parse(&format!("http://{}/{profile}/mcp", self.addr)).expect("valid URL")
+    }
+
+    /// Redeploy the backend: the tool list moves to the next generation and every profile that
+    /// delivers notifications sends `list_changed`.
+    pub fn churn(&self) {
+        self.state.generation.send_modify(|g| *g += 1);
+    }
+
+    pub fn generation(&self) -> u64 {
+        *self.state.generation.borrow()
+    }
+
+    /// Churn every `period` until the lab is dropped.
+    pub fn spawn_churn(&self, period: Duration) {
+        let state = self.state.clone();
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            loop {
+                tick.tick().await;
+                state.generation.send_modify(|g| *g += 1);
+            }
+        });
+        // The churn task dies with the server task's runtime; tie it to the lab's lifetime too.
+        let server = self.task.abort_handle();
+        tokio::spawn(async move {
+            while !server.is_finished() {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            task.abort();
+        });
+    }
+
+    /// End every session of a profile: later requests with those ids get 404 and streams close.
+    pub fn expire_sessions(&self, profile: &str) {
+        let mut sessions = self.state.sessions.lock().expect("lab lock");
+        sessions.retain(|_, s| {
+            if s.profile == profile {
+                let _ = s.closed.send(true);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
+    /// How many `initialize` requests a profile has answered.
+    pub fn initializes(&self, profile: &str) -> u64 {
+        *self
+            .state
+            .initializes
+            .lock()
+            .expect("lab lock")
+            .get(profile)
+            .unwrap_or(&0)
+    }
+
+    /// `tools/list` requests answered, all profiles.
+    pub fn tools_list_calls(&self) -> u64 {
+        self.state.tools_list_calls.load(Ordering::Relaxed)
+    }
+}
+
+fn rpc_result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+}
+
+fn status(code: StatusCode, msg: &'static str) -> Response {
+    (code, msg).into_response()
+}
+
+fn origin_ok(headers: &HeaderMap) -> bool {
+    match headers.get("origin").and_then(|o| o.to_str().ok()) {
+        None => true,
+        Some(o) => o.starts_with("http://127.0.0.1") || o.starts_with("http://localhost"),
+    }
+}
+
+impl LabState {
+    /// The session a request names, if it exists and belongs to `profile`.
+    fn session(
+        &self,
+        headers: &HeaderMap,
+        profile: &str,
+    ) -> Result<(String, watch::Receiver<bool>), Response> {
+        let Some(id) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
+            return Err(status(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: missing Mcp-Session-Id",
+            ));
+        };
+        let sessions = self.sessions.lock().expect("lab lock");
+        match sessions.get(id) {
+            Some(s) if s.profile == profile => Ok((id.to_string(), s.closed.subscribe())),
+            _ => Err(status(StatusCode::NOT_FOUND, "Session not found")),
+        }
+    }
+
+    fn initialize(&self, profile: &str, b: &Behaviour, id: &Value, params: &Value) -> Response {
+        let mut sessions = self.sessions.lock().expect("lab lock");
+        if sessions.len() >= MAX_SESSIONS {
+            return status(StatusCode::SERVICE_UNAVAILABLE, "too many sessions");
+        }
+        let n = self.next_session.fetch_add(1, Ordering::Relaxed);
+        let session_id = format!("lab-{n:016x}-{:08x}", rand::random::<u32>());
+        let (closed, _) = watch::channel(false);
+        sessions.insert(
+            session_id.clone(),
+            LabSession {
+                profile: profile.to_string(),
+                closed,
+            },
+        );
+        drop(sessions);
+        *self
+            .initializes
+            .lock()
+            .expect("lab lock")
+            .entry(profile.to_string())
+            .or_default() += 1;
+        let asked = params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let version = if VERSIONS.contains(&asked) {
+            asked
+        } else {
+            VERSIONS[0]
+        };
+        let mut tools = json!({});
+        if b.list_changed_capability {
+            tools["listChanged"] = json!(true);
+        }
+        let result = json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": tools},
+            "serverInfo": {"name": "kb-lab", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let mut resp = reply(b, rpc_result(id, result));
+        resp.headers_mut().insert(
+            "mcp-session-id",
+            HeaderValue::from_str(&session_id).expect("ASCII session id"),
+        );
+        resp
+    }
+
+    fn tools_list(&self, b: &Behaviour, id: &Value, params: &Value) -> Value {
+        self.tools_list_calls.fetch_add(1, Ordering::Relaxed);
+        let tools = kb::tools(*self.generation.borrow());
+        let offset = match params.get("cursor") {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(c)) => {
+                match c.strip_prefix("off:").and_then(|n| n.parse::<usize>().ok()) {
+                    Some(n) if n < tools.len() => n,
+                    _ => return rpc_error(id, -32602, "Invalid cursor"),
+                }
+            }
+            Some(_) => return rpc_error(id, -32602, "Invalid cursor"),
+        };
+        let end = (offset + b.page_size.max(1)).min(tools.len());
+        let mut result = json!({"tools": tools[offset..end]});
+        if end < tools.len() {
+            result["nextCursor"] = json!(format!("off:{end}"));
+        }
+        rpc_result(id, result)
+    }
+}
+
+/// Send one JSON-RPC message as the profile answers: plain JSON or a one-event SSE stream.
+fn reply(b: &Behaviour, msg: Value) -> Response {
+    if b.sse_responses {
+        let body = format!("event: message\ndata: {msg}\n\n");
+        ([("content-type", "text/event-stream")], body).into_response()
+    } else {
+        axum::Json(msg).into_response()
+    }
+}
+
+async fn handle_post(
+    State(state): State<Arc<LabState>>,
+    Path(profile): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let Some(b) = state.profiles.get(&profile).cloned() else {
+        return status(StatusCode::NOT_FOUND, "no such endpoint");
+    };
+    if !origin_ok(&headers) {
+        return status(StatusCode::FORBIDDEN, "Forbidden: invalid Origin");
+    }
+    if let Some(v) = headers.get("mcp-protocol-version") {
+        if !VERSIONS.iter().any(|s| v == *s) {
+            return status(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: unsupported MCP-Protocol-Version",
+            );
+        }
+    }
+    let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(rpc_error(&Value::Null, -32700, "Parse error")),
+        )
+            .into_response();
+    };
+    let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+    let id = msg.get("id").cloned();
+    let params = msg.get("params").cloned().unwrap_or(json!({}));
+    if method == "initialize" {
+        let Some(id) = id else {
+            return status(StatusCode::BAD_REQUEST, "initialize needs an id");
+        };
+        return state.initialize(&profile, &b, &id, &params);
+    }
+    if let Err(resp) = state.session(&headers, &profile) {
+        return resp;
+    }
+    let Some(id) = id.filter(|_| !method.is_empty()) else {
+        // A notification, or a response to one of our requests.
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let answer = match method {
+        "ping" => rpc_result(&id, json!({})),
+        "tools/list" => state.tools_list(&b, &id, &params),
+        _ => rpc_error(&id, -32601, "Method not found"),
+    };
+    reply(&b, answer)
+}
+
+async fn handle_get(
+    State(state): State<Arc<LabState>>,
+    Path(profile): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(b) = state.profiles.get(&profile).cloned() else {
+        return status(StatusCode::NOT_FOUND, "no such endpoint");
+    };
+    if !b.get_stream {
+        return status(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+    }
+    let (_, closed) = match state.session(&headers, &profile) {
+        Ok(s) => s,
+        Err(resp) => return resp,
+    };
+    let generation = state.generation.subscribe();
+    let notify = b.list_changed_capability && b.deliver_list_changed;
+    let events = futures_util::stream::unfold(
+        (generation, closed),
+        move |(mut generation, mut closed)| async move {
+            loop {
+                tokio::select! {
+                    changed = generation.changed() => {
+                        changed.ok()?;
+                        if notify {
+                            let event = Event::default()
+                                .event("message")
+                                .data(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
+                            return Some((Ok::<_, Infallible>(event), (generation, closed)));
+                        }
+                    }
+                    r = closed.changed() => {
+                        if r.is_err() || *closed.borrow() {
+                            return None;
+                        }
+                    }
+                }
+            }
+        },
+    );
+    Sse::new(events.boxed())
+        .keep_alive(KeepAlive::new().interval(KEEPALIVE))
+        .into_response()
+}
+
+async fn handle_delete(
+    State(state): State<Arc<LabState>>,
+    Path(profile): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match state.session(&headers, &profile) {
+        Ok((id, _)) => {
+            if let Some(s) = state.sessions.lock().expect("lab lock").remove(&id) {
+                let _ = s.closed.send(true);
+            }
+            StatusCode::OK.into_response()
+        }
+        Err(resp) => resp,
+    }
+}

@@ -1,0 +1,29 @@
+//! mcp_exporter watches remote MCP servers the way a careful client would, and exports when a
+//! client's tool cache can no longer be trusted.
+//!
+//! Data flows one way:
+//!
+//! ```text
+//! config ──► probe::Supervisor ──► probe::connection (one task per target × connection)
+//!                                    │  mcp (the wire: JSON-RPC, Streamable HTTP, session)
+//!                                    │  probe::walker (cursor walk) · probe::catalog (cache, diff)
+//!                                    ▼
+//!                                telemetry (per-target recorders) ──► web (/metrics, /-/reload …)
+//! ```
+
+/// The daemon: startup, reload, signals, shutdown.
+pub mod app;
+/// YAML configuration: strict parsing, defaults, `${VAR}` expansion, precise errors.
+pub mod config;
+/// The fault-injecting MCP server behind `--demo` and the tests.
+pub mod lab;
+/// Logging setup (logfmt or JSON).
+pub mod logging;
+/// The MCP wire client: JSON-RPC framing, Streamable HTTP, legacy-era sessions.
+pub mod mcp;
+/// The probe: long-lived connections, cursor walks, the cache and its audit.
+pub mod probe;
+/// Metric catalog, per-target recorders and the merged exposition.
+pub mod telemetry;
+/// The exporter's HTTP endpoints.
+pub mod web;

@@ -1,0 +1,80 @@
+//! `mcp_exporter`: flags, logging, and nothing else.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use mcp_exporter::app::{self, Options, Source};
+use mcp_exporter::config::Config;
+use mcp_exporter::logging::{self, Format};
+
+/// Prometheus exporter that probes MCP servers as a correct client and reports stale tool caches.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Configuration file.
+    #[arg(long = "config.file", default_value = "mcp_exporter.yml")]
+    config_file: PathBuf,
+    /// Validate the configuration file and exit (0 when valid).
+    #[arg(long = "config.check")]
+    config_check: bool,
+    /// Address to serve /metrics and the other endpoints on.
+    #[arg(long = "web.listen-address", default_value = ":10117")]
+    listen: String,
+    /// Run against the embedded demo knowledge-base server instead of a configuration file.
+    #[arg(long)]
+    demo: bool,
+    /// Log level: debug, info, warn, error.
+    #[arg(long = "log.level", default_value = "info", value_parser = ["debug", "info", "warn", "error"])]
+    log_level: String,
+    /// Log format.
+    #[arg(long = "log.format", value_enum, default_value = "logfmt")]
+    log_format: Format,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.config_check {
+        return match Config::load(&cli.config_file) {
+            Ok(c) => {
+                println!(
+                    "{}: OK, {} target(s)",
+                    cli.config_file.display(),
+                    c.targets.len()
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    logging::init(&cli.log_level, cli.log_format);
+    let source = if cli.demo {
+        Source::Demo
+    } else {
+        Source::File(cli.config_file)
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(app::run(Options {
+        source,
+        listen: cli.listen,
+    })) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "exiting");
+            eprintln!("mcp_exporter: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

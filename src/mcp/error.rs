@@ -1,0 +1,229 @@
+//! Every way a request to an MCP server can fail, folded into a small fixed set of reasons.
+//!
+//! The reason is what operators alert on, so it is a closed enum rendered as a label value; the
+//! free text (status line, server message, I/O error) stays in the error for logs only.
+
+use std::fmt;
+
+/// The fixed label set of `reason` on failure counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Reason {
+    /// No complete answer within the deadline.
+    Timeout,
+    /// The name did not resolve.
+    Dns,
+    /// TCP connect failed (refused, unreachable, reset during connect).
+    Connect,
+    /// TLS handshake or certificate verification failed.
+    Tls,
+    /// Any other I/O failure while sending or reading.
+    Transport,
+    /// HTTP 401 or 403.
+    Auth,
+    /// HTTP 404 on a request that carried a session id: the session is gone.
+    SessionExpired,
+    /// Another 4xx status.
+    Http4xx,
+    /// A 5xx status.
+    Http5xx,
+    /// A 3xx status: redirects are never followed.
+    Redirect,
+    /// A response with a content type that is neither JSON nor an event stream.
+    ContentType,
+    /// The body or an event exceeded its size cap.
+    BodyTooLarge,
+    /// The body was not valid JSON-RPC JSON.
+    InvalidJson,
+    /// Valid JSON, but not what the protocol requires (wrong id, missing fields, bad result shape).
+    InvalidResponse,
+    /// The event stream ended before the response arrived.
+    StreamClosed,
+    /// The server answered with a JSON-RPC error object.
+    JsonrpcError,
+    /// The server chose a protocol version this client does not speak.
+    UnsupportedVersion,
+}
+
+impl Reason {
+    /// All reasons, for documentation and tests.
+    pub const ALL: [Reason; 17] = [
+        Reason::Timeout,
+        Reason::Dns,
+        Reason::Connect,
+        Reason::Tls,
+        Reason::Transport,
+        Reason::Auth,
+        Reason::SessionExpired,
+        Reason::Http4xx,
+        Reason::Http5xx,
+        Reason::Redirect,
+        Reason::ContentType,
+        Reason::BodyTooLarge,
+        Reason::InvalidJson,
+        Reason::InvalidResponse,
+        Reason::StreamClosed,
+        Reason::JsonrpcError,
+        Reason::UnsupportedVersion,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Timeout => "timeout",
+            Reason::Dns => "dns",
+            Reason::Connect => "connect",
+            Reason::Tls => "tls",
+            Reason::Transport => "transport",
+            Reason::Auth => "auth",
+            Reason::SessionExpired => "session_expired",
+            Reason::Http4xx => "http_4xx",
+            Reason::Http5xx => "http_5xx",
+            Reason::Redirect => "redirect",
+            Reason::ContentType => "content_type",
+            Reason::BodyTooLarge => "body_too_large",
+            Reason::InvalidJson => "invalid_json",
+            Reason::InvalidResponse => "invalid_response",
+            Reason::StreamClosed => "stream_closed",
+            Reason::JsonrpcError => "jsonrpc_error",
+            Reason::UnsupportedVersion => "unsupported_version",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed exchange: the reason (for labels) and a detail (for logs).
+///
+/// The detail never contains header values or the target URL: both may carry secrets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpError {
+    pub reason: Reason,
+    pub detail: String,
+    /// The JSON-RPC error code when `reason` is [`Reason::JsonrpcError`].
+    pub rpc_code: Option<i64>,
+}
+
+impl McpError {
+    pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
+        McpError {
+            reason,
+            detail: detail.into(),
+            rpc_code: None,
+        }
+    }
+
+    pub fn rpc(code: i64, message: &str) -> Self {
+        McpError {
+            reason: Reason::JsonrpcError,
+            detail: format!("JSON-RPC error {code}: {}", truncate(message, 200)),
+            rpc_code: Some(code),
+        }
+    }
+
+    /// Classify a reqwest error by walking its source chain.
+    pub fn from_reqwest(err: &reqwest::Error) -> Self {
+        let chain = error_chain(err);
+        let reason = if err.is_timeout() {
+            Reason::Timeout
+        } else if chain.contains("dns error") || chain.contains("failed to lookup address") {
+            Reason::Dns
+        } else if chain.contains("certificate")
+            || chain.contains("tls")
+            || chain.contains("handshake")
+            || chain.contains("InvalidContentType")
+            || chain.contains("CorruptMessage")
+        {
+            Reason::Tls
+        } else if err.is_connect() {
+            Reason::Connect
+        } else if err.is_redirect() {
+            Reason::Redirect
+        } else {
+            Reason::Transport
+        };
+        McpError::new(reason, truncate(&chain, 300))
+    }
+}
+
+impl fmt::Display for McpError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.reason, self.detail)
+    }
+}
+
+impl std::error::Error for McpError {}
+
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = err.to_string();
+    let mut source = err.source();
+    // Bounded: error chains are short, but a cap costs nothing.
+    for _ in 0..16 {
+        let Some(s) = source else { break };
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    // reqwest prints the URL in its errors; it may carry a token in the query.
+    strip_urls(&out)
+}
+
+/// Remove anything that looks like a URL from a log detail.
+fn strip_urls(text: &str) -> String {
+    text.split(' ')
+        .map(|w| {
+            let w2 = w.trim_start_matches('(');
+            if w2.starts_with("http://") || w2.starts_with("https://") {
+                "<url>"
+            } else {
+                w
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Cut a detail string to at most `max` bytes on a char boundary.
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_are_unique_snake_case_labels() {
+        let mut seen = std::collections::BTreeSet::new();
+        for r in Reason::ALL {
+            let s = r.as_str();
+            assert!(
+                s.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            );
+            assert!(seen.insert(s), "duplicate {s}");
+        }
+    }
+
+    #[test]
+    fn urls_are_stripped_from_details() {
+        let s = strip_urls("error sending request for url (https://kb/mcp?token=abc)");
+        assert!(!s.contains("token"), "{s}");
+    }
+
+    #[test]
+    fn truncate_respects_char_boundaries() {
+        assert_eq!(truncate("ééé", 3), "é…");
+        assert_eq!(truncate("abc", 3), "abc");
+    }
+}

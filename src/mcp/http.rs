@@ -1,0 +1,496 @@
+//! Streamable HTTP, the wire under both legacy versions: POST a message, read the answer as JSON
+//! or as an SSE stream, hold the GET stream for server-initiated messages, DELETE at the end.
+//!
+//! Everything here is bounded: each answer by the caller's deadline and [`Limits`], each SSE event
+//! by a size cap, each POST stream by an event count. Redirects are never followed (a redirect to
+//! another host would carry the target's credentials there).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use eventsource_stream::{Event, EventStreamError, Eventsource};
+use futures_util::{Stream, StreamExt};
+use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+
+use super::error::{McpError, Reason};
+use super::inbox::Inbox;
+use super::jsonrpc::{self, Incoming};
+
+/// Size and count caps on what a server may send.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Largest JSON body, or sum of SSE bytes in one POST answer.
+    pub max_body_bytes: usize,
+    /// Largest single SSE event (bytes buffered before an event completes).
+    pub max_event_bytes: usize,
+    /// Most SSE events in one POST answer before the answer is abandoned.
+    pub max_events_per_answer: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            // A 14-tool page is ~10 KiB; large catalogs with rich schemas stay far below this.
+            max_body_bytes: 8 * 1024 * 1024,
+            max_event_bytes: 4 * 1024 * 1024,
+            max_events_per_answer: 4096,
+        }
+    }
+}
+
+/// TCP keepalive so a half-open GET stream is noticed by the kernel.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
+/// Idle pooled connections are closed after this.
+const POOL_IDLE: Duration = Duration::from_secs(90);
+/// DELETE at shutdown must never hold the daemon up.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Per-session headers the client owns.
+#[derive(Debug, Clone, Default)]
+pub struct SessionHeaders {
+    pub session_id: Option<HeaderValue>,
+    pub protocol_version: Option<HeaderValue>,
+}
+
+const MCP_SESSION_ID: &str = "mcp-session-id";
+const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+
+/// What a POST came back with.
+#[derive(Debug)]
+pub enum PostReply {
+    /// 202: the notification or response was accepted.
+    Accepted,
+    /// The JSON-RPC response to our request, with the session id header if the server set one.
+    Response {
+        outcome: Result<Value, jsonrpc::RpcError>,
+        session_id: Option<HeaderValue>,
+    },
+}
+
+/// One MCP endpoint, its HTTP client and its configured headers.
+#[derive(Debug)]
+pub struct HttpTransport {
+    client: reqwest::Client,
+    url: url::Url,
+    headers: HeaderMap,
+    limits: Limits,
+}
+
+impl HttpTransport {
+    /// `headers` are the configured ones (auth …); values are marked sensitive so they never show up
+    /// in debug output.
+    pub fn new(
+        url: url::Url,
+        headers: &[(String, String)],
+        limits: Limits,
+    ) -> Result<Self, McpError> {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| McpError::new(Reason::InvalidResponse, "invalid header name"))?;
+            let mut value = HeaderValue::from_str(value)
+                .map_err(|_| McpError::new(Reason::InvalidResponse, "invalid header value"))?;
+            value.set_sensitive(true);
+            map.insert(name, value);
+        }
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .tcp_keepalive(TCP_KEEPALIVE)
+            .pool_idle_timeout(POOL_IDLE)
+            .user_agent(concat!("mcp_exporter/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| McpError::from_reqwest(&e))?;
+        Ok(HttpTransport {
+            client,
+            url,
+            headers: map,
+            limits,
+        })
+    }
+
+    fn builder(&self, method: Method, session: &SessionHeaders) -> reqwest::RequestBuilder {
+        let mut b = self
+            .client
+            .request(method, self.url.clone())
+            .headers(self.headers.clone());
+        if let Some(id) = &session.session_id {
+            b = b.header(MCP_SESSION_ID, id.clone());
+        }
+        if let Some(v) = &session.protocol_version {
+            b = b.header(MCP_PROTOCOL_VERSION, v.clone());
+        }
+        b
+    }
+
+    /// POST one message. For a request (`expect_id` set) wait for its response, filing every other
+    /// message met on the way into `inbox`. The caller bounds the whole exchange with a timeout.
+    pub async fn post(
+        &self,
+        session: &SessionHeaders,
+        body: Vec<u8>,
+        expect_id: Option<u64>,
+        inbox: &Inbox,
+    ) -> Result<PostReply, McpError> {
+        let resp = self
+            .builder(Method::POST, session)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| McpError::from_reqwest(&e))?;
+        check_status(resp.status(), session.session_id.is_some())?;
+        let new_session_id = resp.headers().get(MCP_SESSION_ID).cloned();
+        let Some(sent) = expect_id else {
+            // Body (if any) of an accepted notification is irrelevant; drain a bounded amount so
+            // the connection can be reused.
+            drain(resp, self.limits.max_body_bytes).await;
+            return Ok(PostReply::Accepted);
+        };
+        if resp.status() == StatusCode::ACCEPTED {
+            return Err(McpError::new(
+                Reason::InvalidResponse,
+                "202 Accepted for a request that needs a response",
+            ));
+        }
+        let outcome = match content_kind(resp.headers()) {
+            ContentKind::Json => {
+                let body = read_capped(resp, self.limits.max_body_bytes).await?;
+                find_response(jsonrpc::decode(&body)?, sent, inbox)?.ok_or_else(|| {
+                    McpError::new(Reason::InvalidResponse, "JSON body holds no response")
+                })?
+            }
+            ContentKind::EventStream => self.read_sse_answer(resp, sent, inbox).await?,
+            ContentKind::Other => {
+                return Err(McpError::new(
+                    Reason::ContentType,
+                    "answer is neither application/json nor text/event-stream",
+                ));
+            }
+        };
+        Ok(PostReply::Response {
+            outcome,
+            session_id: new_session_id,
+        })
+    }
+
+    async fn read_sse_answer(
+        &self,
+        resp: reqwest::Response,
+        sent: u64,
+        inbox: &Inbox,
+    ) -> Result<Result<Value, jsonrpc::RpcError>, McpError> {
+        let mut events = CappedEvents::new(resp, self.limits.max_event_bytes);
+        let mut count = 0usize;
+        while let Some(event) = events.next().await {
+            let event = event?;
+            if events.total() > self.limits.max_body_bytes {
+                return Err(McpError::new(
+                    Reason::BodyTooLarge,
+                    "SSE answer over the size cap",
+                ));
+            }
+            count += 1;
+            if count > self.limits.max_events_per_answer {
+                return Err(McpError::new(
+                    Reason::BodyTooLarge,
+                    "SSE answer has too many events",
+                ));
+            }
+            if event.data.is_empty() {
+                continue; // priming event (2025-11-25) or keep-alive
+            }
+            if let Some(outcome) =
+                find_response(jsonrpc::decode(event.data.as_bytes())?, sent, inbox)?
+            {
+                return Ok(outcome);
+            }
+        }
+        Err(McpError::new(
+            Reason::StreamClosed,
+            "SSE answer ended before the response",
+        ))
+    }
+
+    /// Open the GET stream. `None` when the server offers none (405).
+    pub async fn open_stream(
+        &self,
+        session: &SessionHeaders,
+    ) -> Result<Option<NotificationStream>, McpError> {
+        let resp = self
+            .builder(Method::GET, session)
+            .header(ACCEPT, "text/event-stream")
+            .send()
+            .await
+            .map_err(|e| McpError::from_reqwest(&e))?;
+        if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
+            return Ok(None);
+        }
+        check_status(resp.status(), session.session_id.is_some())?;
+        if content_kind(resp.headers()) != ContentKind::EventStream {
+            return Err(McpError::new(
+                Reason::ContentType,
+                "GET stream is not text/event-stream",
+            ));
+        }
+        Ok(Some(NotificationStream {
+            events: CappedEvents::new(resp, self.limits.max_event_bytes),
+            retry: None,
+        }))
+    }
+
+    /// DELETE the session, best effort and briefly.
+    pub async fn delete(&self, session: &SessionHeaders) {
+        let req = self.builder(Method::DELETE, session).send();
+        if let Ok(Ok(resp)) = tokio::time::timeout(DELETE_TIMEOUT, req).await {
+            drain(resp, 64 * 1024).await;
+        }
+    }
+}
+
+/// The server's long-lived stream of notifications and requests.
+pub struct NotificationStream {
+    events: CappedEvents,
+    retry: Option<Duration>,
+}
+
+impl NotificationStream {
+    /// Read until the stream ends, filing every message into `inbox`. Returns why it ended.
+    pub async fn run(mut self, inbox: &Inbox) -> StreamEnd {
+        while let Some(event) = self.events.next().await {
+            match event {
+                Ok(event) => {
+                    if let Some(r) = event.retry {
+                        self.retry = Some(r);
+                    }
+                    if event.data.is_empty() {
+                        continue;
+                    }
+                    match jsonrpc::decode(event.data.as_bytes()) {
+                        Ok(msgs) => msgs.into_iter().for_each(|m| inbox.deliver(m)),
+                        Err(e) => {
+                            return StreamEnd {
+                                error: Some(e),
+                                retry: self.retry,
+                            };
+                        }
+                    }
+                }
+                Err(e) => {
+                    return StreamEnd {
+                        error: Some(e),
+                        retry: self.retry,
+                    };
+                }
+            }
+        }
+        StreamEnd {
+            error: None,
+            retry: self.retry,
+        }
+    }
+}
+
+/// Why a GET stream ended: closed cleanly (`error` none) or broken; and the server's `retry` hint.
+#[derive(Debug)]
+pub struct StreamEnd {
+    pub error: Option<McpError>,
+    pub retry: Option<Duration>,
+}
+
+fn find_response(
+    msgs: Vec<Incoming>,
+    sent: u64,
+    inbox: &Inbox,
+) -> Result<Option<Result<Value, jsonrpc::RpcError>>, McpError> {
+    let mut found = None;
+    for msg in msgs {
+        match msg {
+            Incoming::Response { id, outcome } if found.is_none() => {
+                if !jsonrpc::id_matches(&id, sent) {
+                    return Err(McpError::new(
+                        Reason::InvalidResponse,
+                        format!(
+                            "response id {} does not match request id {sent}",
+                            jsonrpc_id(&id)
+                        ),
+                    ));
+                }
+                found = Some(outcome);
+            }
+            other => inbox.deliver(other),
+        }
+    }
+    Ok(found)
+}
+
+fn jsonrpc_id(id: &Value) -> String {
+    super::error::truncate(&id.to_string(), 40)
+}
+
+fn check_status(status: StatusCode, had_session: bool) -> Result<(), McpError> {
+    let code = status.as_u16();
+    let reason = match code {
+        200..=299 => return Ok(()),
+        300..=399 => Reason::Redirect,
+        401 | 403 => Reason::Auth,
+        404 if had_session => Reason::SessionExpired,
+        400..=499 => Reason::Http4xx,
+        _ => Reason::Http5xx,
+    };
+    Err(McpError::new(reason, format!("HTTP {code}")))
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum ContentKind {
+    Json,
+    EventStream,
+    Other,
+}
+
+fn content_kind(headers: &HeaderMap) -> ContentKind {
+    let ct = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "application/json" => ContentKind::Json,
+        "text/event-stream" => ContentKind::EventStream,
+        _ => ContentKind::Other,
+    }
+}
+
+async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>, McpError> {
+    let too_large = || McpError::new(Reason::BodyTooLarge, format!("body over {cap} bytes"));
+    if let Some(len) = resp.headers().get(CONTENT_LENGTH) {
+        if len
+            .to_str()
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .is_some_and(|n| n > cap)
+        {
+            return Err(too_large());
+        }
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| McpError::from_reqwest(&e))? {
+        if body.len() + chunk.len() > cap {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+async fn drain(mut resp: reqwest::Response, cap: usize) {
+    let mut seen = 0usize;
+    while let Ok(Some(chunk)) = resp.chunk().await {
+        seen += chunk.len();
+        if seen > cap {
+            break;
+        }
+    }
+}
+
+/// Why the byte stream under an SSE parser stopped.
+#[derive(Debug)]
+enum ByteFault {
+    Http(reqwest::Error),
+    EventTooLarge(usize),
+}
+
+type ByteStream = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, ByteFault>> + Send>>;
+
+/// An SSE event stream whose pending (not yet complete) event is capped in size.
+struct CappedEvents {
+    inner: std::pin::Pin<Box<eventsource_stream::EventStream<ByteStream>>>,
+    since_event: Arc<AtomicUsize>,
+    total: usize,
+}
+
+impl CappedEvents {
+    fn new(resp: reqwest::Response, max_event_bytes: usize) -> Self {
+        let since_event = Arc::new(AtomicUsize::new(0));
+        let counter = since_event.clone();
+        let bytes: ByteStream = Box::pin(resp.bytes_stream().map(move |chunk| {
+            let chunk = chunk.map_err(ByteFault::Http)?;
+            let pending = counter.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
+            if pending > max_event_bytes {
+                return Err(ByteFault::EventTooLarge(max_event_bytes));
+            }
+            Ok(chunk)
+        }));
+        CappedEvents {
+            inner: Box::pin(bytes.eventsource()),
+            since_event,
+            total: 0,
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.total
+    }
+
+    async fn next(&mut self) -> Option<Result<Event, McpError>> {
+        let item = self.inner.next().await?;
+        // Everything buffered so far belonged to this event (or earlier ones): count it and reset.
+        let consumed = self.since_event.swap(0, Ordering::Relaxed);
+        self.total += consumed;
+        Some(item.map_err(|e| match e {
+            EventStreamError::Transport(ByteFault::Http(e)) => McpError::from_reqwest(&e),
+            EventStreamError::Transport(ByteFault::EventTooLarge(cap)) => {
+                McpError::new(Reason::BodyTooLarge, format!("SSE event over {cap} bytes"))
+            }
+            EventStreamError::Utf8(_) => {
+                McpError::new(Reason::InvalidJson, "SSE data is not UTF-8")
+            }
+            EventStreamError::Parser(_) => McpError::new(Reason::InvalidResponse, "malformed SSE"),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_reasons() {
+        assert!(check_status(StatusCode::OK, true).is_ok());
+        let r = |s: u16, sess| {
+            check_status(StatusCode::from_u16(s).unwrap(), sess)
+                .unwrap_err()
+                .reason
+        };
+        assert_eq!(r(404, true), Reason::SessionExpired);
+        assert_eq!(r(404, false), Reason::Http4xx);
+        assert_eq!(r(401, false), Reason::Auth);
+        assert_eq!(r(403, true), Reason::Auth);
+        assert_eq!(r(302, false), Reason::Redirect);
+        assert_eq!(r(400, true), Reason::Http4xx);
+        assert_eq!(r(503, true), Reason::Http5xx);
+    }
+
+    #[test]
+    fn content_types_are_matched_by_essence() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("Application/JSON; charset=utf-8"),
+        );
+        assert_eq!(content_kind(&h), ContentKind::Json);
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+        assert_eq!(content_kind(&h), ContentKind::EventStream);
+        h.insert(CONTENT_TYPE, HeaderValue::from_static("text/html"));
+        assert_eq!(content_kind(&h), ContentKind::Other);
+    }
+}

@@ -1,0 +1,128 @@
+//! Where server-initiated messages land, from whichever stream carried them.
+//!
+//! A `notifications/tools/list_changed` can arrive on the GET stream or interleaved in the SSE
+//! answer to any POST (fastmcp does the latter). Both readers put it here. The inbox coalesces:
+//! a flood of notifications costs one atomic add each and wakes the connection task once, so a
+//! hostile server cannot grow a queue.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
+
+use super::jsonrpc::Incoming;
+
+/// How many server requests may wait for an answer before further ones are dropped.
+const SERVER_REQUEST_QUEUE: usize = 16;
+
+/// A request the server sent us; the connection answers it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerRequest {
+    pub id: Value,
+    pub method: String,
+}
+
+/// Shared between the stream readers (writers) and the connection task (reader).
+#[derive(Debug)]
+pub struct Inbox {
+    list_changed: AtomicU64,
+    other_notifications: AtomicU64,
+    dropped_requests: AtomicU64,
+    wake: Notify,
+    requests: mpsc::Sender<ServerRequest>,
+}
+
+impl Inbox {
+    /// A new inbox and the receiving end of its server-request queue.
+    pub fn new() -> (Inbox, mpsc::Receiver<ServerRequest>) {
+        let (tx, rx) = mpsc::channel(SERVER_REQUEST_QUEUE);
+        (
+            Inbox {
+                list_changed: AtomicU64::new(0),
+                other_notifications: AtomicU64::new(0),
+                dropped_requests: AtomicU64::new(0),
+                wake: Notify::new(),
+                requests: tx,
+            },
+            rx,
+        )
+    }
+
+    /// File one server message that was not the response we were waiting for.
+    pub fn deliver(&self, msg: Incoming) {
+        match msg {
+            Incoming::Notification { method, .. } => {
+                if method == "notifications/tools/list_changed" {
+                    self.list_changed.fetch_add(1, Ordering::Relaxed);
+                    self.wake.notify_one();
+                } else {
+                    self.other_notifications.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Incoming::Request { id, method, .. } => {
+                if self
+                    .requests
+                    .try_send(ServerRequest { id, method })
+                    .is_err()
+                {
+                    self.dropped_requests.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            // A response nobody waits for (late, or for a cancelled request): ignored, as the
+            // spec asks of late responses.
+            Incoming::Response { .. } => {}
+        }
+    }
+
+    /// Total `notifications/tools/list_changed` received so far.
+    pub fn list_changed_count(&self) -> u64 {
+        self.list_changed.load(Ordering::Relaxed)
+    }
+
+    /// Total other notifications received (logging, progress …).
+    pub fn other_notification_count(&self) -> u64 {
+        self.other_notifications.load(Ordering::Relaxed)
+    }
+
+    /// Wait until a list_changed notification arrives (returns at once if one came since the last wait).
+    pub async fn list_changed(&self) {
+        self.wake.notified().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[tokio::test]
+    async fn a_flood_coalesces_into_one_wake_and_an_exact_count() {
+        let (inbox, _rx) = Inbox::new();
+        for _ in 0..10_000 {
+            inbox.deliver(Incoming::Notification {
+                method: "notifications/tools/list_changed".into(),
+                params: None,
+            });
+        }
+        inbox.list_changed().await; // the stored permit
+        assert_eq!(inbox.list_changed_count(), 10_000);
+    }
+
+    #[tokio::test]
+    async fn server_requests_are_bounded() {
+        let (inbox, mut rx) = Inbox::new();
+        for i in 0..100 {
+            inbox.deliver(Incoming::Request {
+                id: json!(i),
+                method: "ping".into(),
+                params: None,
+            });
+        }
+        let mut n = 0;
+        while rx.try_recv().is_ok() {
+            n += 1;
+        }
+        assert_eq!(n, SERVER_REQUEST_QUEUE);
+        assert_eq!(inbox.dropped_requests.load(Ordering::Relaxed), 84);
+    }
+}

@@ -1,0 +1,19 @@
+//! The MCP wire client: the product's own core, because the probe must see and count every
+//! request, page, cursor and notification that a real client would meet.
+//!
+//! Layers, bottom up: [`jsonrpc`] framing, [`http`] (Streamable HTTP: POST answers as JSON or SSE,
+//! the GET stream, size caps), [`session`] (the legacy-era handshake and headers). Server-initiated
+//! messages from any stream land in one [`inbox::Inbox`]. Every failure is an [`McpError`] with a
+//! [`Reason`] from a fixed set. The modern (2026-07-28) era will be a second session type beside
+//! [`session::Session`], chosen by [`session::Era`].
+
+pub mod error;
+pub mod http;
+pub mod inbox;
+pub mod jsonrpc;
+pub mod session;
+
+pub use error::{McpError, Reason};
+pub use http::{HttpTransport, Limits};
+pub use inbox::Inbox;
+pub use session::{Era, ServerInfo, Session};

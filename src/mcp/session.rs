@@ -1,0 +1,273 @@
+//! A legacy-era MCP session (2025-03-26 … 2025-11-25): `initialize`, the session id and protocol
+//! version headers, requests with deadlines, and the end of the session.
+//!
+//! A `Session` is one server-side session: its id never changes. When the server forgets it (404),
+//! every request fails with [`Reason::SessionExpired`] and the owner opens a new `Session` — that
+//! is how the probe sees and counts expiries instead of papering over them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use reqwest::header::HeaderValue;
+use serde_json::{Value, json};
+
+use super::error::{McpError, Reason, truncate};
+use super::http::{HttpTransport, NotificationStream, PostReply, SessionHeaders};
+use super::inbox::Inbox;
+use super::jsonrpc::{self, RpcError};
+
+/// Versions of the legacy era this client speaks, newest first.
+pub const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// What `initialize` told us about the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    pub protocol_version: String,
+    pub name: String,
+    pub version: String,
+    /// `capabilities.tools` is present.
+    pub tools: bool,
+    /// `capabilities.tools.listChanged` is true.
+    pub list_changed: bool,
+}
+
+/// The protocol era of a session (label `era`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize` handshake, `Mcp-Session-Id`, GET stream, `ping`.
+    Legacy,
+}
+
+impl Era {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Era::Legacy => "legacy",
+        }
+    }
+}
+
+/// One open session.
+#[derive(Debug)]
+pub struct Session {
+    transport: Arc<HttpTransport>,
+    headers: SessionHeaders,
+    info: ServerInfo,
+    next_id: AtomicU64,
+    inbox: Arc<Inbox>,
+    timeout: Duration,
+}
+
+impl Session {
+    /// Run the handshake: `initialize` offering `preferred`, accept a counter-offer we speak, then
+    /// `notifications/initialized`.
+    pub async fn open(
+        transport: Arc<HttpTransport>,
+        preferred: &str,
+        inbox: Arc<Inbox>,
+        timeout: Duration,
+    ) -> Result<Session, McpError> {
+        let params = json!({
+            "protocolVersion": preferred,
+            "capabilities": {},
+            "clientInfo": {"name": "mcp_exporter", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let body = jsonrpc::request(0, "initialize", Some(params));
+        let none = SessionHeaders::default();
+        let reply = deadline(timeout, transport.post(&none, body, Some(0), &inbox)).await?;
+        let PostReply::Response {
+            outcome,
+            session_id,
+        } = reply
+        else {
+            unreachable!("post with an expected id returns a response")
+        };
+        let result = outcome.map_err(McpError::from)?;
+        if let Some(id) = &session_id {
+            if !id.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b)) {
+                return Err(McpError::new(
+                    Reason::InvalidResponse,
+                    "session id is not visible ASCII",
+                ));
+            }
+        }
+        let info = parse_initialize(&result)?;
+        let mut headers = SessionHeaders {
+            session_id,
+            protocol_version: None,
+        };
+        if !LEGACY_VERSIONS.contains(&info.protocol_version.as_str()) {
+            transport.delete(&headers).await;
+            return Err(McpError::new(
+                Reason::UnsupportedVersion,
+                format!(
+                    "server chose protocol version {}",
+                    truncate(&info.protocol_version, 40)
+                ),
+            ));
+        }
+        // The header exists from 2025-06-18 on; 2025-03-26 servers do not expect it.
+        if info.protocol_version.as_str() != "2025-03-26" {
+            headers.protocol_version = HeaderValue::from_str(&info.protocol_version).ok();
+        }
+        let session = Session {
+            transport,
+            headers,
+            info,
+            next_id: AtomicU64::new(1),
+            inbox,
+            timeout,
+        };
+        session.notify("notifications/initialized").await?;
+        Ok(session)
+    }
+
+    pub fn info(&self) -> &ServerInfo {
+        &self.info
+    }
+
+    pub fn era(&self) -> Era {
+        Era::Legacy
+    }
+
+    /// Send a request and wait (at most the session timeout) for its result.
+    pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, McpError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let body = jsonrpc::request(id, method, params);
+        let reply = deadline(
+            self.timeout,
+            self.transport
+                .post(&self.headers, body, Some(id), &self.inbox),
+        )
+        .await?;
+        match reply {
+            PostReply::Response { outcome, .. } => outcome.map_err(McpError::from),
+            PostReply::Accepted => unreachable!("post with an expected id returns a response"),
+        }
+    }
+
+    /// Send a notification.
+    pub async fn notify(&self, method: &str) -> Result<(), McpError> {
+        let body = jsonrpc::notification(method);
+        deadline(
+            self.timeout,
+            self.transport.post(&self.headers, body, None, &self.inbox),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Answer a request the server sent us: `ping` gets the empty result the spec requires,
+    /// anything else "method not found" (this client offers no capabilities).
+    pub async fn answer(&self, id: &Value, method: &str) -> Result<(), McpError> {
+        let outcome = if method == "ping" {
+            Ok(json!({}))
+        } else {
+            Err(RpcError {
+                code: jsonrpc::METHOD_NOT_FOUND,
+                message: "Method not found".into(),
+            })
+        };
+        let body = jsonrpc::response(id, outcome);
+        deadline(
+            self.timeout,
+            self.transport.post(&self.headers, body, None, &self.inbox),
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Open the GET notification stream; `None` when the server offers none (405).
+    pub async fn open_stream(&self) -> Result<Option<NotificationStream>, McpError> {
+        deadline(self.timeout, self.transport.open_stream(&self.headers)).await
+    }
+
+    /// End the session on the server (DELETE), best effort.
+    pub async fn close(&self) {
+        if self.headers.session_id.is_some() {
+            self.transport.delete(&self.headers).await;
+        }
+    }
+}
+
+async fn deadline<T>(
+    timeout: Duration,
+    fut: impl Future<Output = Result<T, McpError>>,
+) -> Result<T, McpError> {
+    tokio::time::timeout(timeout, fut)
+        .await
+        .unwrap_or_else(|_| {
+            Err(McpError::new(
+                Reason::Timeout,
+                format!("no answer within {timeout:?}"),
+            ))
+        })
+}
+
+fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {
+    let bad =
+        |what: &str| McpError::new(Reason::InvalidResponse, format!("InitializeResult: {what}"));
+    let protocol_version = result
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("no protocolVersion"))?
+        .to_string();
+    let caps = result
+        .get("capabilities")
+        .filter(|c| c.is_object())
+        .ok_or_else(|| bad("no capabilities object"))?;
+    let tools = caps.get("tools");
+    let server = result.get("serverInfo");
+    let text = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .map(|s| truncate(s, 64))
+            .unwrap_or_default()
+    };
+    Ok(ServerInfo {
+        protocol_version,
+        name: text(server.and_then(|s| s.get("name"))),
+        version: text(server.and_then(|s| s.get("version"))),
+        tools: tools.is_some_and(Value::is_object),
+        list_changed: tools
+            .and_then(|t| t.get("listChanged"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_capabilities_and_server_info() {
+        let info = parse_initialize(&json!({
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": {"name": "kb", "version": "1.2"}
+        }))
+        .unwrap();
+        assert_eq!(info.protocol_version, "2025-06-18");
+        assert!(info.tools && info.list_changed);
+        assert_eq!((info.name.as_str(), info.version.as_str()), ("kb", "1.2"));
+
+        let bare = parse_initialize(&json!({"protocolVersion": "2025-03-26", "capabilities": {}}))
+            .unwrap();
+        assert!(!bare.tools && !bare.list_changed);
+        assert_eq!(bare.name, "");
+    }
+
+    #[test]
+    fn rejects_results_without_required_fields() {
+        for bad in [
+            json!({}),
+            json!({"protocolVersion": "x"}),
+            json!({"protocolVersion": 1, "capabilities": {}}),
+        ] {
+            assert_eq!(
+                parse_initialize(&bad).unwrap_err().reason,
+                Reason::InvalidResponse
+            );
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Tool and list fingerprints, and the diff between what a client caches and what a server serves.
+//!
+//! A connection stores fingerprints, not definitions: a name and 8 bytes per tool keep memory per
+//! connection in kilobytes while still catching a changed `inputSchema` (F13). Fingerprints are
+//! truncated to 53 bits so a list fingerprint is exact as a Prometheus float gauge.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// 2^53 - 1: the largest integer a float64 holds exactly.
+const FINGERPRINT_MASK: u64 = (1 << 53) - 1;
+
+/// The fingerprint of one tool definition: SHA-256 of its canonical JSON without `_meta`.
+pub fn tool_fingerprint(tool: &Value) -> u64 {
+    let mut hasher = Sha256::new();
+    match tool {
+        Value::Object(map) => {
+            // `_meta` is out-of-band data the spec lets change freely; it is not the contract.
+            hasher.update(b"{");
+            let mut first = true;
+            let mut keys: Vec<_> = map.keys().filter(|k| *k != "_meta").collect();
+            keys.sort();
+            for k in keys {
+                if !first {
+                    hasher.update(b",");
+                }
+                first = false;
+                write_canonical(&Value::String(k.clone()), &mut hasher);
+                hasher.update(b":");
+                write_canonical(&map[k], &mut hasher);
+            }
+            hasher.update(b"}");
+        }
+        other => write_canonical(other, &mut hasher),
+    }
+    truncate_digest(hasher)
+}
+
+/// Canonical JSON: object keys sorted, no whitespace, serde_json's number and string forms.
+fn write_canonical(value: &Value, out: &mut Sha256) {
+    match value {
+        Value::Object(map) => {
+            out.update(b"{");
+            let mut keys: Vec<_> = map.keys().collect();
+            keys.sort();
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.update(b",");
+                }
+                write_canonical(&Value::String(k.clone()), out);
+                out.update(b":");
+                write_canonical(&map[k], out);
+            }
+            out.update(b"}");
+        }
+        Value::Array(items) => {
+            out.update(b"[");
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.update(b",");
+                }
+                write_canonical(v, out);
+            }
+            out.update(b"]");
+        }
+        scalar => out.update(scalar.to_string().as_bytes()),
+    }
+}
+
+fn truncate_digest(hasher: Sha256) -> u64 {
+    let digest = hasher.finalize();
+    let mut eight = [0u8; 8];
+    eight.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(eight) & FINGERPRINT_MASK
+}
+
+/// A tool list as name → definition fingerprint.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolSet {
+    tools: BTreeMap<String, u64>,
+}
+
+impl ToolSet {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Insert a tool; returns false when the name was already present (a duplicate).
+    /// The first definition seen wins, as a client that de-duplicates by name would keep it.
+    pub fn insert(&mut self, name: String, fingerprint: u64) -> bool {
+        match self.tools.entry(name) {
+            std::collections::btree_map::Entry::Occupied(_) => false,
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(fingerprint);
+                true
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// The list fingerprint: a hash over the sorted tool fingerprints (each covers its name).
+    pub fn fingerprint(&self) -> u64 {
+        let mut fps: Vec<u64> = self.tools.values().copied().collect();
+        fps.sort_unstable();
+        let mut hasher = Sha256::new();
+        for fp in fps {
+            hasher.update(fp.to_be_bytes());
+        }
+        truncate_digest(hasher)
+    }
+
+    /// How `cache` differs from `server`.
+    pub fn diff(server: &ToolSet, cache: &ToolSet) -> Drift {
+        let mut drift = Drift::default();
+        for (name, fp) in &server.tools {
+            match cache.tools.get(name) {
+                None => drift.missing.push(name.clone()),
+                Some(c) if c != fp => drift.changed.push(name.clone()),
+                Some(_) => {}
+            }
+        }
+        for name in cache.tools.keys() {
+            if !server.tools.contains_key(name) {
+                drift.extra.push(name.clone());
+            }
+        }
+        drift
+    }
+}
+
+/// The consistency probe's result, by tool name (names are kept for logs and the status page,
+/// counts go to metrics).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Drift {
+    /// On the server, not in the cache: the client cannot call them.
+    pub missing: Vec<String>,
+    /// In the cache, gone from the server: the client will call tools that no longer exist.
+    pub extra: Vec<String>,
+    /// Same name, different definition.
+    pub changed: Vec<String>,
+}
+
+impl Drift {
+    pub fn is_empty(&self) -> bool {
+        self.missing.is_empty() && self.extra.is_empty() && self.changed.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fingerprint_ignores_key_order_and_meta_but_not_schema() {
+        let a = json!({"name": "search", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}});
+        let b = json!({"inputSchema": {"properties": {"q": {"type": "string"}}, "type": "object"}, "name": "search", "_meta": {"x": 1}});
+        let c = json!({"name": "search", "inputSchema": {"type": "object", "properties": {"q": {"type": "integer"}}}});
+        assert_eq!(tool_fingerprint(&a), tool_fingerprint(&b));
+        assert_ne!(tool_fingerprint(&a), tool_fingerprint(&c));
+        assert!(tool_fingerprint(&a) <= FINGERPRINT_MASK);
+    }
+
+    #[test]
+    fn nested_meta_is_part_of_the_definition() {
+        let a = json!({"name": "t", "inputSchema": {"_meta": 1}});
+        let b = json!({"name": "t", "inputSchema": {"_meta": 2}});
+        assert_ne!(tool_fingerprint(&a), tool_fingerprint(&b));
+    }
+
+    #[test]
+    fn list_fingerprint_is_order_independent_and_exact_as_float() {
+        let mut x = ToolSet::new();
+        x.insert("a".into(), 1);
+        x.insert("b".into(), 2);
+        let mut y = ToolSet::new();
+        y.insert("b".into(), 2);
+        y.insert("a".into(), 1);
+        assert_eq!(x.fingerprint(), y.fingerprint());
+        let f = x.fingerprint();
+        assert_eq!((f as f64) as u64, f);
+        y.insert("c".into(), 3);
+        assert_ne!(x.fingerprint(), y.fingerprint());
+    }
+
+    #[test]
+    fn duplicates_keep_the_first_definition() {
+        let mut s = ToolSet::new();
+        assert!(s.insert("a".into(), 1));
+        assert!(!s.insert("a".into(), 2));
+        assert_eq!(s.len(), 1);
+        let mut t = ToolSet::new();
+        t.insert("a".into(), 1);
+        assert!(ToolSet::diff(&s, &t).is_empty());
+    }
+
+    #[test]
+    fn diff_names_missing_extra_and_changed() {
+        let mut server = ToolSet::new();
+        server.insert("search_v2".into(), 1);
+        server.insert("ticket".into(), 5);
+        server.insert("export".into(), 7);
+        let mut cache = ToolSet::new();
+        cache.insert("search_legacy".into(), 2);
+        cache.insert("ticket".into(), 6);
+        cache.insert("export".into(), 7);
+        let d = ToolSet::diff(&server, &cache);
+        assert_eq!(d.missing, vec!["search_v2"]);
+        assert_eq!(d.extra, vec!["search_legacy"]);
+        assert_eq!(d.changed, vec!["ticket"]);
+        assert!(!d.is_empty());
+    }
+}

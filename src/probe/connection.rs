@@ -1,0 +1,515 @@
+//! One long-lived probe connection: the reference client's state machine.
+//!
+//! ```text
+//! open session ──► open stream ──► walk (initial | reconnect) ──► loop {
+//!     list_changed          → walk(notification)      (single-flight: one more walk if mid-walk)
+//!     stream ended          → re-open with backoff → walk(stream_gap)
+//!     audit tick            → walk(audit), diff against the cache, never written into it
+//!     ping tick             → liveness; repeated failure → new session
+//!     404 on any request    → session expired → new session → walk(reconnect)
+//! }
+//! ```
+//!
+//! Everything that waits (walks, pings, stream (re)opens) is a future the loop polls beside the
+//! others, so a slow server never stops the connection from hearing a notification, and each
+//! connection is its own task, so it never delays another.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::{MissedTickBehavior, sleep_until};
+
+use super::Trigger;
+use super::backoff::Backoff;
+use super::catalog::{Drift, ToolSet};
+use super::walker::{self, Pager, WalkReport};
+use crate::config::{ProtocolChoice, TargetConfig};
+use crate::mcp::http::StreamEnd;
+use crate::mcp::{HttpTransport, Inbox, Limits, McpError, Reason, Session};
+use crate::telemetry::ConnMetrics;
+
+/// Consecutive failed pings after which the session is considered dead and re-opened.
+const PING_FAILURES_BEFORE_RECONNECT: u32 = 3;
+/// Shortest and longest wait honoured from an SSE `retry` field.
+const MIN_STREAM_RETRY: Duration = Duration::from_millis(100);
+const MAX_STREAM_RETRY: Duration = Duration::from_secs(60);
+
+type Slot<T> = Option<Pin<Box<dyn Future<Output = T> + Send>>>;
+
+/// Poll an optional future; pending forever when the slot is empty.
+async fn poll_slot<T>(slot: &mut Slot<T>) -> T {
+    match slot {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(t) => sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Why a session ended.
+enum SessionEnd {
+    Shutdown,
+    Expired,
+    Dead(McpError),
+}
+
+/// A server change seen by the audit and not yet announced.
+struct Divergence {
+    server_fingerprint: u64,
+    deadline: tokio::time::Instant,
+    notifications_before: u64,
+    counted: bool,
+}
+
+/// The state one connection task owns.
+pub struct Connection {
+    config: TargetConfig,
+    metrics: Arc<ConnMetrics>,
+    transport: Arc<HttpTransport>,
+    /// What a correct client holds: changed only by refresh walks.
+    cache: Option<ToolSet>,
+    /// The last complete walk of any trigger.
+    server: Option<ToolSet>,
+    divergence: Option<Divergence>,
+    sessions: u64,
+    index: u16,
+}
+
+/// Counts every `tools/list` page through the connection's metrics.
+struct SessionPager {
+    session: Arc<Session>,
+    metrics: Arc<ConnMetrics>,
+}
+
+impl Pager for SessionPager {
+    async fn page(&mut self, cursor: Option<&str>) -> Result<serde_json::Value, McpError> {
+        self.metrics.tools_list_request();
+        let params = cursor.map(|c| serde_json::json!({ "cursor": c }));
+        timed(
+            &self.metrics,
+            "tools/list",
+            self.session.request("tools/list", params),
+        )
+        .await
+    }
+}
+
+/// Run a request and record it.
+async fn timed<T>(
+    metrics: &ConnMetrics,
+    method: &'static str,
+    fut: impl Future<Output = Result<T, McpError>>,
+) -> Result<T, McpError> {
+    let start = Instant::now();
+    let r = fut.await;
+    metrics.request(
+        method,
+        start.elapsed(),
+        r.as_ref().map(|_| ()).map_err(|e| e.reason),
+    );
+    r
+}
+
+impl Connection {
+    pub fn new(config: TargetConfig, index: u16, metrics: ConnMetrics) -> Result<Self, McpError> {
+        let headers: Vec<(String, String)> = config
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.expose().to_string()))
+            .collect();
+        let transport = HttpTransport::new(config.url.clone(), &headers, Limits::default())?;
+        Ok(Connection {
+            config,
+            metrics: Arc::new(metrics),
+            transport: Arc::new(transport),
+            cache: None,
+            server: None,
+            divergence: None,
+            sessions: 0,
+            index,
+        })
+    }
+
+    fn preferred_version(&self) -> &'static str {
+        match self.config.protocol_version {
+            ProtocolChoice::Auto | ProtocolChoice::V2025_11_25 => "2025-11-25",
+            ProtocolChoice::V2025_06_18 => "2025-06-18",
+            ProtocolChoice::V2025_03_26 => "2025-03-26",
+        }
+    }
+
+    /// Run until `shutdown` turns true.
+    pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
+        let mut backoff = Backoff::default();
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let (inbox, requests) = Inbox::new();
+            let inbox = Arc::new(inbox);
+            let opened = tokio::select! {
+                _ = shutdown.changed() => return,
+                r = timed(&self.metrics, "initialize", Session::open(
+                    self.transport.clone(),
+                    self.preferred_version(),
+                    inbox.clone(),
+                    self.config.request_timeout,
+                )) => r,
+            };
+            let end = match opened {
+                Ok(session) => {
+                    let session = Arc::new(session);
+                    self.metrics.session_opened(session.era(), session.info());
+                    tracing::info!(target = %self.config.name, connection = self.index, protocol_version = %session.info().protocol_version, "session opened");
+                    let trigger = if self.sessions == 0 {
+                        Trigger::Initial
+                    } else {
+                        Trigger::Reconnect
+                    };
+                    self.sessions += 1;
+                    backoff.reset();
+                    let responder = spawn_responder(session.clone(), requests);
+                    let end = self
+                        .run_session(&session, &inbox, trigger, &mut shutdown)
+                        .await;
+                    responder.abort();
+                    self.metrics.session_closed();
+                    if matches!(end, SessionEnd::Shutdown) {
+                        session.close().await;
+                    }
+                    end
+                }
+                Err(e) => {
+                    self.metrics.session_failed(e.reason);
+                    SessionEnd::Dead(e)
+                }
+            };
+            let delay = match end {
+                SessionEnd::Shutdown => return,
+                SessionEnd::Expired => {
+                    self.metrics.session_expired();
+                    tracing::info!(target = %self.config.name, connection = self.index, "session expired; re-initializing");
+                    // Re-initialize at once, but an expiry storm still backs off.
+                    if backoff.attempts() == 0 {
+                        backoff.next_delay();
+                        Duration::ZERO
+                    } else {
+                        backoff.next_delay()
+                    }
+                }
+                SessionEnd::Dead(e) => {
+                    let d = backoff.next_delay();
+                    tracing::warn!(target = %self.config.name, connection = self.index, reason = %e.reason, error = %e.detail, retry_in = ?d, "session failed");
+                    d
+                }
+            };
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(delay) => {}
+            }
+        }
+    }
+
+    async fn run_session(
+        &mut self,
+        session: &Arc<Session>,
+        inbox: &Arc<Inbox>,
+        first: Trigger,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> SessionEnd {
+        // The stream is opened before the first walk, so a change during the walk is heard.
+        let mut stream: Option<JoinHandle<StreamEnd>> = None;
+        let mut stream_open: Slot<Result<Option<crate::mcp::http::NotificationStream>, McpError>> =
+            None;
+        let mut stream_retry_at: Option<tokio::time::Instant> = None;
+        let mut stream_backoff = Backoff::default();
+        let mut stream_reopening = false;
+        match session.open_stream().await {
+            Ok(Some(s)) => {
+                self.metrics.stream(true);
+                let inbox = inbox.clone();
+                stream = Some(tokio::spawn(async move { s.run(&inbox).await }));
+            }
+            Ok(None) => self.metrics.stream(false),
+            Err(e) if e.reason == Reason::SessionExpired => return SessionEnd::Expired,
+            Err(e) => {
+                tracing::debug!(target = %self.config.name, reason = %e.reason, "notification stream did not open");
+                self.metrics.stream(false);
+                stream_retry_at = Some(tokio::time::Instant::now() + stream_backoff.next_delay());
+            }
+        }
+
+        let mut pending: Option<Trigger> = Some(first);
+        let mut refresh_retry_at: Option<tokio::time::Instant> = None;
+        let mut refresh_backoff = Backoff::default();
+        let mut audit_due = false;
+        let mut walk: Slot<(Trigger, WalkReport, Duration)> = None;
+        let mut ping: Slot<Result<Duration, McpError>> = None;
+        let mut ping_failures = 0u32;
+        let mut seen_notifications = inbox.list_changed_count();
+
+        let start = tokio::time::Instant::now();
+        let mut ping_tick =
+            tokio::time::interval_at(start + self.config.ping_interval, self.config.ping_interval);
+        ping_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut audit_tick = tokio::time::interval_at(
+            start + self.config.audit_interval,
+            self.config.audit_interval,
+        );
+        audit_tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+
+        loop {
+            if walk.is_none() {
+                let next = if refresh_retry_at.is_none() {
+                    pending.take()
+                } else {
+                    None
+                };
+                let next = next.or_else(|| {
+                    audit_due.then(|| {
+                        audit_due = false;
+                        Trigger::Audit
+                    })
+                });
+                if let Some(trigger) = next {
+                    walk = Some(self.start_walk(session, trigger));
+                }
+            }
+            let grace_at = self
+                .divergence
+                .as_ref()
+                .filter(|d| !d.counted)
+                .map(|d| d.deadline);
+            tokio::select! {
+                _ = shutdown.changed() => return SessionEnd::Shutdown,
+                _ = inbox.list_changed() => {
+                    let now = inbox.list_changed_count();
+                    self.metrics.list_changed(now - seen_notifications);
+                    seen_notifications = now;
+                    // Coalesce: whatever walk is pending covers this notification too.
+                    pending.get_or_insert(Trigger::Notification);
+                    refresh_retry_at = None;
+                }
+                (trigger, report, elapsed) = poll_slot(&mut walk) => {
+                    walk = None;
+                    let expired = report.result.as_ref().err()
+                        .and_then(|e| e.mcp_error())
+                        .is_some_and(|e| e.reason == Reason::SessionExpired);
+                    let ok = self.on_walk(trigger, report, elapsed, pending.is_some(), inbox.list_changed_count());
+                    if expired {
+                        return SessionEnd::Expired;
+                    }
+                    if trigger.refreshes_cache() {
+                        if ok {
+                            refresh_backoff.reset();
+                        } else {
+                            // Retry the refresh (F5), unless a newer trigger is already pending.
+                            pending.get_or_insert(trigger);
+                            refresh_retry_at = Some(tokio::time::Instant::now() + refresh_backoff.next_delay());
+                        }
+                    }
+                }
+                _ = sleep_opt(refresh_retry_at) => refresh_retry_at = None,
+                _ = audit_tick.tick() => audit_due = true,
+                _ = ping_tick.tick(), if ping.is_none() => {
+                    let s = session.clone();
+                    let m = self.metrics.clone();
+                    ping = Some(Box::pin(async move {
+                        let t = Instant::now();
+                        timed(&m, "ping", s.request("ping", None)).await.map(|_| t.elapsed())
+                    }));
+                }
+                r = poll_slot(&mut ping) => {
+                    ping = None;
+                    match r {
+                        Ok(d) => {
+                            ping_failures = 0;
+                            self.metrics.ping(Ok(d));
+                            self.metrics.set_up(true);
+                        }
+                        Err(e) => {
+                            self.metrics.ping(Err(()));
+                            self.metrics.set_up(false);
+                            if e.reason == Reason::SessionExpired {
+                                return SessionEnd::Expired;
+                            }
+                            ping_failures += 1;
+                            if ping_failures >= PING_FAILURES_BEFORE_RECONNECT {
+                                return SessionEnd::Dead(e);
+                            }
+                        }
+                    }
+                }
+                end = async { stream.as_mut().expect("guarded").await }, if stream.is_some() => {
+                    stream = None;
+                    self.metrics.stream(false);
+                    let end = end.unwrap_or(StreamEnd { error: None, retry: None });
+                    if let Some(e) = &end.error {
+                        if e.reason == Reason::SessionExpired {
+                            return SessionEnd::Expired;
+                        }
+                        tracing::debug!(target = %self.config.name, reason = %e.reason, "notification stream broke");
+                    }
+                    let delay = end
+                        .retry
+                        .map(|r| r.clamp(MIN_STREAM_RETRY, MAX_STREAM_RETRY))
+                        .unwrap_or_else(|| stream_backoff.next_delay());
+                    stream_retry_at = Some(tokio::time::Instant::now() + delay);
+                    stream_reopening = true;
+                }
+                _ = sleep_opt(stream_retry_at), if stream_open.is_none() => {
+                    stream_retry_at = None;
+                    let s = session.clone();
+                    stream_open = Some(Box::pin(async move { s.open_stream().await }));
+                }
+                r = poll_slot(&mut stream_open) => {
+                    stream_open = None;
+                    match r {
+                        Ok(Some(s)) => {
+                            self.metrics.stream(true);
+                            if stream_reopening {
+                                self.metrics.stream_reconnected();
+                            }
+                            stream_backoff.reset();
+                            let inbox = inbox.clone();
+                            stream = Some(tokio::spawn(async move { s.run(&inbox).await }));
+                            // Notifications sent while the stream was down are lost: re-list.
+                            pending.get_or_insert(Trigger::StreamGap);
+                        }
+                        Ok(None) => self.metrics.stream(false),
+                        Err(e) if e.reason == Reason::SessionExpired => return SessionEnd::Expired,
+                        Err(_) => {
+                            stream_retry_at = Some(tokio::time::Instant::now() + stream_backoff.next_delay());
+                        }
+                    }
+                }
+                _ = sleep_opt(grace_at) => self.grace_expired(inbox.list_changed_count()),
+            }
+        }
+    }
+
+    fn start_walk(
+        &self,
+        session: &Arc<Session>,
+        trigger: Trigger,
+    ) -> Pin<Box<dyn Future<Output = (Trigger, WalkReport, Duration)> + Send>> {
+        self.metrics.walk_started(trigger);
+        let mut pager = SessionPager {
+            session: session.clone(),
+            metrics: self.metrics.clone(),
+        };
+        let max_pages = self.config.max_pages;
+        Box::pin(async move {
+            let t = Instant::now();
+            let report = walker::walk(&mut pager, max_pages).await;
+            (trigger, report, t.elapsed())
+        })
+    }
+
+    /// Apply a finished walk. Returns whether it completed.
+    fn on_walk(
+        &mut self,
+        trigger: Trigger,
+        report: WalkReport,
+        elapsed: Duration,
+        notified_meanwhile: bool,
+        notifications: u64,
+    ) -> bool {
+        self.metrics.walk_finished(trigger, &report, elapsed);
+        let walk = match report.result {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!(target = %self.config.name, trigger = trigger.as_str(), reason = e.reason(), error = %e, "walk failed");
+                if trigger.refreshes_cache() {
+                    self.metrics.cache_refresh(trigger, false);
+                } else {
+                    self.metrics.consistency_check(false);
+                }
+                return false;
+            }
+        };
+        if trigger.refreshes_cache() {
+            if trigger == Trigger::Notification && self.cache.as_ref() == Some(&walk.tools) {
+                self.metrics.list_changed_without_change();
+            }
+            self.metrics.cache_view(&walk.tools);
+            self.metrics.cache_refresh(trigger, true);
+            self.cache = Some(walk.tools.clone());
+        } else {
+            self.metrics.consistency_check(true);
+        }
+        self.server = Some(walk.tools);
+        let drift = self.drift();
+        self.metrics.drift(&drift);
+        if drift.is_empty() {
+            self.divergence = None;
+        } else if trigger == Trigger::Audit && !notified_meanwhile {
+            self.diverged(&drift, notifications);
+        }
+        true
+    }
+
+    fn drift(&self) -> Drift {
+        match (&self.server, &self.cache) {
+            (Some(s), Some(c)) => ToolSet::diff(s, c),
+            (Some(s), None) => ToolSet::diff(s, &ToolSet::new()),
+            _ => Drift::default(),
+        }
+    }
+
+    /// The audit found the cache behind the server: start the grace period for this server list.
+    fn diverged(&mut self, drift: &Drift, notifications: u64) {
+        let fp = self
+            .server
+            .as_ref()
+            .map(ToolSet::fingerprint)
+            .unwrap_or_default();
+        if self
+            .divergence
+            .as_ref()
+            .is_some_and(|d| d.server_fingerprint == fp)
+        {
+            return;
+        }
+        tracing::info!(target = %self.config.name, missing = ?drift.missing, extra = ?drift.extra, changed = ?drift.changed, "cache differs from server");
+        self.divergence = Some(Divergence {
+            server_fingerprint: fp,
+            deadline: tokio::time::Instant::now() + self.config.notification_grace,
+            notifications_before: notifications,
+            counted: false,
+        });
+    }
+
+    fn grace_expired(&mut self, notifications_now: u64) {
+        let Some(d) = self.divergence.as_mut() else {
+            return;
+        };
+        let announced = notifications_now > d.notifications_before;
+        if announced {
+            self.divergence = None;
+            return;
+        }
+        d.counted = true;
+        self.metrics.unannounced_change();
+        tracing::warn!(target = %self.config.name, "server list changed without list_changed within notification_grace");
+    }
+}
+
+fn spawn_responder(
+    session: Arc<Session>,
+    mut requests: tokio::sync::mpsc::Receiver<crate::mcp::inbox::ServerRequest>,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(req) = requests.recv().await {
+            let _ = session.answer(&req.id, &req.method).await;
+        }
+    })
+}

@@ -1,0 +1,17 @@
+//! The probe: one long-lived connection per (target, connection index), behaving as a correct
+//! MCP client and auditing its own cache.
+//!
+//! - [`walker`] follows cursors with caps and guards and yields fingerprints;
+//! - [`catalog`] holds fingerprints and the cache-vs-server diff;
+//! - [`connection`] is the per-connection state machine (session, stream, walks, audit, ping);
+//! - [`supervisor`] owns the connection tasks and applies config diffs.
+
+pub mod backoff;
+pub mod catalog;
+pub mod connection;
+pub mod supervisor;
+mod trigger;
+pub mod walker;
+
+pub use supervisor::{Applied, Supervisor};
+pub use trigger::Trigger;

@@ -1,0 +1,154 @@
+//! Every metric the exporter emits: name, type, labels and help text, declared once.
+//!
+//! Code records through the handles in [`super::ConnMetrics`]; the text renderer takes HELP and
+//! TYPE from here; `docs/metrics.md` and the dashboard/alert tests check against this list.
+
+/// Prometheus metric type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric family.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricDef {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub labels: &'static [&'static str],
+    pub help: &'static str,
+}
+
+macro_rules! metrics_catalog {
+    ($( $ident:ident = $name:literal, $kind:ident, [$($label:literal),*], $help:literal; )*) => {
+        $( pub const $ident: &str = $name; )*
+        /// All families, in declaration order.
+        pub const CATALOG: &[MetricDef] = &[
+            $( MetricDef { name: $name, kind: Kind::$kind, labels: &[$($label),*], help: $help }, )*
+        ];
+    };
+}
+
+metrics_catalog! {
+    UP = "mcp_probe_up", Gauge, ["target"],
+        "1 when at least one connection of the target has a working session whose last liveness check passed.";
+    CONNECTION_UP = "mcp_probe_connection_up", Gauge, ["target", "connection"],
+        "1 when this connection has a working session whose last liveness check passed.";
+    SESSION_INFO = "mcp_probe_session_info", Gauge, ["target", "connection", "era", "protocol_version", "server_name", "server_version"],
+        "Always 1 while a session is open; labels describe the negotiated session.";
+    SESSIONS_STARTED = "mcp_probe_sessions_started_total", Counter, ["target", "connection"],
+        "Sessions opened successfully (initialize + initialized).";
+    SESSION_FAILURES = "mcp_probe_session_failures_total", Counter, ["target", "connection", "reason"],
+        "Attempts to open a session that failed, by reason.";
+    SESSION_EXPIRIES = "mcp_probe_session_expiries_total", Counter, ["target", "connection"],
+        "Sessions the server ended (HTTP 404 on a request carrying the session id).";
+    REQUESTS = "mcp_probe_requests_total", Counter, ["target", "connection", "method"],
+        "JSON-RPC requests and notifications sent, by method.";
+    REQUEST_FAILURES = "mcp_probe_request_failures_total", Counter, ["target", "connection", "method", "reason"],
+        "JSON-RPC requests that failed, by method and reason.";
+    REQUEST_DURATION = "mcp_probe_request_duration_seconds", Histogram, ["target", "connection", "method"],
+        "Time from sending a request to its complete response, by method.";
+    PING_DURATION = "mcp_probe_ping_duration_seconds", Histogram, ["target", "connection"],
+        "Round trip of successful liveness checks (legacy ping).";
+    PING_FAILURES = "mcp_probe_ping_failures_total", Counter, ["target", "connection"],
+        "Liveness checks that failed or timed out.";
+    LIST_CHANGED_CAPABLE = "mcp_probe_list_changed_capable", Gauge, ["target", "connection"],
+        "1 when the server declares capabilities.tools.listChanged in this session.";
+    STREAM_UP = "mcp_probe_notification_stream_up", Gauge, ["target", "connection"],
+        "1 while the notification stream (legacy GET SSE stream) is open.";
+    STREAM_RECONNECTS = "mcp_probe_notification_stream_reconnects_total", Counter, ["target", "connection"],
+        "Times the notification stream ended or broke and was opened again.";
+    LIST_CHANGED = "mcp_probe_list_changed_notifications_total", Counter, ["target", "connection"],
+        "notifications/tools/list_changed received, on any stream.";
+    TOOLS_LIST_REQUESTS = "mcp_probe_tools_list_requests_total", Counter, ["target", "connection"],
+        "tools/list requests sent (one per page), by walks of every trigger.";
+    WALKS = "mcp_probe_tools_list_walks_total", Counter, ["target", "connection", "trigger"],
+        "Full tools/list walks started, by trigger (initial, notification, reconnect, stream_gap, audit).";
+    WALK_FAILURES = "mcp_probe_tools_list_walk_failures_total", Counter, ["target", "connection", "trigger", "reason"],
+        "Walks that did not complete, by trigger and reason.";
+    WALK_DURATION = "mcp_probe_tools_list_walk_duration_seconds", Histogram, ["target", "connection"],
+        "Duration of complete walks, all pages.";
+    PAGES = "mcp_probe_tools_list_pages", Gauge, ["target", "connection"],
+        "Pages in the last complete walk.";
+    TOOLS = "mcp_probe_tools", Gauge, ["target", "connection", "view"],
+        "Tools by view: server (last complete walk) and cache (what a correct client holds).";
+    CURSOR_ERRORS = "mcp_probe_tools_list_cursor_errors_total", Counter, ["target", "connection"],
+        "Errors on tools/list requests that carried a cursor.";
+    LOOP_CAP_HITS = "mcp_probe_tools_list_loop_cap_hits_total", Counter, ["target", "connection"],
+        "Walks stopped at max_pages with the server still sending nextCursor.";
+    REPEATED_CURSORS = "mcp_probe_tools_list_repeated_cursors_total", Counter, ["target", "connection"],
+        "Walks aborted because the server returned a cursor it had already returned.";
+    DUPLICATE_TOOLS = "mcp_probe_tools_list_duplicate_tools_total", Counter, ["target", "connection"],
+        "Tool names seen more than once within one walk.";
+    FINGERPRINT = "mcp_probe_tools_list_fingerprint", Gauge, ["target", "connection", "view"],
+        "53-bit fingerprint of the tool list by view (server, cache); equal values mean equal lists.";
+    DRIFT = "mcp_probe_cache_drift_tools", Gauge, ["target", "connection", "kind"],
+        "Tools by which the cache differs from the server at the last check: missing, extra, changed.";
+    CONSISTENCY_CHECKS = "mcp_probe_cache_consistency_checks_total", Counter, ["target", "connection"],
+        "Audit walks compared against the cache.";
+    CONSISTENCY_CHECK_FAILURES = "mcp_probe_cache_consistency_check_failures_total", Counter, ["target", "connection"],
+        "Audit walks that could not complete, so no comparison was made.";
+    UNANNOUNCED = "mcp_probe_unannounced_changes_total", Counter, ["target", "connection"],
+        "Server-side list changes not announced by list_changed within notification_grace.";
+    WITHOUT_CHANGE = "mcp_probe_list_changed_without_change_total", Counter, ["target", "connection"],
+        "list_changed notifications whose re-walk found the list unchanged.";
+    REFRESHES = "mcp_probe_cache_refreshes_total", Counter, ["target", "connection", "trigger"],
+        "Cache refreshes that completed, by trigger.";
+    REFRESH_FAILURES = "mcp_probe_cache_refresh_failures_total", Counter, ["target", "connection", "trigger"],
+        "Cache refreshes that failed, by trigger.";
+    LAST_REFRESH = "mcp_probe_cache_last_refresh_timestamp_seconds", Gauge, ["target", "connection"],
+        "Unix time of the last completed cache refresh.";
+    BUILD_INFO = "mcp_exporter_build_info", Gauge, ["version", "revision"],
+        "Always 1; labels name the running build.";
+    RELOAD_OK = "mcp_exporter_config_last_reload_successful", Gauge, [],
+        "1 when the last configuration load succeeded.";
+    RELOAD_TIMESTAMP = "mcp_exporter_config_last_reload_success_timestamp_seconds", Gauge, [],
+        "Unix time of the last successful configuration load.";
+    TARGETS = "mcp_exporter_targets", Gauge, [],
+        "Targets in the running configuration.";
+    RELOADS = "mcp_exporter_config_reloads_total", Counter, ["result"],
+        "Configuration reload attempts by result (success, failure).";
+}
+
+/// Look a family up by name.
+pub fn find(name: &str) -> Option<&'static MetricDef> {
+    CATALOG.iter().find(|d| d.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let mut seen = std::collections::HashSet::new();
+        for d in CATALOG {
+            assert!(seen.insert(d.name), "duplicate {}", d.name);
+            assert!(d.name.starts_with("mcp_probe_") || d.name.starts_with("mcp_exporter_"));
+            assert_eq!(
+                d.kind == Kind::Counter,
+                d.name.ends_with("_total"),
+                "{}",
+                d.name
+            );
+            if d.kind == Kind::Histogram {
+                assert!(d.name.ends_with("_seconds"), "{}", d.name);
+            }
+            if d.name.starts_with("mcp_probe_") {
+                assert_eq!(d.labels.first(), Some(&"target"), "{}", d.name);
+            }
+            assert!(d.help.ends_with('.'), "{}", d.name);
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Metrics: per-target recorders, per-connection handles, and one merged text exposition.
+//!
+//! Each target gets its own `metrics-exporter-prometheus` recorder. Dropping a removed target's
+//! recorder is what makes its series disappear — the crate has no per-series delete, and
+//! Prometheus conventions require removed targets to vanish rather than freeze. `/metrics` renders
+//! every recorder and merges the families, taking HELP and TYPE from [`catalog`].
+
+pub mod catalog;
+mod conn;
+mod render;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use metrics::{Gauge, Key, Label, Metadata, Recorder};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
+
+pub use conn::ConnMetrics;
+
+/// Histogram buckets (seconds) for request, ping and walk durations.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+fn new_recorder() -> PrometheusRecorder {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &DURATION_BUCKETS)
+        .expect("the bucket list is not empty")
+        .build_recorder()
+}
+
+fn key(name: &'static str, labels: &[(&'static str, String)]) -> Key {
+    Key::from_parts(
+        name,
+        labels
+            .iter()
+            .map(|(k, v)| Label::new(*k, v.clone()))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// The process-wide metrics registry.
+pub struct Telemetry {
+    daemon: PrometheusRecorder,
+    process: metrics_process::Collector,
+    targets: RwLock<BTreeMap<String, Arc<TargetMetrics>>>,
+}
+
+impl Telemetry {
+    pub fn new() -> Arc<Self> {
+        let daemon = new_recorder();
+        let process = metrics_process::Collector::default();
+        metrics::with_local_recorder(&daemon, || process.describe());
+        let t = Telemetry {
+            daemon,
+            process,
+            targets: RwLock::new(BTreeMap::new()),
+        };
+        let build = key(
+            catalog::BUILD_INFO,
+            &[
+                ("version", env!("CARGO_PKG_VERSION").to_string()),
+                (
+                    "revision",
+                    option_env!("MCP_EXPORTER_REVISION")
+                        .unwrap_or("unknown")
+                        .to_string(),
+                ),
+            ],
+        );
+        t.daemon.register_gauge(&build, &METADATA).set(1.0);
+        Arc::new(t)
+    }
+
+    /// A gauge or counter of the daemon itself.
+    pub fn daemon_gauge(&self, name: &'static str) -> Gauge {
+        self.daemon.register_gauge(&key(name, &[]), &METADATA)
+    }
+
+    pub fn daemon_counter(
+        &self,
+        name: &'static str,
+        labels: &[(&'static str, String)],
+    ) -> metrics::Counter {
+        self.daemon.register_counter(&key(name, labels), &METADATA)
+    }
+
+    /// Series for a target; replaces any earlier series of the same name.
+    pub fn add_target(&self, name: &str, connections: u16) -> Arc<TargetMetrics> {
+        let t = Arc::new(TargetMetrics::new(name, connections));
+        self.targets
+            .write()
+            .expect("metrics lock poisoned")
+            .insert(name.to_string(), t.clone());
+        t
+    }
+
+    /// Drop a target's series.
+    pub fn remove_target(&self, name: &str) {
+        self.targets
+            .write()
+            .expect("metrics lock poisoned")
+            .remove(name);
+    }
+
+    /// Drain histogram samples into their buckets so memory stays flat between scrapes.
+    pub fn upkeep(&self) {
+        self.daemon.handle().run_upkeep();
+        let targets: Vec<_> = self
+            .targets
+            .read()
+            .expect("metrics lock poisoned")
+            .values()
+            .cloned()
+            .collect();
+        for t in targets {
+            t.recorder.handle().run_upkeep();
+        }
+    }
+
+    /// The text exposition of everything.
+    pub fn render(&self) -> String {
+        metrics::with_local_recorder(&self.daemon, || self.process.collect());
+        let targets: Vec<_> = self
+            .targets
+            .read()
+            .expect("metrics lock poisoned")
+            .values()
+            .cloned()
+            .collect();
+        let mut parts = Vec::with_capacity(1 + 2 * targets.len());
+        parts.push(self.daemon.handle().render());
+        for t in &targets {
+            parts.push(t.recorder.handle().render());
+            for info in t.info.lock().expect("metrics lock poisoned").values() {
+                parts.push(info.handle().render());
+            }
+        }
+        render::merge(&parts)
+    }
+}
+
+/// The series of one target.
+pub struct TargetMetrics {
+    name: String,
+    recorder: PrometheusRecorder,
+    up: Gauge,
+    conn_up: Vec<AtomicBool>,
+    /// `session_info` per connection, in a recorder of its own so that a new session with other
+    /// label values replaces the old series instead of leaving it behind.
+    info: Mutex<BTreeMap<u16, PrometheusRecorder>>,
+}
+
+impl TargetMetrics {
+    fn new(name: &str, connections: u16) -> Self {
+        let recorder = new_recorder();
+        let up = recorder.register_gauge(
+            &key(catalog::UP, &[("target", name.to_string())]),
+            &METADATA,
+        );
+        up.set(0.0);
+        TargetMetrics {
+            name: name.to_string(),
+            recorder,
+            up,
+            conn_up: (0..connections).map(|_| AtomicBool::new(false)).collect(),
+            info: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Handles for one connection.
+    pub fn connection(self: &Arc<Self>, index: u16) -> ConnMetrics {
+        ConnMetrics::new(self.clone(), index)
+    }
+
+    fn set_connection_up(&self, index: u16, up: bool) {
+        if let Some(b) = self.conn_up.get(index as usize) {
+            b.store(up, Ordering::Relaxed);
+        }
+        let any = self.conn_up.iter().any(|b| b.load(Ordering::Relaxed));
+        self.up.set(if any { 1.0 } else { 0.0 });
+    }
+
+    fn set_info(&self, index: u16, labels: Option<Vec<(&'static str, String)>>) {
+        let mut info = self.info.lock().expect("metrics lock poisoned");
+        match labels {
+            None => {
+                info.remove(&index);
+            }
+            Some(labels) => {
+                let r = new_recorder();
+                r.register_gauge(&key(catalog::SESSION_INFO, &labels), &METADATA)
+                    .set(1.0);
+                info.insert(index, r);
+            }
+        }
+    }
+}
