@@ -1,0 +1,117 @@
+//! Shared test harness: the exporter's probe running in-process, its `/metrics` text parsed, and
+//! waits on conditions with a deadline (never a sleep-and-hope).
+#![allow(dead_code)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_exporter::config::{Config, Defaults, ProtocolChoice, TargetConfig};
+use mcp_exporter::probe::Supervisor;
+use mcp_exporter::telemetry::Telemetry;
+
+/// How long any condition may take to become true before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The probe, as the daemon runs it, without the HTTP server.
+pub struct Harness {
+    pub telemetry: Arc<Telemetry>,
+    pub supervisor: Supervisor,
+}
+
+impl Harness {
+    pub fn new() -> Self {
+        let telemetry = Telemetry::new();
+        Harness {
+            supervisor: Supervisor::new(telemetry.clone()),
+            telemetry,
+        }
+    }
+
+    pub fn apply(&mut self, targets: Vec<TargetConfig>) {
+        self.supervisor.apply(&Config {
+            global: Defaults::default(),
+            targets,
+        });
+    }
+
+    pub fn scrape(&self) -> Scrape {
+        Scrape::parse(&self.telemetry.render())
+    }
+
+    /// Wait until `cond` holds on a fresh scrape; panics with the last scrape after [`DEADLINE`].
+    pub async fn until(&self, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
+        let start = tokio::time::Instant::now();
+        loop {
+            let s = self.scrape();
+            if cond(&s) {
+                return s;
+            }
+            if start.elapsed() > DEADLINE {
+                panic!(
+                    "timed out waiting for: {what}\n--- last scrape ---\n{}",
+                    s.text
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A target with intervals short enough for tests.
+pub fn target(name: &str, url: url::Url) -> TargetConfig {
+    TargetConfig {
+        name: name.to_string(),
+        url,
+        protocol_version: ProtocolChoice::Auto,
+        headers: vec![],
+        connections: 1,
+        audit_interval: Duration::from_millis(400),
+        ping_interval: Duration::from_millis(400),
+        request_timeout: Duration::from_secs(5),
+        notification_grace: Duration::from_millis(300),
+        max_pages: 64,
+    }
+}
+
+/// A parsed exposition.
+pub struct Scrape {
+    pub text: String,
+    samples: Vec<prometheus_parse::Sample>,
+}
+
+impl Scrape {
+    pub fn parse(text: &str) -> Self {
+        let lines = text.lines().map(|l| Ok(l.to_string()));
+        let parsed = prometheus_parse::Scrape::parse(lines).expect("exposition parses");
+        Scrape {
+            text: text.to_string(),
+            samples: parsed.samples,
+        }
+    }
+
+    /// The value of the one sample of `name` whose labels include all of `labels`.
+    pub fn get(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        self.samples
+            .iter()
+            .filter(|s| s.metric == name)
+            .find(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+    }
+
+    /// Like [`Scrape::get`], 0 when absent is not acceptable: absent reads as NaN (fails comparisons).
+    pub fn v(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.get(name, labels).unwrap_or(f64::NAN)
+    }
+
+    /// Whether any sample carries `target="<name>"`.
+    pub fn has_target(&self, name: &str) -> bool {
+        self.samples
+            .iter()
+            .any(|s| s.labels.get("target") == Some(name))
+    }
+}

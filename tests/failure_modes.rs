@@ -1,0 +1,352 @@
+//! End to end on loopback: the lab server with one fault knob per test, the probe in-process,
+//! `/metrics` text parsed. Each test asserts the signal of its failure mode and that the signals
+//! of the others stay quiet.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::{Harness, Scrape, target};
+use mcp_exporter::lab::{Behaviour, Lab};
+
+const C0: (&str, &str) = ("connection", "0");
+
+async fn lab(profile: &str, b: Behaviour) -> Lab {
+    Lab::start(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        vec![(profile.to_string(), b)],
+    )
+    .await
+    .expect("lab starts")
+}
+
+async fn probe(lab: &Lab, name: &str) -> Harness {
+    let mut h = Harness::new();
+    h.apply(vec![target(name, lab.url(name))]);
+    h
+}
+
+fn t(name: &str) -> (&str, &str) {
+    ("target", name)
+}
+
+fn drift(s: &Scrape, name: &str, kind: &str) -> f64 {
+    s.v(
+        "mcp_probe_cache_drift_tools",
+        &[t(name), C0, ("kind", kind)],
+    )
+}
+
+fn walks(s: &Scrape, name: &str, trigger: &str) -> f64 {
+    s.v(
+        "mcp_probe_tools_list_walks_total",
+        &[t(name), C0, ("trigger", trigger)],
+    )
+}
+
+fn checks(s: &Scrape, name: &str) -> f64 {
+    s.v("mcp_probe_cache_consistency_checks_total", &[t(name), C0])
+}
+
+fn counter(s: &Scrape, metric: &str, name: &str) -> f64 {
+    s.v(metric, &[t(name), C0])
+}
+
+/// Pagination signals stay quiet on the lab's well-behaved cursors.
+fn assert_pagination_quiet(s: &Scrape, name: &str) {
+    for m in [
+        "mcp_probe_tools_list_cursor_errors_total",
+        "mcp_probe_tools_list_loop_cap_hits_total",
+        "mcp_probe_tools_list_repeated_cursors_total",
+        "mcp_probe_tools_list_duplicate_tools_total",
+    ] {
+        assert_eq!(counter(s, m, name), 0.0, "{m} fired\n{}", s.text);
+    }
+}
+
+/// F7: 14 tools, page size 8 → two pages, all 14 in server view and cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f7_paginated_list_is_walked_to_the_end() {
+    let lab = lab("kb", Behaviour::default()).await;
+    let h = probe(&lab, "kb").await;
+    let s = h
+        .until("first walk complete", |s| {
+            s.v("mcp_probe_tools", &[t("kb"), C0, ("view", "cache")]) == 14.0
+        })
+        .await;
+    assert_eq!(s.v("mcp_probe_tools_list_pages", &[t("kb"), C0]), 2.0);
+    assert_eq!(
+        s.v("mcp_probe_tools", &[t("kb"), C0, ("view", "server")]),
+        14.0
+    );
+    assert!(counter(&s, "mcp_probe_tools_list_requests_total", "kb") >= 2.0);
+    assert_eq!(s.v("mcp_probe_up", &[t("kb")]), 1.0);
+    assert_eq!(walks(&s, "kb", "initial"), 1.0);
+    assert_pagination_quiet(&s, "kb");
+}
+
+/// A healthy server that churns and announces every change: the cache follows, no drift,
+/// nothing unannounced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthy_churn_with_notifications_never_drifts() {
+    let lab = lab("kb", Behaviour::default()).await;
+    let h = probe(&lab, "kb").await;
+    h.until("initial walk", |s| {
+        walks(s, "kb", "initial") == 1.0
+            && counter(s, "mcp_probe_notification_stream_up", "kb") == 1.0
+    })
+    .await;
+    for round in 1..=3u32 {
+        lab.churn();
+        h.until("cache follows the change", |s| {
+            counter(s, "mcp_probe_list_changed_notifications_total", "kb") >= f64::from(round)
+                && s.v(
+                    "mcp_probe_cache_refreshes_total",
+                    &[t("kb"), C0, ("trigger", "notification")],
+                ) >= f64::from(round)
+                && s.v(
+                    "mcp_probe_tools_list_fingerprint",
+                    &[t("kb"), C0, ("view", "cache")],
+                ) == s.v(
+                    "mcp_probe_tools_list_fingerprint",
+                    &[t("kb"), C0, ("view", "server")],
+                )
+        })
+        .await;
+    }
+    let before = checks(&h.scrape(), "kb");
+    let s = h
+        .until("two audits after the last change", |s| {
+            checks(s, "kb") >= before + 2.0
+        })
+        .await;
+    for kind in ["missing", "extra", "changed"] {
+        assert_eq!(drift(&s, "kb", kind), 0.0, "drift {kind}\n{}", s.text);
+    }
+    assert_eq!(
+        counter(&s, "mcp_probe_unannounced_changes_total", "kb"),
+        0.0
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_list_changed_without_change_total", "kb"),
+        0.0
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_cache_consistency_check_failures_total", "kb"),
+        0.0
+    );
+    assert_pagination_quiet(&s, "kb");
+}
+
+/// F1: the gateway drops list_changed. The audit finds `search_legacy` still cached (extra) and
+/// `search_v2` unknown to the cache (missing), and counts the change as unannounced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f1_lost_notification_shows_drift_and_unannounced_change() {
+    let lossy = Behaviour {
+        deliver_list_changed: false,
+        ..Behaviour::default()
+    };
+    let lab = lab("lossy", lossy).await;
+    let h = probe(&lab, "lossy").await;
+    h.until("initial walk", |s| walks(s, "lossy", "initial") == 1.0)
+        .await;
+    lab.churn();
+    let s = h
+        .until("drift and unannounced", |s| {
+            drift(s, "lossy", "extra") == 1.0
+                && drift(s, "lossy", "missing") == 1.0
+                && counter(s, "mcp_probe_unannounced_changes_total", "lossy") >= 1.0
+        })
+        .await;
+    assert_eq!(
+        counter(&s, "mcp_probe_list_changed_notifications_total", "lossy"),
+        0.0
+    );
+    assert_eq!(
+        s.v("mcp_probe_list_changed_capable", &[t("lossy"), C0]),
+        1.0
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_notification_stream_up", "lossy"),
+        1.0
+    );
+    assert_eq!(drift(&s, "lossy", "changed"), 0.0);
+    assert_pagination_quiet(&s, "lossy");
+    // The stale cache stays stale: the probe never repairs it from an audit.
+    let later = checks(&s, "lossy") + 2.0;
+    let s = h
+        .until("more audits", |s| checks(s, "lossy") >= later)
+        .await;
+    assert_eq!(drift(&s, "lossy", "extra"), 1.0);
+    assert_eq!(
+        counter(&s, "mcp_probe_unannounced_changes_total", "lossy"),
+        1.0,
+        "one change, counted once"
+    );
+}
+
+/// F2: no listChanged capability, list changes anyway.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_no_capability_shows_capable_zero_and_drift() {
+    let nocap = Behaviour {
+        list_changed_capability: false,
+        sse_responses: true,
+        ..Behaviour::default()
+    };
+    let lab = lab("nocap", nocap).await;
+    let h = probe(&lab, "nocap").await;
+    h.until("initial walk", |s| walks(s, "nocap", "initial") == 1.0)
+        .await;
+    lab.churn();
+    let s = h
+        .until("drift and unannounced", |s| {
+            drift(s, "nocap", "extra") == 1.0
+                && counter(s, "mcp_probe_unannounced_changes_total", "nocap") >= 1.0
+        })
+        .await;
+    assert_eq!(
+        s.v("mcp_probe_list_changed_capable", &[t("nocap"), C0]),
+        0.0
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_list_changed_notifications_total", "nocap"),
+        0.0
+    );
+    // Answers came as SSE streams: pages still complete.
+    assert_eq!(s.v("mcp_probe_tools_list_pages", &[t("nocap"), C0]), 2.0);
+    assert_pagination_quiet(&s, "nocap");
+}
+
+/// F3: listChanged declared, but GET answers 405: no notification stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f3_no_get_stream_shows_stream_down_while_capable() {
+    let nostream = Behaviour {
+        get_stream: false,
+        ..Behaviour::default()
+    };
+    let lab = lab("nostream", nostream).await;
+    let h = probe(&lab, "nostream").await;
+    let s = h
+        .until("session up and first audit", |s| {
+            s.v("mcp_probe_up", &[t("nostream")]) == 1.0 && checks(s, "nostream") >= 1.0
+        })
+        .await;
+    assert_eq!(
+        s.v("mcp_probe_list_changed_capable", &[t("nostream"), C0]),
+        1.0
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_notification_stream_up", "nostream"),
+        0.0
+    );
+    // 405 means "no stream here": not retried as if it were broken.
+    assert_eq!(
+        counter(
+            &s,
+            "mcp_probe_notification_stream_reconnects_total",
+            "nostream"
+        ),
+        0.0
+    );
+    assert_eq!(drift(&s, "nostream", "extra"), 0.0);
+}
+
+/// F6: the server ends the session (404 with our session id): a new session, and a re-walk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f6_session_expiry_reinitializes_and_rewalks() {
+    let lab = lab("kb", Behaviour::default()).await;
+    let h = probe(&lab, "kb").await;
+    h.until("initial walk", |s| walks(s, "kb", "initial") == 1.0)
+        .await;
+    lab.expire_sessions("kb");
+    let s = h
+        .until("expiry, new session, re-walk", |s| {
+            counter(s, "mcp_probe_session_expiries_total", "kb") >= 1.0
+                && counter(s, "mcp_probe_sessions_started_total", "kb") >= 2.0
+                && s.v(
+                    "mcp_probe_cache_refreshes_total",
+                    &[t("kb"), C0, ("trigger", "reconnect")],
+                ) >= 1.0
+        })
+        .await;
+    assert!(lab.initializes("kb") >= 2);
+    assert_eq!(
+        walks(&s, "kb", "initial"),
+        1.0,
+        "the initial walk happens once per connection"
+    );
+    let s = h
+        .until("session up again", |s| {
+            s.v("mcp_probe_up", &[t("kb")]) == 1.0
+        })
+        .await;
+    assert_eq!(drift(&s, "kb", "extra"), 0.0);
+}
+
+/// A session that expires while the list changed in between: the reconnect walk repairs the cache
+/// even though no notification was delivered (the seed's "re-list after reconnect" rule).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnect_relists_and_repairs_a_stale_cache() {
+    let lossy = Behaviour {
+        deliver_list_changed: false,
+        ..Behaviour::default()
+    };
+    let lab = lab("lossy", lossy).await;
+    let h = probe(&lab, "lossy").await;
+    h.until("initial walk", |s| walks(s, "lossy", "initial") == 1.0)
+        .await;
+    lab.churn();
+    h.until("stale", |s| drift(s, "lossy", "extra") == 1.0)
+        .await;
+    lab.expire_sessions("lossy");
+    let s = h
+        .until("repaired by the reconnect walk", |s| {
+            s.v(
+                "mcp_probe_cache_refreshes_total",
+                &[t("lossy"), C0, ("trigger", "reconnect")],
+            ) >= 1.0
+                && drift(s, "lossy", "extra") == 0.0
+                && drift(s, "lossy", "missing") == 0.0
+        })
+        .await;
+    assert_eq!(
+        s.v(
+            "mcp_probe_tools_list_fingerprint",
+            &[t("lossy"), C0, ("view", "cache")]
+        ),
+        s.v(
+            "mcp_probe_tools_list_fingerprint",
+            &[t("lossy"), C0, ("view", "server")]
+        )
+    );
+}
+
+/// A target that refuses connections is down and counted, and does not delay a healthy one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_target_is_down_without_delaying_others() {
+    let lab = lab("kb", Behaviour::default()).await;
+    // A port that was just free: nothing listens there.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut h = Harness::new();
+    h.apply(vec![
+        target("kb", lab.url("kb")),
+        target(
+            "dead",
+            url::Url::parse(&format!("http://{dead}/mcp")).unwrap(),
+        ),
+    ]);
+    let s = h
+        .until("healthy audits run while the other target fails", |s| {
+            checks(s, "kb") >= 3.0
+                && s.v(
+                    "mcp_probe_session_failures_total",
+                    &[t("dead"), C0, ("reason", "connect")],
+                ) >= 1.0
+        })
+        .await;
+    assert_eq!(s.v("mcp_probe_up", &[t("dead")]), 0.0);
+    assert_eq!(s.v("mcp_probe_up", &[t("kb")]), 1.0);
+}
