@@ -1,0 +1,308 @@
+//! Reload semantics, in-process and through the binary: unchanged targets keep sessions and
+//! counters, removed targets' series disappear, a bad config never replaces a good one, and
+//! secrets never show up in logs or pages.
+
+mod common;
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{DEADLINE, Harness, Scrape, target};
+use mcp_exporter::lab::{Behaviour, Lab};
+
+async fn two_profile_lab() -> Lab {
+    Lab::start(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        vec![
+            ("a".into(), Behaviour::default()),
+            ("b".into(), Behaviour::default()),
+        ],
+    )
+    .await
+    .expect("lab starts")
+}
+
+fn started(s: &Scrape, name: &str) -> f64 {
+    s.v(
+        "mcp_probe_sessions_started_total",
+        &[("target", name), ("connection", "0")],
+    )
+}
+
+fn audits(s: &Scrape, name: &str) -> f64 {
+    s.v(
+        "mcp_probe_cache_consistency_checks_total",
+        &[("target", name), ("connection", "0")],
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_keeps_unchanged_targets_and_drops_removed_series() {
+    let lab = two_profile_lab().await;
+    let mut h = Harness::new();
+    let a = target("a", lab.url("a"));
+    let b = target("b", lab.url("b"));
+    h.apply(vec![a.clone(), b.clone()]);
+    let s = h
+        .until("both walked", |s| {
+            audits(s, "a") >= 2.0 && audits(s, "b") >= 1.0
+        })
+        .await;
+    let audits_before = audits(&s, "a");
+
+    // Same `a`, no `b`.
+    h.apply(vec![a.clone()]);
+    let s = h.scrape();
+    assert!(
+        !s.has_target("b"),
+        "series of a removed target must disappear\n{}",
+        s.text
+    );
+    assert!(
+        audits(&s, "a") >= audits_before,
+        "counters of a kept target must not reset"
+    );
+    assert_eq!(started(&s, "a"), 1.0);
+    h.until("a keeps auditing on the same session", |s| {
+        audits(s, "a") >= audits_before + 2.0
+    })
+    .await;
+    assert_eq!(lab.initializes("a"), 1, "a kept target keeps its session");
+
+    // A changed `a` restarts with fresh series and a new session.
+    let mut a2 = a.clone();
+    a2.max_pages = 10;
+    h.apply(vec![a2]);
+    let s = h
+        .until("a restarted", |s| {
+            started(s, "a") == 1.0 && lab.initializes("a") == 2
+        })
+        .await;
+    assert!(
+        audits(&s, "a") < audits_before + 2.0,
+        "a restarted target starts from zero"
+    );
+}
+
+// ---- through the binary ----
+
+struct Exporter {
+    child: Child,
+    base: String,
+    log: tempfile::NamedTempFile,
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn spawn_exporter(config: &std::path::Path, envs: &[(&str, &str)]) -> Exporter {
+    let port = free_port();
+    let log = tempfile::NamedTempFile::new().expect("log file");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"));
+    cmd.arg(format!("--config.file={}", config.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--log.level=debug")
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log.reopen().expect("log file")));
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let child = cmd.spawn().expect("exporter starts");
+    Exporter {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        log,
+    }
+}
+
+async fn get(url: &str) -> Option<String> {
+    reqwest::get(url).await.ok()?.text().await.ok()
+}
+
+async fn until_metrics(e: &Exporter, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Some(text) = get(&format!("{}/metrics", e.base)).await {
+            let s = Scrape::parse(&text);
+            if cond(&s) {
+                return s;
+            }
+        }
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn config_text(targets: &[(&str, String)]) -> String {
+    let mut y = String::from(
+        "global:\n  audit_interval: 500ms\n  ping_interval: 500ms\n  request_timeout: 400ms\n  notification_grace: 200ms\ntargets:\n",
+    );
+    for (name, url) in targets {
+        y.push_str(&format!(
+            "  - name: {name}\n    url: {url}\n    headers:\n      Authorization: \"Bearer ${{TEST_TOKEN}}\"\n"
+        ));
+    }
+    y
+}
+
+const SENTINEL: &str = "s3cr3t-sentinel-token";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_reload_rejects_bad_config_and_applies_good_one() {
+    let lab = two_profile_lab().await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp_exporter.yml");
+    std::fs::write(&path, config_text(&[("a", lab.url("a").to_string())])).unwrap();
+    let mut e = spawn_exporter(&path, &[("TEST_TOKEN", SENTINEL)]);
+    until_metrics(&e, "a up", |s| {
+        s.v("mcp_probe_up", &[("target", "a")]) == 1.0
+    })
+    .await;
+
+    // A bad config: the reload fails, names file and field, and the running target stays.
+    std::fs::write(&path, "targets:\n  - name: a\n    url: ftp://nope/mcp\n").unwrap();
+    let resp = reqwest::Client::new()
+        .post(format!("{}/-/reload", e.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 500);
+    let body = resp.text().await.unwrap();
+    assert!(
+        body.contains("mcp_exporter.yml") && body.contains("targets[0].url"),
+        "{body}"
+    );
+    let s = until_metrics(&e, "reload failure recorded", |s| {
+        s.v("mcp_exporter_config_last_reload_successful", &[]) == 0.0
+    })
+    .await;
+    assert_eq!(s.v("mcp_probe_up", &[("target", "a")]), 1.0);
+    assert_eq!(
+        s.v(
+            "mcp_exporter_config_reloads_total",
+            &[("result", "failure")]
+        ),
+        1.0
+    );
+
+    // A good config via SIGHUP: b starts, a is kept.
+    std::fs::write(
+        &path,
+        config_text(&[
+            ("a", lab.url("a").to_string()),
+            ("b", lab.url("b").to_string()),
+        ]),
+    )
+    .unwrap();
+    let pid = e.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-HUP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let s = until_metrics(&e, "b up after SIGHUP", |s| {
+        s.v("mcp_probe_up", &[("target", "b")]) == 1.0
+            && s.v("mcp_exporter_config_last_reload_successful", &[]) == 1.0
+    })
+    .await;
+    assert_eq!(s.v("mcp_exporter_targets", &[]), 2.0);
+    assert_eq!(lab.initializes("a"), 1, "a was kept across both reloads");
+    assert_eq!(
+        s.v(
+            "mcp_exporter_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))]
+        ),
+        1.0
+    );
+
+    // Secrets appear nowhere: not in metrics, the landing page, or the logs.
+    let landing = get(&format!("{}/", e.base)).await.unwrap();
+    assert!(
+        landing.contains(">a<") && landing.contains(">b<"),
+        "{landing}"
+    );
+    assert!(!landing.contains(SENTINEL) && !s.text.contains(SENTINEL));
+    assert_eq!(
+        get(&format!("{}/-/healthy", e.base)).await.as_deref(),
+        Some("Healthy\n")
+    );
+    assert_eq!(
+        get(&format!("{}/-/ready", e.base)).await.as_deref(),
+        Some("Ready\n")
+    );
+
+    // Graceful shutdown on SIGTERM: exits 0 after closing sessions.
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = wait_exit(&mut e.child);
+    assert!(status.success(), "exit status {status:?}");
+    let mut logs = String::new();
+    e.log.reopen().unwrap().read_to_string(&mut logs).unwrap();
+    assert!(logs.contains("configuration not applied"), "{logs}");
+    assert!(!logs.contains(SENTINEL), "a secret leaked into the logs");
+}
+
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
+        }
+        assert!(start.elapsed() < DEADLINE, "exporter did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn config_check_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.yml");
+    std::fs::write(
+        &good,
+        "targets:\n  - name: kb\n    url: http://127.0.0.1:1/mcp\n",
+    )
+    .unwrap();
+    let bad = dir.path().join("bad.yml");
+    std::fs::write(
+        &bad,
+        "targets:\n  - name: kb\n    urll: http://127.0.0.1:1/mcp\n",
+    )
+    .unwrap();
+    let run = |p: &std::path::Path| {
+        Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
+            .arg("--config.check")
+            .arg(format!("--config.file={}", p.display()))
+            .output()
+            .unwrap()
+    };
+    let ok = run(&good);
+    assert!(ok.status.success());
+    let err = run(&bad);
+    assert!(!err.status.success());
+    let msg = String::from_utf8_lossy(&err.stderr);
+    assert!(
+        msg.contains("bad.yml") && msg.contains("urll") && msg.contains("line 3"),
+        "{msg}"
+    );
+}
