@@ -194,6 +194,9 @@ fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
+/// An HTTP refusal: status and a short body.
+type Refusal = (StatusCode, &'static str);
+
 fn status(code: StatusCode, msg: &'static str) -> Response {
     (code, msg).into_response()
 }
@@ -211,9 +214,9 @@ impl LabState {
         &self,
         headers: &HeaderMap,
         profile: &str,
-    ) -> Result<(String, watch::Receiver<bool>), Response> {
+    ) -> Result<(String, watch::Receiver<bool>), Refusal> {
         let Some(id) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
-            return Err(status(
+            return Err((
                 StatusCode::BAD_REQUEST,
                 "Bad Request: missing Mcp-Session-Id",
             ));
@@ -221,7 +224,7 @@ impl LabState {
         let sessions = self.sessions.lock().expect("lab lock");
         match sessions.get(id) {
             Some(s) if s.profile == profile => Ok((id.to_string(), s.closed.subscribe())),
-            _ => Err(status(StatusCode::NOT_FOUND, "Session not found")),
+            _ => Err((StatusCode::NOT_FOUND, "Session not found")),
         }
     }
 
@@ -317,13 +320,13 @@ async fn handle_post(
     if !origin_ok(&headers) {
         return status(StatusCode::FORBIDDEN, "Forbidden: invalid Origin");
     }
-    if let Some(v) = headers.get("mcp-protocol-version") {
-        if !VERSIONS.iter().any(|s| v == *s) {
-            return status(
-                StatusCode::BAD_REQUEST,
-                "Bad Request: unsupported MCP-Protocol-Version",
-            );
-        }
+    if let Some(v) = headers.get("mcp-protocol-version")
+        && !VERSIONS.iter().any(|s| v == *s)
+    {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: unsupported MCP-Protocol-Version",
+        );
     }
     let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
         return (
@@ -341,8 +344,8 @@ async fn handle_post(
         };
         return state.initialize(&profile, &b, &id, &params);
     }
-    if let Err(resp) = state.session(&headers, &profile) {
-        return resp;
+    if let Err(refusal) = state.session(&headers, &profile) {
+        return refusal.into_response();
     }
     let Some(id) = id.filter(|_| !method.is_empty()) else {
         // A notification, or a response to one of our requests.
@@ -369,7 +372,7 @@ async fn handle_get(
     }
     let (_, closed) = match state.session(&headers, &profile) {
         Ok(s) => s,
-        Err(resp) => return resp,
+        Err(refusal) => return refusal.into_response(),
     };
     let generation = state.generation.subscribe();
     let notify = b.list_changed_capability && b.deliver_list_changed;
@@ -413,6 +416,6 @@ async fn handle_delete(
             }
             StatusCode::OK.into_response()
         }
-        Err(resp) => resp,
+        Err(refusal) => refusal.into_response(),
     }
 }

@@ -372,15 +372,13 @@ fn content_kind(headers: &HeaderMap) -> ContentKind {
 
 async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>, McpError> {
     let too_large = || McpError::new(Reason::BodyTooLarge, format!("body over {cap} bytes"));
-    if let Some(len) = resp.headers().get(CONTENT_LENGTH) {
-        if len
-            .to_str()
-            .ok()
-            .and_then(|s| s.parse::<usize>().ok())
-            .is_some_and(|n| n > cap)
-        {
-            return Err(too_large());
-        }
+    let declared = resp
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|s| s.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > cap) {
+        return Err(too_large());
     }
     let mut body = Vec::new();
     while let Some(chunk) = resp.chunk().await.map_err(|e| McpError::from_reqwest(&e))? {

@@ -83,13 +83,13 @@ impl Session {
             unreachable!("post with an expected id returns a response")
         };
         let result = outcome.map_err(McpError::from)?;
-        if let Some(id) = &session_id {
-            if !id.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b)) {
-                return Err(McpError::new(
-                    Reason::InvalidResponse,
-                    "session id is not visible ASCII",
-                ));
-            }
+        if let Some(id) = &session_id
+            && !id.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b))
+        {
+            return Err(McpError::new(
+                Reason::InvalidResponse,
+                "session id is not visible ASCII",
+            ));
         }
         let info = parse_initialize(&result)?;
         let mut headers = SessionHeaders {
