@@ -350,3 +350,58 @@ async fn unreachable_target_is_down_without_delaying_others() {
     assert_eq!(s.v("mcp_probe_up", &[t("dead")]), 0.0);
     assert_eq!(s.v("mcp_probe_up", &[t("kb")]), 1.0);
 }
+
+/// Single flight with a generation guard: three notifications, two of them while a slow refresh
+/// walk is running, cause exactly one more walk; no two walks (refresh or audit) ever overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_mid_walk_cause_one_more_walk_never_two_racing() {
+    let slow = Behaviour {
+        page_delay: std::time::Duration::from_secs(1),
+        ..Behaviour::default()
+    };
+    let lab = lab("slow", slow).await;
+    let h = probe(&lab, "slow").await;
+    h.until("initial walk", |s| {
+        s.v("mcp_probe_tools", &[t("slow"), C0, ("view", "cache")]) == 14.0
+    })
+    .await;
+    lab.churn();
+    // The notification walk has started; each of its two pages takes a second.
+    h.until("notification walk started", |s| {
+        walks(s, "slow", "notification") == 1.0
+    })
+    .await;
+    // Two more redeploys while it runs, each announced on its own (the lab's stream coalesces
+    // changes it has not sent yet, so wait for each notification before the next redeploy).
+    for n in [2.0, 3.0] {
+        lab.churn();
+        h.until("notification received", |s| {
+            counter(s, "mcp_probe_list_changed_notifications_total", "slow") == n
+        })
+        .await;
+    }
+    let s = h
+        .until("cache caught up", |s| {
+            s.v(
+                "mcp_probe_cache_refreshes_total",
+                &[t("slow"), C0, ("trigger", "notification")],
+            ) == 2.0
+        })
+        .await;
+    assert_eq!(
+        walks(&s, "slow", "notification"),
+        2.0,
+        "two notifications mid-walk → one more walk"
+    );
+    let after = checks(&s, "slow") + 1.0;
+    let s = h
+        .until("an audit after the refreshes", |s| {
+            checks(s, "slow") >= after
+        })
+        .await;
+    assert_eq!(
+        drift(&s, "slow", "missing") + drift(&s, "slow", "extra") + drift(&s, "slow", "changed"),
+        0.0
+    );
+    assert_eq!(lab.tools_list_max_in_flight(), 1, "walks overlapped");
+}

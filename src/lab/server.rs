@@ -46,6 +46,8 @@ pub struct Behaviour {
     pub page_size: usize,
     /// Answer POSTed requests as `text/event-stream` instead of `application/json`.
     pub sse_responses: bool,
+    /// Wait this long before answering each `tools/list` page (a slow backend).
+    pub page_delay: Duration,
 }
 
 impl Default for Behaviour {
@@ -57,6 +59,7 @@ impl Default for Behaviour {
             get_stream: true,
             page_size: 8,
             sse_responses: false,
+            page_delay: Duration::ZERO,
         }
     }
 }
@@ -73,6 +76,8 @@ struct LabState {
     next_session: AtomicU64,
     initializes: Mutex<HashMap<String, u64>>,
     tools_list_calls: AtomicU64,
+    tools_list_in_flight: AtomicU64,
+    tools_list_max_in_flight: AtomicU64,
 }
 
 /// A running lab server.
@@ -102,6 +107,8 @@ impl Lab {
             next_session: AtomicU64::new(1),
             initializes: Mutex::new(HashMap::new()),
             tools_list_calls: AtomicU64::new(0),
+            tools_list_in_flight: AtomicU64::new(0),
+            tools_list_max_in_flight: AtomicU64::new(0),
         });
         let app = Router::new()
             .route(
@@ -183,6 +190,11 @@ impl Lab {
     /// `tools/list` requests answered, all profiles.
     pub fn tools_list_calls(&self) -> u64 {
         self.state.tools_list_calls.load(Ordering::Relaxed)
+    }
+
+    /// The most `tools/list` requests that were ever being answered at the same time.
+    pub fn tools_list_max_in_flight(&self) -> u64 {
+        self.state.tools_list_max_in_flight.load(Ordering::Relaxed)
     }
 }
 
@@ -353,7 +365,17 @@ async fn handle_post(
     };
     let answer = match method {
         "ping" => rpc_result(&id, json!({})),
-        "tools/list" => state.tools_list(&b, &id, &params),
+        "tools/list" => {
+            let now = state.tools_list_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+            state
+                .tools_list_max_in_flight
+                .fetch_max(now, Ordering::Relaxed);
+            tokio::time::sleep(b.page_delay).await;
+            // The page is cut after the delay, so a redeploy during it shows in the answer.
+            let answer = state.tools_list(&b, &id, &params);
+            state.tools_list_in_flight.fetch_sub(1, Ordering::Relaxed);
+            answer
+        }
         _ => rpc_error(&id, -32601, "Method not found"),
     };
     reply(&b, answer)
