@@ -54,6 +54,29 @@ async fn sleep_opt(at: Option<tokio::time::Instant>) {
     }
 }
 
+/// A spawned task that is aborted when its owner lets go of it: a session's stream reader must
+/// not outlive the session.
+struct OwnedTask<T>(JoinHandle<T>);
+
+impl<T> Drop for OwnedTask<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> OwnedTask<T> {
+    fn spawn(fut: impl Future<Output = T> + Send + 'static) -> Self
+    where
+        T: Send + 'static,
+    {
+        OwnedTask(tokio::spawn(fut))
+    }
+
+    async fn join(&mut self) -> Result<T, tokio::task::JoinError> {
+        (&mut self.0).await
+    }
+}
+
 /// Why a session ended.
 enum SessionEnd {
     Shutdown,
@@ -180,7 +203,7 @@ impl Connection {
                     let end = self
                         .run_session(&session, &inbox, trigger, &mut shutdown)
                         .await;
-                    responder.abort();
+                    drop(responder);
                     self.metrics.session_closed();
                     if matches!(end, SessionEnd::Shutdown) {
                         session.close().await;
@@ -226,7 +249,7 @@ impl Connection {
         shutdown: &mut watch::Receiver<bool>,
     ) -> SessionEnd {
         // The stream is opened before the first walk, so a change during the walk is heard.
-        let mut stream: Option<JoinHandle<StreamEnd>> = None;
+        let mut stream: Option<OwnedTask<StreamEnd>> = None;
         let mut stream_open: Slot<Result<Option<crate::mcp::http::NotificationStream>, McpError>> =
             None;
         let mut stream_retry_at: Option<tokio::time::Instant> = None;
@@ -236,7 +259,7 @@ impl Connection {
             Ok(Some(s)) => {
                 self.metrics.stream(true);
                 let inbox = inbox.clone();
-                stream = Some(tokio::spawn(async move { s.run(&inbox).await }));
+                stream = Some(OwnedTask::spawn(async move { s.run(&inbox).await }));
             }
             Ok(None) => self.metrics.stream(false),
             Err(e) if e.reason == Reason::SessionExpired => return SessionEnd::Expired,
@@ -348,7 +371,7 @@ impl Connection {
                         }
                     }
                 }
-                end = async { stream.as_mut().expect("guarded").await }, if stream.is_some() => {
+                end = async { stream.as_mut().expect("guarded").join().await }, if stream.is_some() => {
                     stream = None;
                     self.metrics.stream(false);
                     let end = end.unwrap_or(StreamEnd { error: None, retry: None });
@@ -380,7 +403,7 @@ impl Connection {
                             }
                             stream_backoff.reset();
                             let inbox = inbox.clone();
-                            stream = Some(tokio::spawn(async move { s.run(&inbox).await }));
+                            stream = Some(OwnedTask::spawn(async move { s.run(&inbox).await }));
                             // Notifications sent while the stream was down are lost: re-list.
                             pending.get_or_insert(Trigger::StreamGap);
                         }
@@ -506,8 +529,8 @@ impl Connection {
 fn spawn_responder(
     session: Arc<Session>,
     mut requests: tokio::sync::mpsc::Receiver<crate::mcp::inbox::ServerRequest>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
+) -> OwnedTask<()> {
+    OwnedTask::spawn(async move {
         while let Some(req) = requests.recv().await {
             let _ = session.answer(&req.id, &req.method).await;
         }
