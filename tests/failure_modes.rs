@@ -405,3 +405,42 @@ async fn notifications_mid_walk_cause_one_more_walk_never_two_racing() {
     );
     assert_eq!(lab.tools_list_max_in_flight(), 1, "walks overlapped");
 }
+
+/// A server that announces changes inside the SSE answer to a POST, before the response (as
+/// fastmcp does), and offers no GET stream: the interleaved notification still drives a refresh.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_interleaved_in_post_answers_are_honoured() {
+    let inline = Behaviour {
+        get_stream: false,
+        sse_responses: true,
+        list_changed_in_answers: true,
+        ..Behaviour::default()
+    };
+    let lab = lab("inline", inline).await;
+    let h = probe(&lab, "inline").await;
+    h.until("initial walk", |s| walks(s, "inline", "initial") == 1.0)
+        .await;
+    lab.churn();
+    let s = h
+        .until("refreshed by the interleaved notification", |s| {
+            counter(s, "mcp_probe_list_changed_notifications_total", "inline") >= 1.0
+                && s.v(
+                    "mcp_probe_cache_refreshes_total",
+                    &[t("inline"), C0, ("trigger", "notification")],
+                ) >= 1.0
+                && s.v(
+                    "mcp_probe_tools_list_fingerprint",
+                    &[t("inline"), C0, ("view", "cache")],
+                ) == s.v(
+                    "mcp_probe_tools_list_fingerprint",
+                    &[t("inline"), C0, ("view", "server")],
+                )
+        })
+        .await;
+    assert_eq!(
+        counter(&s, "mcp_probe_notification_stream_up", "inline"),
+        0.0
+    );
+    assert_eq!(s.v("mcp_probe_tools_list_pages", &[t("inline"), C0]), 2.0);
+    assert_pagination_quiet(&s, "inline");
+}

@@ -31,6 +31,7 @@ use super::kb;
 const MAX_SESSIONS: usize = 10_000;
 /// Keep-alive comment period on GET streams.
 const KEEPALIVE: Duration = Duration::from_secs(15);
+const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
 const VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 
 /// What one profile (gateway) does.
@@ -48,6 +49,9 @@ pub struct Behaviour {
     pub sse_responses: bool,
     /// Wait this long before answering each `tools/list` page (a slow backend).
     pub page_delay: Duration,
+    /// Announce changes inside SSE answers to POSTs, before the response (as fastmcp does), once
+    /// per change and session. Takes effect with `sse_responses`.
+    pub list_changed_in_answers: bool,
 }
 
 impl Default for Behaviour {
@@ -60,6 +64,7 @@ impl Default for Behaviour {
             page_size: 8,
             sse_responses: false,
             page_delay: Duration::ZERO,
+            list_changed_in_answers: false,
         }
     }
 }
@@ -67,6 +72,8 @@ impl Default for Behaviour {
 struct LabSession {
     profile: String,
     closed: watch::Sender<bool>,
+    /// The generation this session was last told about.
+    announced: u64,
 }
 
 struct LabState {
@@ -75,6 +82,7 @@ struct LabState {
     sessions: Mutex<HashMap<String, LabSession>>,
     next_session: AtomicU64,
     initializes: Mutex<HashMap<String, u64>>,
+    deletes: Mutex<HashMap<String, u64>>,
     tools_list_calls: AtomicU64,
     tools_list_in_flight: AtomicU64,
     tools_list_max_in_flight: AtomicU64,
@@ -106,6 +114,7 @@ impl Lab {
             sessions: Mutex::new(HashMap::new()),
             next_session: AtomicU64::new(1),
             initializes: Mutex::new(HashMap::new()),
+            deletes: Mutex::new(HashMap::new()),
             tools_list_calls: AtomicU64::new(0),
             tools_list_in_flight: AtomicU64::new(0),
             tools_list_max_in_flight: AtomicU64::new(0),
@@ -174,6 +183,17 @@ impl Lab {
                 true
             }
         });
+    }
+
+    /// How many sessions of a profile clients ended with DELETE.
+    pub fn deletes(&self, profile: &str) -> u64 {
+        *self
+            .state
+            .deletes
+            .lock()
+            .expect("lab lock")
+            .get(profile)
+            .unwrap_or(&0)
     }
 
     /// How many `initialize` requests a profile has answered.
@@ -248,11 +268,13 @@ impl LabState {
         let n = self.next_session.fetch_add(1, Ordering::Relaxed);
         let session_id = format!("lab-{n:016x}-{:08x}", rand::random::<u32>());
         let (closed, _) = watch::channel(false);
+        let announced = *self.generation.borrow();
         sessions.insert(
             session_id.clone(),
             LabSession {
                 profile: profile.to_string(),
                 closed,
+                announced,
             },
         );
         drop(sessions);
@@ -356,9 +378,10 @@ async fn handle_post(
         };
         return state.initialize(&profile, &b, &id, &params);
     }
-    if let Err(refusal) = state.session(&headers, &profile) {
-        return refusal.into_response();
-    }
+    let session_id = match state.session(&headers, &profile) {
+        Ok((id, _)) => id,
+        Err(refusal) => return refusal.into_response(),
+    };
     let Some(id) = id.filter(|_| !method.is_empty()) else {
         // A notification, or a response to one of our requests.
         return StatusCode::ACCEPTED.into_response();
@@ -378,6 +401,17 @@ async fn handle_post(
         }
         _ => rpc_error(&id, -32601, "Method not found"),
     };
+    if b.sse_responses && b.list_changed_in_answers && b.list_changed_capability {
+        let now = *state.generation.borrow();
+        let mut sessions = state.sessions.lock().expect("lab lock");
+        if let Some(s) = sessions.get_mut(&session_id).filter(|s| s.announced < now) {
+            s.announced = now;
+            let body = format!(
+                "event: message\ndata: {LIST_CHANGED}\n\nevent: message\ndata: {answer}\n\n"
+            );
+            return ([("content-type", "text/event-stream")], body).into_response();
+        }
+    }
     reply(&b, answer)
 }
 
@@ -408,7 +442,7 @@ async fn handle_get(
                         if notify {
                             let event = Event::default()
                                 .event("message")
-                                .data(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#);
+                                .data(LIST_CHANGED);
                             return Some((Ok::<_, Infallible>(event), (generation, closed)));
                         }
                     }
@@ -436,6 +470,12 @@ async fn handle_delete(
             if let Some(s) = state.sessions.lock().expect("lab lock").remove(&id) {
                 let _ = s.closed.send(true);
             }
+            *state
+                .deletes
+                .lock()
+                .expect("lab lock")
+                .entry(profile)
+                .or_default() += 1;
             StatusCode::OK.into_response()
         }
         Err(refusal) => refusal.into_response(),
