@@ -444,3 +444,163 @@ async fn notifications_interleaved_in_post_answers_are_honoured() {
     assert_eq!(s.v("mcp_probe_tools_list_pages", &[t("inline"), C0]), 2.0);
     assert_pagination_quiet(&s, "inline");
 }
+
+fn walk_failures(s: &Scrape, name: &str, trigger: &str, reason: &str) -> f64 {
+    s.get(
+        "mcp_probe_tools_list_walk_failures_total",
+        &[t(name), C0, ("trigger", trigger), ("reason", reason)],
+    )
+    .unwrap_or(0.0)
+}
+
+/// F9: the second page hands back the first page's cursor: the walk stops at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f9_repeated_cursor_aborts_the_walk() {
+    let b = Behaviour {
+        cursors: mcp_exporter::lab::Cursors::Repeat,
+        ..Behaviour::default()
+    };
+    let lab = lab("rep", b).await;
+    let h = probe(&lab, "rep").await;
+    let s = h
+        .until("repeated cursor seen", |s| {
+            counter(s, "mcp_probe_tools_list_repeated_cursors_total", "rep") >= 1.0
+                && walk_failures(s, "rep", "initial", "repeated_cursor") >= 1.0
+        })
+        .await;
+    assert_eq!(
+        counter(&s, "mcp_probe_tools_list_loop_cap_hits_total", "rep"),
+        0.0
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_tools_list_cursor_errors_total", "rep"),
+        0.0
+    );
+    assert_eq!(
+        s.v("mcp_probe_tools", &[t("rep"), C0, ("view", "cache")]),
+        0.0,
+        "a broken walk never fills the cache"
+    );
+    assert_eq!(
+        s.v("mcp_probe_up", &[t("rep")]),
+        1.0,
+        "the server is alive; its pagination is broken"
+    );
+}
+
+/// F10: cursors that never end: the walk stops at max_pages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f10_endless_cursors_hit_the_loop_cap() {
+    let b = Behaviour {
+        cursors: mcp_exporter::lab::Cursors::Endless,
+        ..Behaviour::default()
+    };
+    let lab = lab("endless", b).await;
+    let mut h = Harness::new();
+    let mut cfg = target("endless", lab.url("endless"));
+    cfg.max_pages = 5;
+    h.apply(vec![cfg]);
+    let s = h
+        .until("loop cap hit", |s| {
+            counter(s, "mcp_probe_tools_list_loop_cap_hits_total", "endless") >= 1.0
+                && walk_failures(s, "endless", "initial", "loop_cap") >= 1.0
+        })
+        .await;
+    assert!(counter(&s, "mcp_probe_tools_list_requests_total", "endless") >= 5.0);
+    assert_eq!(
+        counter(&s, "mcp_probe_tools_list_repeated_cursors_total", "endless"),
+        0.0
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_tools_list_duplicate_tools_total", "endless"),
+        0.0
+    );
+}
+
+/// F13: same names, one new inputSchema, no notification: drift kind=changed only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f13_schema_change_without_notification_is_drift_changed() {
+    let b = Behaviour {
+        schema_drift: true,
+        deliver_list_changed: false,
+        ..Behaviour::default()
+    };
+    let lab = lab("schema", b).await;
+    let h = probe(&lab, "schema").await;
+    h.until("initial walk", |s| walks(s, "schema", "initial") == 1.0)
+        .await;
+    lab.churn();
+    let s = h
+        .until("changed drift and unannounced", |s| {
+            drift(s, "schema", "changed") == 1.0
+                && counter(s, "mcp_probe_unannounced_changes_total", "schema") >= 1.0
+        })
+        .await;
+    assert_eq!(drift(&s, "schema", "missing"), 0.0);
+    assert_eq!(drift(&s, "schema", "extra"), 0.0);
+    assert_eq!(
+        s.v("mcp_probe_tools", &[t("schema"), C0, ("view", "server")]),
+        14.0
+    );
+}
+
+/// F14: list_changed without any change: counted as noise, never as drift.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f14_spurious_notifications_are_counted_as_without_change() {
+    let b = Behaviour {
+        spurious_list_changed: Some(std::time::Duration::from_millis(200)),
+        ..Behaviour::default()
+    };
+    let lab = lab("noisy", b).await;
+    let h = probe(&lab, "noisy").await;
+    let s = h
+        .until("spurious notifications re-walked", |s| {
+            counter(s, "mcp_probe_list_changed_without_change_total", "noisy") >= 2.0
+                && checks(s, "noisy") >= 2.0
+        })
+        .await;
+    for kind in ["missing", "extra", "changed"] {
+        assert_eq!(drift(&s, "noisy", kind), 0.0);
+    }
+    assert_eq!(
+        counter(&s, "mcp_probe_unannounced_changes_total", "noisy"),
+        0.0
+    );
+}
+
+/// F15: alive but too slow: pings time out, the target is down, the session is replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f15_slow_server_is_down_with_ping_timeouts() {
+    let b = Behaviour {
+        answer_delay: std::time::Duration::from_secs(3),
+        ..Behaviour::default()
+    };
+    let lab = lab("slow", b).await;
+    let mut h = Harness::new();
+    let mut cfg = target("slow", lab.url("slow"));
+    cfg.request_timeout = std::time::Duration::from_millis(300);
+    h.apply(vec![cfg]);
+    let s = h
+        .until("ping timeouts and a new session", |s| {
+            s.get(
+                "mcp_probe_request_failures_total",
+                &[t("slow"), C0, ("method", "ping"), ("reason", "timeout")],
+            )
+            .unwrap_or(0.0)
+                >= 3.0
+                && counter(s, "mcp_probe_sessions_started_total", "slow") >= 2.0
+        })
+        .await;
+    assert!(counter(&s, "mcp_probe_ping_failures_total", "slow") >= 3.0);
+    let s = h
+        .until("down", |s| s.v("mcp_probe_up", &[t("slow")]) == 0.0)
+        .await;
+    assert_eq!(
+        counter(
+            &s,
+            "mcp_probe_cache_consistency_check_failures_total",
+            "slow"
+        ),
+        counter(&s, "mcp_probe_cache_consistency_checks_total", "slow")
+    );
+}

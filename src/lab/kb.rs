@@ -119,6 +119,21 @@ pub fn tools(generation: u64) -> Vec<Value> {
     ]
 }
 
+/// The catalog of a server whose redeploys keep every name: generation `g` changes only the
+/// `inputSchema` of `kb_stats` (F13, "same name, new schema").
+pub fn tools_schema_drift(generation: u64) -> Vec<Value> {
+    let mut list = tools(0);
+    if generation > 0 {
+        for t in &mut list {
+            if t["name"] == "kb_stats" {
+                t["inputSchema"]["properties"] =
+                    json!({"collection": {"type": "string"}, "revision": {"const": generation}});
+            }
+        }
+    }
+    list
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,4 +5,4 @@ pub mod demo;
 pub mod kb;
 pub mod server;
 
-pub use server::{Behaviour, Lab};
+pub use server::{Behaviour, Cursors, Lab};

@@ -52,6 +52,26 @@ pub struct Behaviour {
     /// Announce changes inside SSE answers to POSTs, before the response (as fastmcp does), once
     /// per change and session. Takes effect with `sse_responses`.
     pub list_changed_in_answers: bool,
+    /// How `nextCursor` behaves.
+    pub cursors: Cursors,
+    /// Wait this long before answering every POSTed request (ping included): a slow server (F15).
+    pub answer_delay: Duration,
+    /// Send `list_changed` on the GET stream this often although nothing changed (F14).
+    pub spurious_list_changed: Option<Duration>,
+    /// Redeploys keep every name and change one tool's `inputSchema` instead (F13).
+    pub schema_drift: bool,
+}
+
+/// Cursor behaviour of a profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Cursors {
+    /// Offset cursors that end: the correct behaviour.
+    #[default]
+    Offset,
+    /// The second page hands back the cursor of the first: a cursor that never advances (F9).
+    Repeat,
+    /// Every page, however far, has a new `nextCursor` (F10).
+    Endless,
 }
 
 impl Default for Behaviour {
@@ -65,6 +85,10 @@ impl Default for Behaviour {
             sse_responses: false,
             page_delay: Duration::ZERO,
             list_changed_in_answers: false,
+            cursors: Cursors::Offset,
+            answer_delay: Duration::ZERO,
+            spurious_list_changed: None,
+            schema_drift: false,
         }
     }
 }
@@ -226,6 +250,13 @@ fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
+async fn sleep_opt(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// An HTTP refusal: status and a short body.
 type Refusal = (StatusCode, &'static str);
 
@@ -312,7 +343,38 @@ impl LabState {
 
     fn tools_list(&self, b: &Behaviour, id: &Value, params: &Value) -> Value {
         self.tools_list_calls.fetch_add(1, Ordering::Relaxed);
-        let tools = kb::tools(*self.generation.borrow());
+        let generation = *self.generation.borrow();
+        let tools = if b.schema_drift {
+            kb::tools_schema_drift(generation)
+        } else {
+            kb::tools(generation)
+        };
+        match b.cursors {
+            Cursors::Offset => {}
+            Cursors::Repeat => {
+                let page = if params.get("cursor").is_some() { 1 } else { 0 };
+                let half = tools.len() / 2;
+                let slice = if page == 0 {
+                    &tools[..half]
+                } else {
+                    &tools[half..]
+                };
+                return rpc_result(id, json!({"tools": slice, "nextCursor": "page-2"}));
+            }
+            Cursors::Endless => {
+                let n = params
+                    .get("cursor")
+                    .and_then(Value::as_str)
+                    .and_then(|c| c.strip_prefix("more:"))
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .unwrap_or(0);
+                let slice: &[Value] = if n == 0 { &tools } else { &[] };
+                return rpc_result(
+                    id,
+                    json!({"tools": slice, "nextCursor": format!("more:{}", n + 1)}),
+                );
+            }
+        }
         let offset = match params.get("cursor") {
             None | Some(Value::Null) => 0,
             Some(Value::String(c)) => {
@@ -386,6 +448,7 @@ async fn handle_post(
         // A notification, or a response to one of our requests.
         return StatusCode::ACCEPTED.into_response();
     };
+    tokio::time::sleep(b.answer_delay).await;
     let answer = match method {
         "ping" => rpc_result(&id, json!({})),
         "tools/list" => {
@@ -432,11 +495,16 @@ async fn handle_get(
     };
     let generation = state.generation.subscribe();
     let notify = b.list_changed_capability && b.deliver_list_changed;
+    let spurious = b.spurious_list_changed.filter(|_| notify);
     let events = futures_util::stream::unfold(
         (generation, closed),
         move |(mut generation, mut closed)| async move {
             loop {
                 tokio::select! {
+                    _ = sleep_opt(spurious) => {
+                        let event = Event::default().event("message").data(LIST_CHANGED);
+                        return Some((Ok::<_, Infallible>(event), (generation, closed)));
+                    }
                     changed = generation.changed() => {
                         changed.ok()?;
                         if notify {
