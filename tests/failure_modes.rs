@@ -604,3 +604,176 @@ async fn f15_slow_server_is_down_with_ping_timeouts() {
         counter(&s, "mcp_probe_cache_consistency_checks_total", "slow")
     );
 }
+
+/// F4: a proxy closes the notification stream, and the backend changes while it is down: the
+/// stream is re-opened and the re-walk after the gap repairs the cache without any notification.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f4_stream_closed_by_proxy_rewalks_after_the_gap() {
+    let b = Behaviour {
+        stream_close_after: Some(std::time::Duration::from_millis(700)),
+        change_in_stream_gap: true,
+        ..Behaviour::default()
+    };
+    let lab = lab("proxied", b).await;
+    let h = probe(&lab, "proxied").await;
+    let s = h
+        .until("stream re-opened and gap re-walked", |s| {
+            counter(
+                s,
+                "mcp_probe_notification_stream_reconnects_total",
+                "proxied",
+            ) >= 1.0
+                && s.v(
+                    "mcp_probe_cache_refreshes_total",
+                    &[t("proxied"), C0, ("trigger", "stream_gap")],
+                ) >= 1.0
+        })
+        .await;
+    assert!(lab.generation() >= 1, "the backend changed during the gap");
+    assert_eq!(
+        counter(&s, "mcp_probe_list_changed_notifications_total", "proxied"),
+        0.0
+    );
+    assert_eq!(
+        walks(&s, "proxied", "reconnect"),
+        0.0,
+        "the session itself survived"
+    );
+}
+
+/// F5: the re-walk after a notification fails (HTTP 503): counted, then retried until it works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f5_failed_rewalk_after_notification_is_counted_and_retried() {
+    let b = Behaviour {
+        failing_lists_after_change: 2,
+        ..Behaviour::default()
+    };
+    let lab = lab("flaky", b).await;
+    let h = probe(&lab, "flaky").await;
+    h.until("initial walk", |s| walks(s, "flaky", "initial") == 1.0)
+        .await;
+    lab.churn();
+    let s = h
+        .until("refresh failed, then succeeded", |s| {
+            s.v(
+                "mcp_probe_cache_refresh_failures_total",
+                &[t("flaky"), C0, ("trigger", "notification")],
+            ) >= 1.0
+                && walk_failures(s, "flaky", "notification", "http_5xx") >= 1.0
+                && s.v(
+                    "mcp_probe_cache_refreshes_total",
+                    &[t("flaky"), C0, ("trigger", "notification")],
+                ) >= 1.0
+                && drift(s, "flaky", "extra") == 0.0
+                && drift(s, "flaky", "missing") == 0.0
+        })
+        .await;
+    assert_eq!(
+        s.v(
+            "mcp_probe_tools_list_fingerprint",
+            &[t("flaky"), C0, ("view", "cache")]
+        ),
+        s.v(
+            "mcp_probe_tools_list_fingerprint",
+            &[t("flaky"), C0, ("view", "server")]
+        )
+    );
+    assert_eq!(s.v("mcp_probe_up", &[t("flaky")]), 1.0);
+}
+
+/// F8: two instances behind a round robin, each knowing only its own cursors: page 2 is rejected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f8_cursor_rejected_by_another_instance_is_a_cursor_error() {
+    let b = Behaviour {
+        instances: mcp_exporter::lab::Instances::RoundRobinLocalCursors,
+        ..Behaviour::default()
+    };
+    let lab = lab("lb", b).await;
+    let h = probe(&lab, "lb").await;
+    let s = h
+        .until("cursor errors", |s| {
+            counter(s, "mcp_probe_tools_list_cursor_errors_total", "lb") >= 2.0
+                && walk_failures(s, "lb", "initial", "jsonrpc_error") >= 1.0
+        })
+        .await;
+    assert_eq!(
+        counter(&s, "mcp_probe_tools_list_repeated_cursors_total", "lb"),
+        0.0
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_tools_list_loop_cap_hits_total", "lb"),
+        0.0
+    );
+    assert_eq!(s.v("mcp_probe_up", &[t("lb")]), 1.0);
+}
+
+/// F11: a tool inserted at the front between pages: offset cursors repeat a name on page 2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f11_offset_cursors_under_churn_show_duplicate_tools() {
+    let b = Behaviour {
+        insert_during_walk: true,
+        ..Behaviour::default()
+    };
+    let lab = lab("churny", b).await;
+    let h = probe(&lab, "churny").await;
+    let s = h
+        .until("duplicates counted", |s| {
+            counter(s, "mcp_probe_tools_list_duplicate_tools_total", "churny") >= 2.0
+                && walks(s, "churny", "initial") == 1.0
+        })
+        .await;
+    assert_eq!(
+        s.v("mcp_probe_tools", &[t("churny"), C0, ("view", "cache")]),
+        14.0
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_tools_list_cursor_errors_total", "churny"),
+        0.0
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_tools_list_repeated_cursors_total", "churny"),
+        0.0
+    );
+}
+
+/// F12: two instances behind one URL serve different lists: with two connections, their
+/// fingerprints differ while each connection on its own is consistent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f12_instances_disagree_across_connections() {
+    let b = Behaviour {
+        instances: mcp_exporter::lab::Instances::PinnedDivergent,
+        ..Behaviour::default()
+    };
+    let lab = lab("split", b).await;
+    let mut h = Harness::new();
+    let mut cfg = target("split", lab.url("split"));
+    cfg.connections = 2;
+    h.apply(vec![cfg]);
+    let fp = |s: &Scrape, c: &str| {
+        s.v(
+            "mcp_probe_tools_list_fingerprint",
+            &[t("split"), ("connection", c), ("view", "server")],
+        )
+    };
+    let s = h
+        .until("both connections walked", |s| {
+            s.v(
+                "mcp_probe_cache_consistency_checks_total",
+                &[t("split"), ("connection", "1")],
+            ) >= 1.0
+                && checks(s, "split") >= 1.0
+        })
+        .await;
+    assert_ne!(fp(&s, "0"), fp(&s, "1"), "instances serve different lists");
+    for c in ["0", "1"] {
+        for kind in ["missing", "extra", "changed"] {
+            assert_eq!(
+                s.v(
+                    "mcp_probe_cache_drift_tools",
+                    &[t("split"), ("connection", c), ("kind", kind)]
+                ),
+                0.0
+            );
+        }
+    }
+}

@@ -119,6 +119,16 @@ pub fn tools(generation: u64) -> Vec<Value> {
     ]
 }
 
+/// The tool an operator hot-fixes in (F11): inserted at the front of the list mid-walk.
+pub fn hotfix_tool() -> Value {
+    tool(
+        "kb_hotfix",
+        "Temporary fix deployed during a walk.",
+        json!({}),
+        true,
+    )
+}
+
 /// The catalog of a server whose redeploys keep every name: generation `g` changes only the
 /// `inputSchema` of `kb_stats` (F13, "same name, new schema").
 pub fn tools_schema_drift(generation: u64) -> Vec<Value> {

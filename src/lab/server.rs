@@ -25,7 +25,8 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::kb;
+use super::behaviour::{Behaviour, Instances};
+use super::listing::{self, ListState};
 
 /// Most sessions the lab keeps; beyond that `initialize` gets 503.
 const MAX_SESSIONS: usize = 10_000;
@@ -34,63 +35,20 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
 const VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 
-/// What one profile (gateway) does.
-#[derive(Debug, Clone)]
-pub struct Behaviour {
-    /// Declare `capabilities.tools.listChanged: true`.
-    pub list_changed_capability: bool,
-    /// Forward `notifications/tools/list_changed` to clients (false: a lossy gateway drops them).
-    pub deliver_list_changed: bool,
-    /// Offer the GET stream (false: answer GET with 405).
-    pub get_stream: bool,
-    /// Tools per `tools/list` page.
-    pub page_size: usize,
-    /// Answer POSTed requests as `text/event-stream` instead of `application/json`.
-    pub sse_responses: bool,
-    /// Wait this long before answering each `tools/list` page (a slow backend).
-    pub page_delay: Duration,
-    /// Announce changes inside SSE answers to POSTs, before the response (as fastmcp does), once
-    /// per change and session. Takes effect with `sse_responses`.
-    pub list_changed_in_answers: bool,
-    /// How `nextCursor` behaves.
-    pub cursors: Cursors,
-    /// Wait this long before answering every POSTed request (ping included): a slow server (F15).
-    pub answer_delay: Duration,
-    /// Send `list_changed` on the GET stream this often although nothing changed (F14).
-    pub spurious_list_changed: Option<Duration>,
-    /// Redeploys keep every name and change one tool's `inputSchema` instead (F13).
-    pub schema_drift: bool,
+/// What a request learns about its session.
+struct SessionRef {
+    id: String,
+    closed: watch::Receiver<bool>,
+    instance: u8,
 }
 
-/// Cursor behaviour of a profile.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Cursors {
-    /// Offset cursors that end: the correct behaviour.
-    #[default]
-    Offset,
-    /// The second page hands back the cursor of the first: a cursor that never advances (F9).
-    Repeat,
-    /// Every page, however far, has a new `nextCursor` (F10).
-    Endless,
-}
-
-impl Default for Behaviour {
-    /// A healthy, paginating server: the knowledge base of the source scenario.
-    fn default() -> Self {
-        Behaviour {
-            list_changed_capability: true,
-            deliver_list_changed: true,
-            get_stream: true,
-            page_size: 8,
-            sse_responses: false,
-            page_delay: Duration::ZERO,
-            list_changed_in_answers: false,
-            cursors: Cursors::Offset,
-            answer_delay: Duration::ZERO,
-            spurious_list_changed: None,
-            schema_drift: false,
-        }
-    }
+/// Mutable per-profile fault state.
+#[derive(Debug, Default)]
+struct ProfileState {
+    failing_lists: u32,
+    round_robin: u64,
+    hotfix: bool,
+    sessions: u64,
 }
 
 struct LabSession {
@@ -98,6 +56,8 @@ struct LabSession {
     closed: watch::Sender<bool>,
     /// The generation this session was last told about.
     announced: u64,
+    /// The instance this session is pinned to (F12).
+    instance: u8,
 }
 
 struct LabState {
@@ -107,6 +67,7 @@ struct LabState {
     next_session: AtomicU64,
     initializes: Mutex<HashMap<String, u64>>,
     deletes: Mutex<HashMap<String, u64>>,
+    profile_state: Mutex<HashMap<String, ProfileState>>,
     tools_list_calls: AtomicU64,
     tools_list_in_flight: AtomicU64,
     tools_list_max_in_flight: AtomicU64,
@@ -117,11 +78,15 @@ pub struct Lab {
     state: Arc<LabState>,
     addr: SocketAddr,
     task: tokio::task::JoinHandle<()>,
+    background: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 impl Drop for Lab {
     fn drop(&mut self) {
         self.task.abort();
+        for t in self.background.lock().expect("lab lock").drain(..) {
+            t.abort();
+        }
     }
 }
 
@@ -139,6 +104,7 @@ impl Lab {
             next_session: AtomicU64::new(1),
             initializes: Mutex::new(HashMap::new()),
             deletes: Mutex::new(HashMap::new()),
+            profile_state: Mutex::new(HashMap::new()),
             tools_list_calls: AtomicU64::new(0),
             tools_list_in_flight: AtomicU64::new(0),
             tools_list_max_in_flight: AtomicU64::new(0),
@@ -154,7 +120,12 @@ impl Lab {
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Ok(Lab { state, addr, task })
+        Ok(Lab {
+            state,
+            addr,
+            task,
+            background: Mutex::new(Vec::new()),
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -169,7 +140,7 @@ impl Lab {
     /// Redeploy the backend: the tool list moves to the next generation and every profile that
     /// delivers notifications sends `list_changed`.
     pub fn churn(&self) {
-        self.state.generation.send_modify(|g| *g += 1);
+        self.state.redeploy();
     }
 
     pub fn generation(&self) -> u64 {
@@ -183,17 +154,13 @@ impl Lab {
             let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
             loop {
                 tick.tick().await;
-                state.generation.send_modify(|g| *g += 1);
+                state.redeploy();
             }
         });
-        // The churn task dies with the server task's runtime; tie it to the lab's lifetime too.
-        let server = self.task.abort_handle();
-        tokio::spawn(async move {
-            while !server.is_finished() {
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            task.abort();
-        });
+        self.background
+            .lock()
+            .expect("lab lock")
+            .push(task.abort_handle());
     }
 
     /// End every session of a profile: later requests with those ids get 404 and streams close.
@@ -257,6 +224,13 @@ async fn sleep_opt(d: Option<Duration>) {
     }
 }
 
+async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// An HTTP refusal: status and a short body.
 type Refusal = (StatusCode, &'static str);
 
@@ -272,12 +246,21 @@ fn origin_ok(headers: &HeaderMap) -> bool {
 }
 
 impl LabState {
+    /// The backend is redeployed: the next generation of the catalog, announced to every stream
+    /// that delivers notifications; profiles with `failing_lists_after_change` start failing.
+    fn redeploy(&self) {
+        {
+            let mut profiles = self.profile_state.lock().expect("lab lock");
+            for (name, b) in &self.profiles {
+                profiles.entry(name.clone()).or_default().failing_lists =
+                    b.failing_lists_after_change;
+            }
+        }
+        self.generation.send_modify(|g| *g += 1);
+    }
+
     /// The session a request names, if it exists and belongs to `profile`.
-    fn session(
-        &self,
-        headers: &HeaderMap,
-        profile: &str,
-    ) -> Result<(String, watch::Receiver<bool>), Refusal> {
+    fn session(&self, headers: &HeaderMap, profile: &str) -> Result<SessionRef, Refusal> {
         let Some(id) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) else {
             return Err((
                 StatusCode::BAD_REQUEST,
@@ -286,7 +269,11 @@ impl LabState {
         };
         let sessions = self.sessions.lock().expect("lab lock");
         match sessions.get(id) {
-            Some(s) if s.profile == profile => Ok((id.to_string(), s.closed.subscribe())),
+            Some(s) if s.profile == profile => Ok(SessionRef {
+                id: id.to_string(),
+                closed: s.closed.subscribe(),
+                instance: s.instance,
+            }),
             _ => Err((StatusCode::NOT_FOUND, "Session not found")),
         }
     }
@@ -300,12 +287,19 @@ impl LabState {
         let session_id = format!("lab-{n:016x}-{:08x}", rand::random::<u32>());
         let (closed, _) = watch::channel(false);
         let announced = *self.generation.borrow();
+        let instance = {
+            let mut profiles = self.profile_state.lock().expect("lab lock");
+            let ps = profiles.entry(profile.to_string()).or_default();
+            ps.sessions += 1;
+            ((ps.sessions - 1) % 2) as u8
+        };
         sessions.insert(
             session_id.clone(),
             LabSession {
                 profile: profile.to_string(),
                 closed,
                 announced,
+                instance,
             },
         );
         drop(sessions);
@@ -341,56 +335,37 @@ impl LabState {
         resp
     }
 
-    fn tools_list(&self, b: &Behaviour, id: &Value, params: &Value) -> Value {
-        self.tools_list_calls.fetch_add(1, Ordering::Relaxed);
-        let generation = *self.generation.borrow();
-        let tools = if b.schema_drift {
-            kb::tools_schema_drift(generation)
-        } else {
-            kb::tools(generation)
-        };
-        match b.cursors {
-            Cursors::Offset => {}
-            Cursors::Repeat => {
-                let page = if params.get("cursor").is_some() { 1 } else { 0 };
-                let half = tools.len() / 2;
-                let slice = if page == 0 {
-                    &tools[..half]
-                } else {
-                    &tools[half..]
-                };
-                return rpc_result(id, json!({"tools": slice, "nextCursor": "page-2"}));
-            }
-            Cursors::Endless => {
-                let n = params
-                    .get("cursor")
-                    .and_then(Value::as_str)
-                    .and_then(|c| c.strip_prefix("more:"))
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or(0);
-                let slice: &[Value] = if n == 0 { &tools } else { &[] };
-                return rpc_result(
-                    id,
-                    json!({"tools": slice, "nextCursor": format!("more:{}", n + 1)}),
-                );
-            }
+    /// Decide the per-request state of a `tools/list` answer for `profile`: a failure budget
+    /// (F5), the answering instance (F8/F12) and the hot-fix insertion (F11).
+    fn list_state(
+        &self,
+        profile: &str,
+        b: &Behaviour,
+        session_instance: u8,
+        has_cursor: bool,
+    ) -> Option<ListState> {
+        let mut profiles = self.profile_state.lock().expect("lab lock");
+        let ps = profiles.entry(profile.to_string()).or_default();
+        if ps.failing_lists > 0 {
+            ps.failing_lists -= 1;
+            return None;
         }
-        let offset = match params.get("cursor") {
-            None | Some(Value::Null) => 0,
-            Some(Value::String(c)) => {
-                match c.strip_prefix("off:").and_then(|n| n.parse::<usize>().ok()) {
-                    Some(n) if n < tools.len() => n,
-                    _ => return rpc_error(id, -32602, "Invalid cursor"),
-                }
+        let instance = match b.instances {
+            Instances::One => 0,
+            Instances::RoundRobinLocalCursors => {
+                ps.round_robin += 1;
+                (ps.round_robin % 2) as u8
             }
-            Some(_) => return rpc_error(id, -32602, "Invalid cursor"),
+            Instances::PinnedDivergent => session_instance,
         };
-        let end = (offset + b.page_size.max(1)).min(tools.len());
-        let mut result = json!({"tools": tools[offset..end]});
-        if end < tools.len() {
-            result["nextCursor"] = json!(format!("off:{end}"));
+        if b.insert_during_walk {
+            ps.hotfix = has_cursor;
         }
-        rpc_result(id, result)
+        Some(ListState {
+            generation: *self.generation.borrow(),
+            instance,
+            hotfix: ps.hotfix,
+        })
     }
 }
 
@@ -440,8 +415,8 @@ async fn handle_post(
         };
         return state.initialize(&profile, &b, &id, &params);
     }
-    let session_id = match state.session(&headers, &profile) {
-        Ok((id, _)) => id,
+    let session = match state.session(&headers, &profile) {
+        Ok(s) => s,
         Err(refusal) => return refusal.into_response(),
     };
     let Some(id) = id.filter(|_| !method.is_empty()) else {
@@ -458,16 +433,24 @@ async fn handle_post(
                 .fetch_max(now, Ordering::Relaxed);
             tokio::time::sleep(b.page_delay).await;
             // The page is cut after the delay, so a redeploy during it shows in the answer.
-            let answer = state.tools_list(&b, &id, &params);
+            state.tools_list_calls.fetch_add(1, Ordering::Relaxed);
+            let cursor = params.get("cursor");
+            let list_state = state.list_state(&profile, &b, session.instance, cursor.is_some());
             state.tools_list_in_flight.fetch_sub(1, Ordering::Relaxed);
-            answer
+            let Some(list_state) = list_state else {
+                return status(StatusCode::SERVICE_UNAVAILABLE, "backend unavailable");
+            };
+            match listing::answer(&b, list_state, cursor) {
+                Ok(result) => rpc_result(&id, result),
+                Err(message) => rpc_error(&id, -32602, message),
+            }
         }
         _ => rpc_error(&id, -32601, "Method not found"),
     };
     if b.sse_responses && b.list_changed_in_answers && b.list_changed_capability {
         let now = *state.generation.borrow();
         let mut sessions = state.sessions.lock().expect("lab lock");
-        if let Some(s) = sessions.get_mut(&session_id).filter(|s| s.announced < now) {
+        if let Some(s) = sessions.get_mut(&session.id).filter(|s| s.announced < now) {
             s.announced = now;
             let body = format!(
                 "event: message\ndata: {LIST_CHANGED}\n\nevent: message\ndata: {answer}\n\n"
@@ -489,40 +472,50 @@ async fn handle_get(
     if !b.get_stream {
         return status(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
     }
-    let (_, closed) = match state.session(&headers, &profile) {
-        Ok(s) => s,
+    let closed = match state.session(&headers, &profile) {
+        Ok(s) => s.closed,
         Err(refusal) => return refusal.into_response(),
     };
     let generation = state.generation.subscribe();
     let notify = b.list_changed_capability && b.deliver_list_changed;
     let spurious = b.spurious_list_changed.filter(|_| notify);
-    let events = futures_util::stream::unfold(
-        (generation, closed),
-        move |(mut generation, mut closed)| async move {
-            loop {
-                tokio::select! {
-                    _ = sleep_opt(spurious) => {
-                        let event = Event::default().event("message").data(LIST_CHANGED);
-                        return Some((Ok::<_, Infallible>(event), (generation, closed)));
-                    }
-                    changed = generation.changed() => {
-                        changed.ok()?;
-                        if notify {
-                            let event = Event::default()
-                                .event("message")
-                                .data(LIST_CHANGED);
+    // F4: a proxy cuts the stream at this instant; the backend may redeploy in the gap.
+    let proxy_cut = b
+        .stream_close_after
+        .map(|d| tokio::time::Instant::now() + d);
+    let redeploy_in_gap = b.change_in_stream_gap.then(|| state.clone());
+    let events =
+        futures_util::stream::unfold((generation, closed), move |(mut generation, mut closed)| {
+            let redeploy_in_gap = redeploy_in_gap.clone();
+            async move {
+                loop {
+                    tokio::select! {
+                        _ = sleep_opt(spurious) => {
+                            let event = Event::default().event("message").data(LIST_CHANGED);
                             return Some((Ok::<_, Infallible>(event), (generation, closed)));
                         }
-                    }
-                    r = closed.changed() => {
-                        if r.is_err() || *closed.borrow() {
+                        _ = sleep_until_opt(proxy_cut) => {
+                            if let Some(state) = redeploy_in_gap {
+                                state.redeploy();
+                            }
                             return None;
+                        }
+                        changed = generation.changed() => {
+                            changed.ok()?;
+                            if notify {
+                                let event = Event::default().event("message").data(LIST_CHANGED);
+                                return Some((Ok::<_, Infallible>(event), (generation, closed)));
+                            }
+                        }
+                        r = closed.changed() => {
+                            if r.is_err() || *closed.borrow() {
+                                return None;
+                            }
                         }
                     }
                 }
             }
-        },
-    );
+        });
     Sse::new(events.boxed())
         .keep_alive(KeepAlive::new().interval(KEEPALIVE))
         .into_response()
@@ -534,8 +527,8 @@ async fn handle_delete(
     headers: HeaderMap,
 ) -> Response {
     match state.session(&headers, &profile) {
-        Ok((id, _)) => {
-            if let Some(s) = state.sessions.lock().expect("lab lock").remove(&id) {
+        Ok(session) => {
+            if let Some(s) = state.sessions.lock().expect("lab lock").remove(&session.id) {
                 let _ = s.closed.send(true);
             }
             *state

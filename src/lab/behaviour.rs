@@ -1,0 +1,94 @@
+//! The fault knobs of one lab endpoint (a "profile"). Each knob reproduces one failure mode of
+//! `PRODUCT.md`; every knob off is a healthy, paginating server.
+
+use std::time::Duration;
+
+/// What one profile (gateway) does.
+#[derive(Debug, Clone)]
+pub struct Behaviour {
+    /// Declare `capabilities.tools.listChanged: true`.
+    pub list_changed_capability: bool,
+    /// Forward `notifications/tools/list_changed` to clients (false: a lossy gateway drops them).
+    pub deliver_list_changed: bool,
+    /// Offer the GET stream (false: answer GET with 405).
+    pub get_stream: bool,
+    /// Tools per `tools/list` page.
+    pub page_size: usize,
+    /// Answer POSTed requests as `text/event-stream` instead of `application/json`.
+    pub sse_responses: bool,
+    /// Wait this long before answering each `tools/list` page (a slow backend).
+    pub page_delay: Duration,
+    /// Announce changes inside SSE answers to POSTs, before the response (as fastmcp does), once
+    /// per change and session. Takes effect with `sse_responses`.
+    pub list_changed_in_answers: bool,
+    /// How `nextCursor` behaves.
+    pub cursors: Cursors,
+    /// Wait this long before answering every POSTed request (ping included): a slow server (F15).
+    pub answer_delay: Duration,
+    /// Send `list_changed` on the GET stream this often although nothing changed (F14).
+    pub spurious_list_changed: Option<Duration>,
+    /// Redeploys keep every name and change one tool's `inputSchema` instead (F13).
+    pub schema_drift: bool,
+    /// A proxy closes the GET stream after this much time (F4).
+    pub stream_close_after: Option<Duration>,
+    /// When the proxy closes the stream, the backend is redeployed in the gap, so the stream
+    /// never carries that change's notification (F4).
+    pub change_in_stream_gap: bool,
+    /// After each redeploy, this many `tools/list` requests fail with HTTP 503 (F5).
+    pub failing_lists_after_change: u32,
+    /// What stands behind the endpoint.
+    pub instances: Instances,
+    /// Offset cursors under churn: a tool is inserted at the front while a walk is between pages,
+    /// so the next page repeats a name (F11). The next walk's first page removes it again.
+    pub insert_during_walk: bool,
+}
+
+/// The instances behind one endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Instances {
+    /// One server.
+    #[default]
+    One,
+    /// Two instances, `tools/list` requests alternate between them, and each knows only its own
+    /// cursors: page 2 lands on the other instance and is rejected with -32602 (F8).
+    RoundRobinLocalCursors,
+    /// Two instances, sessions pinned alternately; the second serves the next deploy's list, so
+    /// connections disagree (F12).
+    PinnedDivergent,
+}
+
+/// Cursor behaviour of a profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Cursors {
+    /// Offset cursors that end: the correct behaviour.
+    #[default]
+    Offset,
+    /// The second page hands back the cursor of the first: a cursor that never advances (F9).
+    Repeat,
+    /// Every page, however far, has a new `nextCursor` (F10).
+    Endless,
+}
+
+impl Default for Behaviour {
+    /// A healthy, paginating server: the knowledge base of the source scenario.
+    fn default() -> Self {
+        Behaviour {
+            list_changed_capability: true,
+            deliver_list_changed: true,
+            get_stream: true,
+            page_size: 8,
+            sse_responses: false,
+            page_delay: Duration::ZERO,
+            list_changed_in_answers: false,
+            cursors: Cursors::Offset,
+            answer_delay: Duration::ZERO,
+            spurious_list_changed: None,
+            schema_drift: false,
+            stream_close_after: None,
+            change_in_stream_gap: false,
+            failing_lists_after_change: 0,
+            instances: Instances::One,
+            insert_during_walk: false,
+        }
+    }
+}
