@@ -178,3 +178,23 @@ pub async fn run(opts: Options) -> Result<(), String> {
 fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::Signal, String> {
     tokio::signal::unix::signal(kind).map_err(|e| format!("cannot install signal handler: {e}"))
 }
+
+/// `mcp_exporter lab`: serve one scenario until SIGTERM / SIGINT.
+pub async fn run_lab(
+    scenario: crate::lab::scenarios::Scenario,
+    listen: String,
+) -> Result<(), String> {
+    let addr = parse_listen(&listen)?;
+    let lab = crate::lab::scenarios::serve(&scenario, addr)
+        .await
+        .map_err(|e| format!("cannot serve on {addr}: {e}"))?;
+    let url = lab.url(scenario.name);
+    tracing::info!(scenario = scenario.name, failure_mode = scenario.failure_mode, url = %url, connections = scenario.connections, "lab scenario serving");
+    println!("{url}");
+    let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    Ok(())
+}

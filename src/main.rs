@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use mcp_exporter::app::{self, Options, Source};
 use mcp_exporter::config::Config;
+use mcp_exporter::lab::scenarios;
 use mcp_exporter::logging::{self, Format};
 
 /// Prometheus exporter that probes MCP servers as a correct client and reports stale tool caches.
@@ -30,6 +31,24 @@ struct Cli {
     /// Log format.
     #[arg(long = "log.format", value_enum, default_value = "logfmt")]
     log_format: Format,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Serve one lab scenario: an MCP server that reproduces one failure mode on demand.
+    Lab {
+        /// List the scenarios, one line each, and exit.
+        #[arg(long)]
+        list: bool,
+        /// The scenario to serve (see --list).
+        #[arg(long, required_unless_present = "list")]
+        scenario: Option<String>,
+        /// Address to serve it on.
+        #[arg(long, default_value = "127.0.0.1:10118")]
+        listen: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -51,11 +70,36 @@ fn main() -> ExitCode {
         };
     }
     logging::init(&cli.log_level, cli.log_format);
+    if let Some(Command::Lab {
+        list,
+        scenario,
+        listen,
+    }) = cli.command
+    {
+        if list {
+            print!("{}", scenarios::listing());
+            return ExitCode::SUCCESS;
+        }
+        let name = scenario.unwrap_or_default();
+        let Some(scenario) = scenarios::find(&name) else {
+            eprintln!("unknown scenario {name:?}; `mcp_exporter lab --list` names them");
+            return ExitCode::from(2);
+        };
+        return run(app::run_lab(scenario, listen));
+    }
     let source = if cli.demo {
         Source::Demo
     } else {
         Source::File(cli.config_file)
     };
+    run(app::run(Options {
+        source,
+        listen: cli.listen,
+    }))
+}
+
+/// Run a daemon future on a multi-threaded runtime; its error is logged and printed.
+fn run(fut: impl Future<Output = Result<(), String>>) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -66,10 +110,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(app::run(Options {
-        source,
-        listen: cli.listen,
-    })) {
+    match runtime.block_on(fut) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "exiting");

@@ -5,6 +5,7 @@ pub mod behaviour;
 pub mod demo;
 pub mod kb;
 pub mod listing;
+pub mod scenarios;
 pub mod server;
 
 pub use behaviour::{Behaviour, Cursors, Instances};

@@ -163,17 +163,26 @@ impl Lab {
             .push(task.abort_handle());
     }
 
-    /// End every session of a profile: later requests with those ids get 404 and streams close.
-    pub fn expire_sessions(&self, profile: &str) {
-        let mut sessions = self.state.sessions.lock().expect("lab lock");
-        sessions.retain(|_, s| {
-            if s.profile == profile {
-                let _ = s.closed.send(true);
-                false
-            } else {
-                true
+    /// End every session of `profile` every `period` until the lab is dropped (F6).
+    pub fn spawn_expiry(&self, profile: &str, period: Duration) {
+        let state = self.state.clone();
+        let profile = profile.to_string();
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            loop {
+                tick.tick().await;
+                state.expire(&profile);
             }
         });
+        self.background
+            .lock()
+            .expect("lab lock")
+            .push(task.abort_handle());
+    }
+
+    /// End every session of a profile: later requests with those ids get 404 and streams close.
+    pub fn expire_sessions(&self, profile: &str) {
+        self.state.expire(profile);
     }
 
     /// How many sessions of a profile clients ended with DELETE.
@@ -246,6 +255,19 @@ fn origin_ok(headers: &HeaderMap) -> bool {
 }
 
 impl LabState {
+    /// End every session of `profile`: later requests with those ids get 404, streams close.
+    fn expire(&self, profile: &str) {
+        let mut sessions = self.sessions.lock().expect("lab lock");
+        sessions.retain(|_, s| {
+            if s.profile == profile {
+                let _ = s.closed.send(true);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
     /// The backend is redeployed: the next generation of the catalog, announced to every stream
     /// that delivers notifications; profiles with `failing_lists_after_change` start failing.
     fn redeploy(&self) {

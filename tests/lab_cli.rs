@@ -1,0 +1,83 @@
+//! `mcp_exporter lab`: the scenarios an operator can serve to test their alerting pipeline.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::{Harness, target};
+
+#[test]
+fn lab_list_names_every_scenario_once_per_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
+        .args(["lab", "--list"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    for name in [
+        "healthy",
+        "notification-lost",
+        "cursor-rejected",
+        "slow-server",
+    ] {
+        assert!(
+            text.lines().any(|l| l.starts_with(name)),
+            "{name} missing:\n{text}"
+        );
+    }
+    assert_eq!(
+        text.lines().count(),
+        mcp_exporter::lab::scenarios::all().len()
+    );
+    let bad = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
+        .args(["lab", "--scenario", "nope"])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_served_scenario_is_probed_like_any_server() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
+        .args([
+            "lab",
+            "--scenario",
+            "paginated",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = url::Url::parse(line.trim()).expect("the lab prints its URL");
+    let mut h = Harness::new();
+    h.apply(vec![target("lab", url)]);
+    let s = h
+        .until("walked", |s| {
+            s.v(
+                "mcp_probe_tools",
+                &[("target", "lab"), ("connection", "0"), ("view", "cache")],
+            ) == 14.0
+        })
+        .await;
+    assert_eq!(
+        s.v(
+            "mcp_probe_tools_list_pages",
+            &[("target", "lab"), ("connection", "0")]
+        ),
+        2.0
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
