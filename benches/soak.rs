@@ -1,0 +1,143 @@
+//! Soak benchmark (not a test): many lab targets mixing every scenario, probed by the release
+//! binary for a while; prints RSS, CPU and walk rate over time as a Markdown table.
+//!
+//! ```sh
+//! cargo bench --bench soak                       # 200 targets, 10 minutes
+//! SOAK_TARGETS=50 SOAK_SECONDS=120 cargo bench --bench soak
+//! ```
+//!
+//! The lab runs in this process; the exporter is the `mcp_exporter` binary in its own process, so
+//! its RSS and CPU are its own.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mcp_exporter::lab::{Lab, scenarios};
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// (RSS bytes, CPU seconds) of a process, from /proc.
+fn sample(pid: u32) -> Option<(u64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss_kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some((rss_kb * 1024, ticks as f64 / 100.0))
+}
+
+fn sum_metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 1)]
+async fn main() {
+    let targets = env_u64("SOAK_TARGETS", 200) as usize;
+    let seconds = env_u64("SOAK_SECONDS", 600);
+    let all = scenarios::all();
+    let profiles: Vec<_> = (0..targets)
+        .map(|i| {
+            let s = &all[i % all.len()];
+            (format!("t{i:03}-{}", s.name), s.behaviour.clone())
+        })
+        .collect();
+    let lab = Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), profiles.clone())
+        .await
+        .expect("lab starts");
+    lab.spawn_churn(Duration::from_secs(30));
+
+    let dir = std::env::temp_dir().join(format!("mcp_exporter_soak_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("soak.yml");
+    let mut yml = String::from(
+        "global:\n  audit_interval: 10s\n  ping_interval: 5s\n  request_timeout: 5s\n  notification_grace: 3s\ntargets:\n",
+    );
+    for (i, (name, _)) in profiles.iter().enumerate() {
+        let connections = all[i % all.len()].connections;
+        yml.push_str(&format!(
+            "  - name: {name}\n    url: {}\n    connections: {connections}\n",
+            lab.url(name)
+        ));
+    }
+    std::fs::write(&config, yml).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--log.level=error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("exporter starts");
+    let pid = child.id();
+    let client = reqwest::Client::new();
+    let metrics_url = format!("http://127.0.0.1:{port}/metrics");
+
+    println!(
+        "| t (s) | RSS (MiB) | CPU (s) | CPU (%) | walks | walks/s | tools/list req/s | scrape (ms) | scrape (KiB) |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let start = Instant::now();
+    let mut last = (0.0f64, 0.0f64, 0.0f64, start);
+    let mut peak_rss = 0u64;
+    let step = Duration::from_secs(env_u64("SOAK_STEP", 30));
+    let mut next = start + step;
+    while start.elapsed() < Duration::from_secs(seconds) {
+        tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+        next += step;
+        let t0 = Instant::now();
+        let Ok(resp) = client.get(&metrics_url).send().await else {
+            continue;
+        };
+        let Ok(text) = resp.text().await else {
+            continue;
+        };
+        let scrape_ms = t0.elapsed().as_secs_f64() * 1000.0;
+        let walks = sum_metric(&text, "mcp_probe_tools_list_walks_total");
+        let lists = sum_metric(&text, "mcp_probe_tools_list_requests_total");
+        let Some((rss, cpu)) = sample(pid) else { break };
+        peak_rss = peak_rss.max(rss);
+        let dt = last.3.elapsed().as_secs_f64();
+        println!(
+            "| {:.0} | {:.1} | {:.1} | {:.1} | {:.0} | {:.1} | {:.1} | {:.1} | {:.0} |",
+            start.elapsed().as_secs_f64(),
+            rss as f64 / 1048576.0,
+            cpu,
+            100.0 * (cpu - last.0) / dt,
+            walks,
+            (walks - last.1) / dt,
+            (lists - last.2) / dt,
+            scrape_ms,
+            text.len() as f64 / 1024.0,
+        );
+        std::io::stdout().flush().ok();
+        last = (cpu, walks, lists, Instant::now());
+    }
+    println!(
+        "\npeak RSS {:.1} MiB, {targets} targets, {seconds} s",
+        peak_rss as f64 / 1048576.0
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
