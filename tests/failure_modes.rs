@@ -26,6 +26,13 @@ async fn probe(lab: &Lab, name: &str) -> Harness {
     h
 }
 
+/// A lab with one profile and the probe on it.
+async fn start(profile: &str, b: Behaviour) -> (Lab, Harness) {
+    let lab = lab(profile, b).await;
+    let h = probe(&lab, profile).await;
+    (lab, h)
+}
+
 fn t(name: &str) -> (&str, &str) {
     ("target", name)
 }
@@ -52,16 +59,25 @@ fn counter(s: &Scrape, metric: &str, name: &str) -> f64 {
     s.v(metric, &[t(name), C0])
 }
 
-/// Pagination signals stay quiet on the lab's well-behaved cursors.
-fn assert_pagination_quiet(s: &Scrape, name: &str) {
-    for m in [
-        "mcp_probe_tools_list_cursor_errors_total",
-        "mcp_probe_tools_list_loop_cap_hits_total",
-        "mcp_probe_tools_list_repeated_cursors_total",
-        "mcp_probe_tools_list_duplicate_tools_total",
-    ] {
+/// Each of `metrics` (per connection 0) is zero.
+fn assert_zero(s: &Scrape, name: &str, metrics: &[&str]) {
+    for m in metrics {
         assert_eq!(counter(s, m, name), 0.0, "{m} fired\n{}", s.text);
     }
+}
+
+/// Pagination signals stay quiet on the lab's well-behaved cursors.
+fn assert_pagination_quiet(s: &Scrape, name: &str) {
+    assert_zero(
+        s,
+        name,
+        &[
+            "mcp_probe_tools_list_cursor_errors_total",
+            "mcp_probe_tools_list_loop_cap_hits_total",
+            "mcp_probe_tools_list_repeated_cursors_total",
+            "mcp_probe_tools_list_duplicate_tools_total",
+        ],
+    );
 }
 
 /// F7: 14 tools, page size 8 → two pages, all 14 in server view and cache.
@@ -123,17 +139,14 @@ async fn healthy_churn_with_notifications_never_drifts() {
     for kind in ["missing", "extra", "changed"] {
         assert_eq!(drift(&s, "kb", kind), 0.0, "drift {kind}\n{}", s.text);
     }
-    assert_eq!(
-        counter(&s, "mcp_probe_unannounced_changes_total", "kb"),
-        0.0
-    );
-    assert_eq!(
-        counter(&s, "mcp_probe_list_changed_without_change_total", "kb"),
-        0.0
-    );
-    assert_eq!(
-        counter(&s, "mcp_probe_cache_consistency_check_failures_total", "kb"),
-        0.0
+    assert_zero(
+        &s,
+        "kb",
+        &[
+            "mcp_probe_unannounced_changes_total",
+            "mcp_probe_list_changed_without_change_total",
+            "mcp_probe_cache_consistency_check_failures_total",
+        ],
     );
     assert_pagination_quiet(&s, "kb");
 }
@@ -146,8 +159,7 @@ async fn f1_lost_notification_shows_drift_and_unannounced_change() {
         deliver_list_changed: false,
         ..Behaviour::default()
     };
-    let lab = lab("lossy", lossy).await;
-    let h = probe(&lab, "lossy").await;
+    let (lab, h) = start("lossy", lossy).await;
     h.until("initial walk", |s| walks(s, "lossy", "initial") == 1.0)
         .await;
     lab.churn();
@@ -193,8 +205,7 @@ async fn f2_no_capability_shows_capable_zero_and_drift() {
         sse_responses: true,
         ..Behaviour::default()
     };
-    let lab = lab("nocap", nocap).await;
-    let h = probe(&lab, "nocap").await;
+    let (lab, h) = start("nocap", nocap).await;
     h.until("initial walk", |s| walks(s, "nocap", "initial") == 1.0)
         .await;
     lab.churn();
@@ -224,8 +235,7 @@ async fn f3_no_get_stream_shows_stream_down_while_capable() {
         get_stream: false,
         ..Behaviour::default()
     };
-    let lab = lab("nostream", nostream).await;
-    let h = probe(&lab, "nostream").await;
+    let (_lab, h) = start("nostream", nostream).await;
     let s = h
         .until("session up and first audit", |s| {
             s.v("mcp_probe_up", &[t("nostream")]) == 1.0 && checks(s, "nostream") >= 1.0
@@ -291,8 +301,7 @@ async fn reconnect_relists_and_repairs_a_stale_cache() {
         deliver_list_changed: false,
         ..Behaviour::default()
     };
-    let lab = lab("lossy", lossy).await;
-    let h = probe(&lab, "lossy").await;
+    let (lab, h) = start("lossy", lossy).await;
     h.until("initial walk", |s| walks(s, "lossy", "initial") == 1.0)
         .await;
     lab.churn();
@@ -359,8 +368,7 @@ async fn notifications_mid_walk_cause_one_more_walk_never_two_racing() {
         page_delay: std::time::Duration::from_secs(1),
         ..Behaviour::default()
     };
-    let lab = lab("slow", slow).await;
-    let h = probe(&lab, "slow").await;
+    let (lab, h) = start("slow", slow).await;
     h.until("initial walk", |s| {
         s.v("mcp_probe_tools", &[t("slow"), C0, ("view", "cache")]) == 14.0
     })
@@ -416,8 +424,7 @@ async fn notifications_interleaved_in_post_answers_are_honoured() {
         list_changed_in_answers: true,
         ..Behaviour::default()
     };
-    let lab = lab("inline", inline).await;
-    let h = probe(&lab, "inline").await;
+    let (lab, h) = start("inline", inline).await;
     h.until("initial walk", |s| walks(s, "inline", "initial") == 1.0)
         .await;
     lab.churn();
@@ -460,21 +467,20 @@ async fn f9_repeated_cursor_aborts_the_walk() {
         cursors: mcp_exporter::lab::Cursors::Repeat,
         ..Behaviour::default()
     };
-    let lab = lab("rep", b).await;
-    let h = probe(&lab, "rep").await;
+    let (_lab, h) = start("rep", b).await;
     let s = h
         .until("repeated cursor seen", |s| {
             counter(s, "mcp_probe_tools_list_repeated_cursors_total", "rep") >= 1.0
                 && walk_failures(s, "rep", "initial", "repeated_cursor") >= 1.0
         })
         .await;
-    assert_eq!(
-        counter(&s, "mcp_probe_tools_list_loop_cap_hits_total", "rep"),
-        0.0
-    );
-    assert_eq!(
-        counter(&s, "mcp_probe_tools_list_cursor_errors_total", "rep"),
-        0.0
+    assert_zero(
+        &s,
+        "rep",
+        &[
+            "mcp_probe_tools_list_loop_cap_hits_total",
+            "mcp_probe_tools_list_cursor_errors_total",
+        ],
     );
     assert_eq!(
         s.v("mcp_probe_tools", &[t("rep"), C0, ("view", "cache")]),
@@ -507,13 +513,13 @@ async fn f10_endless_cursors_hit_the_loop_cap() {
         })
         .await;
     assert!(counter(&s, "mcp_probe_tools_list_requests_total", "endless") >= 5.0);
-    assert_eq!(
-        counter(&s, "mcp_probe_tools_list_repeated_cursors_total", "endless"),
-        0.0
-    );
-    assert_eq!(
-        counter(&s, "mcp_probe_tools_list_duplicate_tools_total", "endless"),
-        0.0
+    assert_zero(
+        &s,
+        "endless",
+        &[
+            "mcp_probe_tools_list_repeated_cursors_total",
+            "mcp_probe_tools_list_duplicate_tools_total",
+        ],
     );
 }
 
@@ -525,8 +531,7 @@ async fn f13_schema_change_without_notification_is_drift_changed() {
         deliver_list_changed: false,
         ..Behaviour::default()
     };
-    let lab = lab("schema", b).await;
-    let h = probe(&lab, "schema").await;
+    let (lab, h) = start("schema", b).await;
     h.until("initial walk", |s| walks(s, "schema", "initial") == 1.0)
         .await;
     lab.churn();
@@ -551,8 +556,7 @@ async fn f14_spurious_notifications_are_counted_as_without_change() {
         spurious_list_changed: Some(std::time::Duration::from_millis(200)),
         ..Behaviour::default()
     };
-    let lab = lab("noisy", b).await;
-    let h = probe(&lab, "noisy").await;
+    let (_lab, h) = start("noisy", b).await;
     let s = h
         .until("spurious notifications re-walked", |s| {
             counter(s, "mcp_probe_list_changed_without_change_total", "noisy") >= 2.0
@@ -614,8 +618,7 @@ async fn f4_stream_closed_by_proxy_rewalks_after_the_gap() {
         change_in_stream_gap: true,
         ..Behaviour::default()
     };
-    let lab = lab("proxied", b).await;
-    let h = probe(&lab, "proxied").await;
+    let (lab, h) = start("proxied", b).await;
     let s = h
         .until("stream re-opened and gap re-walked", |s| {
             counter(
@@ -648,8 +651,7 @@ async fn f5_failed_rewalk_after_notification_is_counted_and_retried() {
         failing_lists_after_change: 2,
         ..Behaviour::default()
     };
-    let lab = lab("flaky", b).await;
-    let h = probe(&lab, "flaky").await;
+    let (lab, h) = start("flaky", b).await;
     h.until("initial walk", |s| walks(s, "flaky", "initial") == 1.0)
         .await;
     lab.churn();
@@ -688,21 +690,20 @@ async fn f8_cursor_rejected_by_another_instance_is_a_cursor_error() {
         instances: mcp_exporter::lab::Instances::RoundRobinLocalCursors,
         ..Behaviour::default()
     };
-    let lab = lab("lb", b).await;
-    let h = probe(&lab, "lb").await;
+    let (_lab, h) = start("lb", b).await;
     let s = h
         .until("cursor errors", |s| {
             counter(s, "mcp_probe_tools_list_cursor_errors_total", "lb") >= 2.0
                 && walk_failures(s, "lb", "initial", "jsonrpc_error") >= 1.0
         })
         .await;
-    assert_eq!(
-        counter(&s, "mcp_probe_tools_list_repeated_cursors_total", "lb"),
-        0.0
-    );
-    assert_eq!(
-        counter(&s, "mcp_probe_tools_list_loop_cap_hits_total", "lb"),
-        0.0
+    assert_zero(
+        &s,
+        "lb",
+        &[
+            "mcp_probe_tools_list_repeated_cursors_total",
+            "mcp_probe_tools_list_loop_cap_hits_total",
+        ],
     );
     assert_eq!(s.v("mcp_probe_up", &[t("lb")]), 1.0);
 }
@@ -714,8 +715,7 @@ async fn f11_offset_cursors_under_churn_show_duplicate_tools() {
         insert_during_walk: true,
         ..Behaviour::default()
     };
-    let lab = lab("churny", b).await;
-    let h = probe(&lab, "churny").await;
+    let (_lab, h) = start("churny", b).await;
     let s = h
         .until("duplicates counted", |s| {
             counter(s, "mcp_probe_tools_list_duplicate_tools_total", "churny") >= 2.0
@@ -726,13 +726,13 @@ async fn f11_offset_cursors_under_churn_show_duplicate_tools() {
         s.v("mcp_probe_tools", &[t("churny"), C0, ("view", "cache")]),
         14.0
     );
-    assert_eq!(
-        counter(&s, "mcp_probe_tools_list_cursor_errors_total", "churny"),
-        0.0
-    );
-    assert_eq!(
-        counter(&s, "mcp_probe_tools_list_repeated_cursors_total", "churny"),
-        0.0
+    assert_zero(
+        &s,
+        "churny",
+        &[
+            "mcp_probe_tools_list_cursor_errors_total",
+            "mcp_probe_tools_list_repeated_cursors_total",
+        ],
     );
 }
 

@@ -107,16 +107,20 @@ impl Telemetry {
             .remove(name);
     }
 
-    /// Drain histogram samples into their buckets so memory stays flat between scrapes.
-    pub fn upkeep(&self) {
-        self.daemon.handle().run_upkeep();
-        let targets: Vec<_> = self
-            .targets
+    /// The current targets, so that rendering never holds the lock.
+    fn snapshot(&self) -> Vec<Arc<TargetMetrics>> {
+        self.targets
             .read()
             .expect("metrics lock poisoned")
             .values()
             .cloned()
-            .collect();
+            .collect()
+    }
+
+    /// Drain histogram samples into their buckets so memory stays flat between scrapes.
+    pub fn upkeep(&self) {
+        self.daemon.handle().run_upkeep();
+        let targets = self.snapshot();
         for t in targets {
             t.recorder.handle().run_upkeep();
         }
@@ -125,13 +129,7 @@ impl Telemetry {
     /// The text exposition of everything.
     pub fn render(&self) -> String {
         metrics::with_local_recorder(&self.daemon, || self.process.collect());
-        let targets: Vec<_> = self
-            .targets
-            .read()
-            .expect("metrics lock poisoned")
-            .values()
-            .cloned()
-            .collect();
+        let targets = self.snapshot();
         let mut parts = Vec::with_capacity(1 + 2 * targets.len());
         parts.push(self.daemon.handle().render());
         for t in &targets {
