@@ -26,6 +26,13 @@ async fn probe(lab: &Lab, name: &str) -> Harness {
     h
 }
 
+/// The knobs of a named `mcp_exporter lab` scenario: the tests prove what operators can serve.
+fn scenario(name: &str) -> Behaviour {
+    mcp_exporter::lab::scenarios::find(name)
+        .expect("scenario exists")
+        .behaviour
+}
+
 /// A lab with one profile and the probe on it.
 async fn start(profile: &str, b: Behaviour) -> (Lab, Harness) {
     let lab = lab(profile, b).await;
@@ -57,6 +64,17 @@ fn checks(s: &Scrape, name: &str) -> f64 {
 
 fn counter(s: &Scrape, metric: &str, name: &str) -> f64 {
     s.v(metric, &[t(name), C0])
+}
+
+/// Redeploy the lab, then let three audits pass: a change the cache misses must be detected by
+/// the first audit after it plus `notification_grace` (shorter than an audit interval here).
+async fn churn_then_audits(lab: &Lab, h: &Harness, name: &str) -> Scrape {
+    let before = checks(&h.scrape(), name);
+    lab.churn();
+    h.until("three audits after the change", |s| {
+        checks(s, name) >= before + 3.0
+    })
+    .await
 }
 
 /// Each of `metrics` (per connection 0) is zero.
@@ -155,21 +173,21 @@ async fn healthy_churn_with_notifications_never_drifts() {
 /// `search_v2` unknown to the cache (missing), and counts the change as unannounced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f1_lost_notification_shows_drift_and_unannounced_change() {
-    let lossy = Behaviour {
-        deliver_list_changed: false,
-        ..Behaviour::default()
-    };
+    let lossy = scenario("notification-lost");
     let (lab, h) = start("lossy", lossy).await;
     h.until("initial walk", |s| walks(s, "lossy", "initial") == 1.0)
         .await;
-    lab.churn();
-    let s = h
-        .until("drift and unannounced", |s| {
-            drift(s, "lossy", "extra") == 1.0
-                && drift(s, "lossy", "missing") == 1.0
-                && counter(s, "mcp_probe_unannounced_changes_total", "lossy") >= 1.0
-        })
-        .await;
+    let s = churn_then_audits(&lab, &h, "lossy").await;
+    let detected = |s: &Scrape| {
+        drift(s, "lossy", "extra") == 1.0
+            && drift(s, "lossy", "missing") == 1.0
+            && counter(s, "mcp_probe_unannounced_changes_total", "lossy") >= 1.0
+    };
+    assert!(
+        detected(&s),
+        "drift and unannounced within the audits after the change\n{}",
+        s.text
+    );
     assert_eq!(
         counter(&s, "mcp_probe_list_changed_notifications_total", "lossy"),
         0.0
@@ -201,20 +219,22 @@ async fn f1_lost_notification_shows_drift_and_unannounced_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f2_no_capability_shows_capable_zero_and_drift() {
     let nocap = Behaviour {
-        list_changed_capability: false,
         sse_responses: true,
-        ..Behaviour::default()
+        ..scenario("no-list-changed")
     };
     let (lab, h) = start("nocap", nocap).await;
     h.until("initial walk", |s| walks(s, "nocap", "initial") == 1.0)
         .await;
-    lab.churn();
-    let s = h
-        .until("drift and unannounced", |s| {
-            drift(s, "nocap", "extra") == 1.0
-                && counter(s, "mcp_probe_unannounced_changes_total", "nocap") >= 1.0
-        })
-        .await;
+    let s = churn_then_audits(&lab, &h, "nocap").await;
+    let detected = |s: &Scrape| {
+        drift(s, "nocap", "extra") == 1.0
+            && counter(s, "mcp_probe_unannounced_changes_total", "nocap") >= 1.0
+    };
+    assert!(
+        detected(&s),
+        "drift and unannounced within the audits after the change\n{}",
+        s.text
+    );
     assert_eq!(
         s.v("mcp_probe_list_changed_capable", &[t("nocap"), C0]),
         0.0
@@ -231,10 +251,7 @@ async fn f2_no_capability_shows_capable_zero_and_drift() {
 /// F3: listChanged declared, but GET answers 405: no notification stream.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f3_no_get_stream_shows_stream_down_while_capable() {
-    let nostream = Behaviour {
-        get_stream: false,
-        ..Behaviour::default()
-    };
+    let nostream = scenario("no-get-stream");
     let (_lab, h) = start("nostream", nostream).await;
     let s = h
         .until("session up and first audit", |s| {
@@ -463,10 +480,7 @@ fn walk_failures(s: &Scrape, name: &str, trigger: &str, reason: &str) -> f64 {
 /// F9: the second page hands back the first page's cursor: the walk stops at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f9_repeated_cursor_aborts_the_walk() {
-    let b = Behaviour {
-        cursors: mcp_exporter::lab::Cursors::Repeat,
-        ..Behaviour::default()
-    };
+    let b = scenario("repeated-cursor");
     let (_lab, h) = start("rep", b).await;
     let s = h
         .until("repeated cursor seen", |s| {
@@ -497,10 +511,7 @@ async fn f9_repeated_cursor_aborts_the_walk() {
 /// F10: cursors that never end: the walk stops at max_pages.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f10_endless_cursors_hit_the_loop_cap() {
-    let b = Behaviour {
-        cursors: mcp_exporter::lab::Cursors::Endless,
-        ..Behaviour::default()
-    };
+    let b = scenario("endless-cursors");
     let lab = lab("endless", b).await;
     let mut h = Harness::new();
     let mut cfg = target("endless", lab.url("endless"));
@@ -526,21 +537,20 @@ async fn f10_endless_cursors_hit_the_loop_cap() {
 /// F13: same names, one new inputSchema, no notification: drift kind=changed only.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f13_schema_change_without_notification_is_drift_changed() {
-    let b = Behaviour {
-        schema_drift: true,
-        deliver_list_changed: false,
-        ..Behaviour::default()
-    };
+    let b = scenario("schema-change-unannounced");
     let (lab, h) = start("schema", b).await;
     h.until("initial walk", |s| walks(s, "schema", "initial") == 1.0)
         .await;
-    lab.churn();
-    let s = h
-        .until("changed drift and unannounced", |s| {
-            drift(s, "schema", "changed") == 1.0
-                && counter(s, "mcp_probe_unannounced_changes_total", "schema") >= 1.0
-        })
-        .await;
+    let s = churn_then_audits(&lab, &h, "schema").await;
+    let detected = |s: &Scrape| {
+        drift(s, "schema", "changed") == 1.0
+            && counter(s, "mcp_probe_unannounced_changes_total", "schema") >= 1.0
+    };
+    assert!(
+        detected(&s),
+        "changed drift and unannounced within the audits after the change\n{}",
+        s.text
+    );
     assert_eq!(drift(&s, "schema", "missing"), 0.0);
     assert_eq!(drift(&s, "schema", "extra"), 0.0);
     assert_eq!(
@@ -554,7 +564,7 @@ async fn f13_schema_change_without_notification_is_drift_changed() {
 async fn f14_spurious_notifications_are_counted_as_without_change() {
     let b = Behaviour {
         spurious_list_changed: Some(std::time::Duration::from_millis(200)),
-        ..Behaviour::default()
+        ..scenario("spurious-notifications")
     };
     let (_lab, h) = start("noisy", b).await;
     let s = h
@@ -575,10 +585,7 @@ async fn f14_spurious_notifications_are_counted_as_without_change() {
 /// F15: alive but too slow: pings time out, the target is down, the session is replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f15_slow_server_is_down_with_ping_timeouts() {
-    let b = Behaviour {
-        answer_delay: std::time::Duration::from_secs(3),
-        ..Behaviour::default()
-    };
+    let b = scenario("slow-server");
     let lab = lab("slow", b).await;
     let mut h = Harness::new();
     let mut cfg = target("slow", lab.url("slow"));
@@ -615,8 +622,7 @@ async fn f15_slow_server_is_down_with_ping_timeouts() {
 async fn f4_stream_closed_by_proxy_rewalks_after_the_gap() {
     let b = Behaviour {
         stream_close_after: Some(std::time::Duration::from_millis(700)),
-        change_in_stream_gap: true,
-        ..Behaviour::default()
+        ..scenario("stream-cut-by-proxy")
     };
     let (lab, h) = start("proxied", b).await;
     let s = h
@@ -647,10 +653,7 @@ async fn f4_stream_closed_by_proxy_rewalks_after_the_gap() {
 /// F5: the re-walk after a notification fails (HTTP 503): counted, then retried until it works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f5_failed_rewalk_after_notification_is_counted_and_retried() {
-    let b = Behaviour {
-        failing_lists_after_change: 2,
-        ..Behaviour::default()
-    };
+    let b = scenario("relist-fails");
     let (lab, h) = start("flaky", b).await;
     h.until("initial walk", |s| walks(s, "flaky", "initial") == 1.0)
         .await;
@@ -686,10 +689,7 @@ async fn f5_failed_rewalk_after_notification_is_counted_and_retried() {
 /// F8: two instances behind a round robin, each knowing only its own cursors: page 2 is rejected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f8_cursor_rejected_by_another_instance_is_a_cursor_error() {
-    let b = Behaviour {
-        instances: mcp_exporter::lab::Instances::RoundRobinLocalCursors,
-        ..Behaviour::default()
-    };
+    let b = scenario("cursor-rejected");
     let (_lab, h) = start("lb", b).await;
     let s = h
         .until("cursor errors", |s| {
@@ -711,10 +711,7 @@ async fn f8_cursor_rejected_by_another_instance_is_a_cursor_error() {
 /// F11: a tool inserted at the front between pages: offset cursors repeat a name on page 2.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f11_offset_cursors_under_churn_show_duplicate_tools() {
-    let b = Behaviour {
-        insert_during_walk: true,
-        ..Behaviour::default()
-    };
+    let b = scenario("offset-cursor-churn");
     let (_lab, h) = start("churny", b).await;
     let s = h
         .until("duplicates counted", |s| {
@@ -740,10 +737,7 @@ async fn f11_offset_cursors_under_churn_show_duplicate_tools() {
 /// fingerprints differ while each connection on its own is consistent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f12_instances_disagree_across_connections() {
-    let b = Behaviour {
-        instances: mcp_exporter::lab::Instances::PinnedDivergent,
-        ..Behaviour::default()
-    };
+    let b = scenario("split-instances");
     let lab = lab("split", b).await;
     let mut h = Harness::new();
     let mut cfg = target("split", lab.url("split"));
