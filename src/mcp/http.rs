@@ -19,6 +19,7 @@ use serde_json::Value;
 use super::error::{McpError, Reason};
 use super::inbox::Inbox;
 use super::jsonrpc::{self, Incoming};
+use super::sse_lines::{LineFramer, TooLarge};
 
 /// Size and count caps on what a server may send.
 #[derive(Debug, Clone, Copy)]
@@ -409,41 +410,72 @@ enum ByteFault {
 
 type ByteStream = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, ByteFault>> + Send>>;
 
-/// An SSE event stream whose pending (not yet complete) event is capped in size.
+/// An SSE event stream fed whole lines by a [`LineFramer`], so the pending line and event are
+/// capped and every byte is parsed once.
 struct CappedEvents {
     inner: std::pin::Pin<Box<eventsource_stream::EventStream<ByteStream>>>,
-    since_event: Arc<AtomicUsize>,
-    total: usize,
+    total: Arc<AtomicUsize>,
 }
 
 impl CappedEvents {
     fn new(resp: reqwest::Response, max_event_bytes: usize) -> Self {
-        let since_event = Arc::new(AtomicUsize::new(0));
-        let counter = since_event.clone();
-        let bytes: ByteStream = Box::pin(resp.bytes_stream().map(move |chunk| {
-            let chunk = chunk.map_err(ByteFault::Http)?;
-            let pending = counter.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
-            if pending > max_event_bytes {
-                return Err(ByteFault::EventTooLarge(max_event_bytes));
-            }
-            Ok(chunk)
-        }));
+        let total = Arc::new(AtomicUsize::new(0));
+        let seen = total.clone();
+        let state = (
+            Box::pin(resp.bytes_stream()),
+            LineFramer::new(max_event_bytes),
+            std::collections::VecDeque::<Bytes>::new(),
+            false,
+        );
+        let lines = futures_util::stream::unfold(
+            state,
+            move |(mut body, mut framer, mut queue, failed)| {
+                let seen = seen.clone();
+                async move {
+                    loop {
+                        if let Some(line) = queue.pop_front() {
+                            return Some((Ok(line), (body, framer, queue, failed)));
+                        }
+                        if failed {
+                            return None;
+                        }
+                        match body.next().await? {
+                            Ok(chunk) => {
+                                let mut out = Vec::new();
+                                let pushed = framer.push(&chunk, &mut out);
+                                seen.store(framer.total(), Ordering::Relaxed);
+                                queue.extend(out);
+                                if let Err(TooLarge(cap)) = pushed {
+                                    return Some((
+                                        Err(ByteFault::EventTooLarge(cap)),
+                                        (body, framer, queue, true),
+                                    ));
+                                }
+                            }
+                            Err(e) => {
+                                return Some((
+                                    Err(ByteFault::Http(e)),
+                                    (body, framer, queue, true),
+                                ));
+                            }
+                        }
+                    }
+                }
+            },
+        );
+        let bytes: ByteStream = Box::pin(lines);
         CappedEvents {
             inner: Box::pin(bytes.eventsource()),
-            since_event,
-            total: 0,
+            total,
         }
     }
 
     fn total(&self) -> usize {
-        self.total
+        self.total.load(Ordering::Relaxed)
     }
 
     async fn next(&mut self) -> Option<Result<Event, McpError>> {
         let item = self.inner.next().await?;
-        // Everything buffered so far belonged to this event (or earlier ones): count it and reset.
-        let consumed = self.since_event.swap(0, Ordering::Relaxed);
-        self.total += consumed;
         Some(item.map_err(|e| match e {
             EventStreamError::Transport(ByteFault::Http(e)) => McpError::from_reqwest(&e),
             EventStreamError::Transport(ByteFault::EventTooLarge(cap)) => {

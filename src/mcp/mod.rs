@@ -12,6 +12,7 @@ pub mod http;
 pub mod inbox;
 pub mod jsonrpc;
 pub mod session;
+pub mod sse_lines;
 
 pub use error::{McpError, Reason};
 pub use http::{HttpTransport, Limits};

@@ -1,0 +1,1237 @@
+//! Hostile servers next to a healthy one. Each test runs one misbehaving MCP endpoint (raw
+//! HTTP/1.1 on a tokio `TcpListener`) beside the lab's healthy `kb`, both probed by one harness,
+//! and asserts three things: the failure is classified with the right `reason`, the hostile
+//! target's `mcp_probe_up` says what it should, and the healthy target keeps auditing on its own
+//! schedule while the hostile one misbehaves (no cross-target delay). Nothing here measures time.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use common::{Harness, Scrape, target};
+use mcp_exporter::config::TargetConfig;
+use mcp_exporter::lab::{Behaviour, Lab};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinSet;
+
+const C0: (&str, &str) = ("connection", "0");
+const HOSTILE: &str = "hostile";
+const SESSION_ID: &str = "hostile-7f3a9c";
+const PROTOCOL_VERSION: &str = "2025-11-25";
+/// A sanity bound on the whole test process, not a tight budget: a probe that buffered a 64 MiB
+/// body or an unbounded event (or a queue per notification) would cross it.
+const RSS_BOUND_MIB: u64 = 512;
+
+const REQUEST_FAILURES: &str = "mcp_probe_request_failures_total";
+const WALK_FAILURES: &str = "mcp_probe_tools_list_walk_failures_total";
+const SESSION_FAILURES: &str = "mcp_probe_session_failures_total";
+
+// ---------------------------------------------------------------------------------------------
+// Scrape helpers
+// ---------------------------------------------------------------------------------------------
+
+fn t(name: &str) -> (&str, &str) {
+    ("target", name)
+}
+
+fn counter(s: &Scrape, metric: &str, name: &str) -> f64 {
+    s.v(metric, &[t(name), C0])
+}
+
+fn checks(s: &Scrape, name: &str) -> f64 {
+    counter(s, "mcp_probe_cache_consistency_checks_total", name)
+}
+
+fn walks(s: &Scrape, name: &str, trigger: &str) -> f64 {
+    s.v(
+        "mcp_probe_tools_list_walks_total",
+        &[t(name), C0, ("trigger", trigger)],
+    )
+}
+
+fn list_changed(s: &Scrape, name: &str) -> f64 {
+    counter(s, "mcp_probe_list_changed_notifications_total", name)
+}
+
+/// Failure counters are registered on first use: absent reads as 0 here.
+fn failures(s: &Scrape, metric: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut all = vec![t(name), C0];
+    all.extend_from_slice(labels);
+    s.get(metric, &all).unwrap_or(0.0)
+}
+
+fn list_failures(s: &Scrape, name: &str, reason: &str) -> f64 {
+    failures(
+        s,
+        REQUEST_FAILURES,
+        name,
+        &[("method", "tools/list"), ("reason", reason)],
+    )
+}
+
+fn session_failures(s: &Scrape, name: &str, reason: &str) -> f64 {
+    failures(s, SESSION_FAILURES, name, &[("reason", reason)])
+}
+
+/// The `reason` values (with a non-zero count) of `metric` for `name`, among samples that also
+/// carry all of `labels`.
+fn reasons(s: &Scrape, metric: &str, name: &str, labels: &[(&str, &str)]) -> BTreeMap<String, f64> {
+    let parsed = prometheus_parse::Scrape::parse(s.text.lines().map(|l| Ok(l.to_string())))
+        .expect("exposition parses");
+    parsed
+        .samples
+        .into_iter()
+        .filter(|x| x.metric == metric && x.labels.get("target") == Some(name))
+        .filter(|x| labels.iter().all(|(k, v)| x.labels.get(k) == Some(*v)))
+        .filter_map(|x| {
+            let v = match x.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => return None,
+            };
+            let reason = x.labels.get("reason")?.to_string();
+            (v > 0.0).then_some((reason, v))
+        })
+        .collect()
+}
+
+fn only(reason: &str) -> Vec<String> {
+    vec![reason.to_string()]
+}
+
+fn keys(m: &BTreeMap<String, f64>) -> Vec<String> {
+    m.keys().cloned().collect()
+}
+
+/// Resident set size of this test process, from `/proc/self/status`.
+fn rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS line");
+    kb / 1024
+}
+
+fn assert_rss_bounded(when: &str) {
+    let rss = rss_mib();
+    assert!(
+        rss < RSS_BOUND_MIB,
+        "RSS {rss} MiB {when}: over the {RSS_BOUND_MIB} MiB sanity bound"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scene: the healthy lab target `kb` and the hostile targets in one harness
+// ---------------------------------------------------------------------------------------------
+
+struct Scene {
+    _lab: Lab,
+    h: Harness,
+}
+
+async fn scene(hostile: Vec<TargetConfig>) -> Scene {
+    let lab = Lab::start(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        vec![("kb".into(), Behaviour::default())],
+    )
+    .await
+    .expect("lab starts");
+    let mut h = Harness::new();
+    let mut targets = vec![target("kb", lab.url("kb"))];
+    targets.extend(hostile);
+    h.apply(targets);
+    Scene { _lab: lab, h }
+}
+
+/// A hostile target: short request timeout so time-based failures show quickly.
+fn hostile_target(name: &str, url: url::Url) -> TargetConfig {
+    let mut c = target(name, url);
+    c.request_timeout = Duration::from_secs(1);
+    c
+}
+
+fn url(s: &str) -> url::Url {
+    url::Url::parse(s).expect("valid URL")
+}
+
+/// Called once the hostile behaviour has begun: the healthy target completes three more audits
+/// (and `also` holds, typically "the hostile target failed again meanwhile"), without a single
+/// failure of its own.
+async fn healthy_keeps_auditing(h: &Harness, also: impl Fn(&Scrape) -> bool) -> Scrape {
+    let before = checks(&h.scrape(), "kb");
+    let s = h
+        .until("healthy kb completes 3 more audits meanwhile", |s| {
+            checks(s, "kb") >= before + 3.0 && also(s)
+        })
+        .await;
+    assert_eq!(s.v("mcp_probe_up", &[t("kb")]), 1.0, "kb down\n{}", s.text);
+    for (metric, labels) in [
+        (REQUEST_FAILURES, vec![]),
+        (SESSION_FAILURES, vec![]),
+        (WALK_FAILURES, vec![]),
+    ] {
+        assert!(
+            reasons(&s, metric, "kb", &labels).is_empty(),
+            "kb has {metric}\n{}",
+            s.text
+        );
+    }
+    assert_eq!(
+        counter(&s, "mcp_probe_cache_consistency_check_failures_total", "kb"),
+        0.0
+    );
+    assert_eq!(counter(&s, "mcp_probe_ping_failures_total", "kb"), 0.0);
+    s
+}
+
+/// `initialize` and pings work, `tools/list` fails with `reason`, every time and only with it.
+async fn assert_list_fault(h: &Harness, name: &str, reason: &str) -> Scrape {
+    h.until(&format!("{name}: tools/list fails with {reason}"), |s| {
+        list_failures(s, name, reason) >= 1.0
+            && failures(
+                s,
+                WALK_FAILURES,
+                name,
+                &[("trigger", "initial"), ("reason", reason)],
+            ) >= 1.0
+    })
+    .await;
+    let f0 = list_failures(&h.scrape(), name, reason);
+    let s = healthy_keeps_auditing(h, |s| list_failures(s, name, reason) > f0).await;
+    assert_eq!(
+        keys(&reasons(
+            &s,
+            REQUEST_FAILURES,
+            name,
+            &[("method", "tools/list")]
+        )),
+        only(reason),
+        "{name}: tools/list failure reasons\n{}",
+        s.text
+    );
+    assert_eq!(
+        keys(&reasons(&s, WALK_FAILURES, name, &[])),
+        only(reason),
+        "{name}: walk failure reasons\n{}",
+        s.text
+    );
+    // The session itself is fine: the target is up, pings pass, no session failed.
+    assert_eq!(
+        s.v("mcp_probe_up", &[t(name)]),
+        1.0,
+        "{name} up\n{}",
+        s.text
+    );
+    assert_eq!(counter(&s, "mcp_probe_ping_failures_total", name), 0.0);
+    assert_eq!(counter(&s, "mcp_probe_sessions_started_total", name), 1.0);
+    assert!(reasons(&s, SESSION_FAILURES, name, &[]).is_empty());
+    // Nothing ever reached the cache.
+    assert_eq!(
+        s.v(
+            "mcp_probe_cache_refreshes_total",
+            &[t(name), C0, ("trigger", "initial")]
+        ),
+        0.0
+    );
+    s
+}
+
+/// `initialize` fails with `reason`, every attempt and only with it; the target is down.
+async fn assert_session_fault(h: &Harness, name: &str, reason: &str) -> Scrape {
+    h.until(&format!("{name}: initialize fails with {reason}"), |s| {
+        session_failures(s, name, reason) >= 1.0
+    })
+    .await;
+    let f0 = session_failures(&h.scrape(), name, reason);
+    let s = healthy_keeps_auditing(h, |s| session_failures(s, name, reason) > f0).await;
+    assert_eq!(
+        keys(&reasons(&s, SESSION_FAILURES, name, &[])),
+        only(reason),
+        "{name}: session failure reasons\n{}",
+        s.text
+    );
+    assert_eq!(
+        keys(&reasons(
+            &s,
+            REQUEST_FAILURES,
+            name,
+            &[("method", "initialize")]
+        )),
+        only(reason),
+        "{name}: initialize failure reasons\n{}",
+        s.text
+    );
+    assert_eq!(
+        s.v("mcp_probe_up", &[t(name)]),
+        0.0,
+        "{name} up\n{}",
+        s.text
+    );
+    assert_eq!(counter(&s, "mcp_probe_sessions_started_total", name), 0.0);
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// A minimal legacy (Streamable HTTP) MCP responder on raw HTTP/1.1, with one injected fault
+// ---------------------------------------------------------------------------------------------
+
+/// What the hostile server does instead of answering the faulted method.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// `application/json` with `Content-Length: 64 MiB`; the body is streamed until the client
+    /// hangs up (never allocated).
+    DeclaredHuge,
+    /// `application/json`, chunked, a valid JSON prefix then whitespace past 8 MiB (up to 64 MiB).
+    ChunkedHuge,
+    /// `text/event-stream` that sends keep-alive comments and unrelated notifications, never the
+    /// response.
+    SseNeverAnswers,
+    /// Headers at once, then the (valid) body one byte per 100 ms.
+    TrickleBody,
+    /// The whole response, status line included, one byte per 100 ms.
+    TrickleAll,
+    /// `application/json` whose body is truncated JSON.
+    InvalidJson,
+    /// A well-formed response carrying another id.
+    WrongId,
+    /// `200 text/html`: a login page where JSON was expected.
+    Html,
+    /// `302 Found` to another port on 127.0.0.1.
+    Redirect(SocketAddr),
+    /// The correct answer, after a delay.
+    Slow(Duration),
+}
+
+/// What a GET (the notification stream) gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum GetStream {
+    /// 405: no stream offered.
+    Refuse,
+    /// The first stream floods notifications, later ones only keep alive.
+    Flood,
+    /// Every stream starts one `data:` line that never ends, streamed up to 64 MiB.
+    HugeEvent,
+    /// The first stream sends 6 MiB of keep-alive comments (many tiny events) then one
+    /// list_changed; later ones only keep alive.
+    CommentFlood,
+}
+
+const LC_EVENT: &str =
+    "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
+/// list_changed flood: this many writes of this many events, 100 ms apart (~10 000/s for 3 s).
+const LC_ROUNDS: u64 = 30;
+const LC_BATCH: u64 = 1000;
+const LC_TOTAL: u64 = LC_ROUNDS * LC_BATCH;
+/// Then other notifications: this many writes of this many, 50 ms apart.
+const OTHER_ROUNDS: u64 = 20;
+const OTHER_BATCH: u64 = 1000;
+/// And server-to-client pings, which a correct client answers (through a bounded queue).
+const SERVER_PINGS: u64 = 200;
+
+#[derive(Default)]
+struct Stats {
+    posts: Mutex<HashMap<String, u64>>,
+    gets: AtomicU64,
+    /// Responses the client POSTed to our requests (server pings).
+    answers: AtomicU64,
+    tools_list_in_flight: AtomicU64,
+    tools_list_max_in_flight: AtomicU64,
+    flood_started: AtomicBool,
+    flood_done: AtomicBool,
+    /// Bytes of the current never-ending event written so far.
+    huge_event_bytes: AtomicU64,
+}
+
+struct Spec {
+    fault_on: &'static str,
+    fault: Option<Fault>,
+    get: GetStream,
+}
+
+struct Hostile {
+    addr: SocketAddr,
+    stats: Arc<Stats>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        // Aborting the accept loop drops its JoinSet, which aborts every connection task.
+        self.task.abort();
+    }
+}
+
+impl Hostile {
+    async fn start(fault_on: &'static str, fault: Option<Fault>, get: GetStream) -> Hostile {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let stats = Arc::new(Stats::default());
+        let spec = Arc::new(Spec {
+            fault_on,
+            fault,
+            get,
+        });
+        let st = stats.clone();
+        let task = tokio::spawn(async move {
+            let mut conns = JoinSet::new();
+            loop {
+                tokio::select! {
+                    accepted = listener.accept() => {
+                        let Ok((sock, _)) = accepted else { continue };
+                        let (spec, st) = (spec.clone(), st.clone());
+                        conns.spawn(async move {
+                            let _ = serve_connection(sock, &spec, &st).await;
+                        });
+                    }
+                    Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                }
+            }
+        });
+        Hostile { addr, stats, task }
+    }
+
+    fn url(&self) -> url::Url {
+        url(&format!("http://{}/mcp", self.addr))
+    }
+
+    fn posts(&self, method: &str) -> u64 {
+        let posts = self.stats.posts.lock().unwrap();
+        posts.get(method).copied().unwrap_or(0)
+    }
+}
+
+struct Request {
+    method: String,
+    headers: HashMap<String, String>,
+    body: Vec<u8>,
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Read one request (`Content-Length` bodies only; reqwest sends nothing else here).
+async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> io::Result<Option<Request>> {
+    let mut chunk = [0u8; 16 * 1024];
+    loop {
+        if let Some(end) = find(buf, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let mut lines = head.split("\r\n");
+            let method = lines
+                .next()
+                .and_then(|l| l.split(' ').next())
+                .unwrap_or_default()
+                .to_string();
+            let headers: HashMap<String, String> = lines
+                .filter_map(|l| l.split_once(':'))
+                .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+                .collect();
+            let len: usize = headers
+                .get("content-length")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let start = end + 4;
+            while buf.len() < start + len {
+                let n = sock.read(&mut chunk).await?;
+                if n == 0 {
+                    return Ok(None);
+                }
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let body = buf[start..start + len].to_vec();
+            buf.drain(..start + len);
+            return Ok(Some(Request {
+                method,
+                headers,
+                body,
+            }));
+        }
+        if buf.len() > 64 * 1024 {
+            return Ok(None);
+        }
+        let n = sock.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn head(status: &str, headers: &[(&str, &str)]) -> String {
+    let mut h = format!("HTTP/1.1 {status}\r\n");
+    for (k, v) in headers {
+        h.push_str(&format!("{k}: {v}\r\n"));
+    }
+    h.push_str("\r\n");
+    h
+}
+
+async fn respond(
+    sock: &mut TcpStream,
+    status: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> io::Result<()> {
+    let len = body.len().to_string();
+    let mut all = vec![("Content-Length", len.as_str())];
+    all.extend_from_slice(headers);
+    let mut out = head(status, &all).into_bytes();
+    out.extend_from_slice(body);
+    sock.write_all(&out).await?;
+    sock.flush().await
+}
+
+async fn respond_json(sock: &mut TcpStream, extra: &[(&str, &str)], msg: &Value) -> io::Result<()> {
+    let mut headers = vec![("Content-Type", "application/json")];
+    headers.extend_from_slice(extra);
+    respond(sock, "200 OK", &headers, msg.to_string().as_bytes()).await
+}
+
+/// One HTTP/1.1 chunk.
+async fn chunk(sock: &mut TcpStream, data: &[u8]) -> io::Result<()> {
+    let mut out = format!("{:x}\r\n", data.len()).into_bytes();
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+    sock.write_all(&out).await?;
+    sock.flush().await
+}
+
+async fn sse_head(sock: &mut TcpStream) -> io::Result<()> {
+    let h = head(
+        "200 OK",
+        &[
+            ("Content-Type", "text/event-stream"),
+            ("Cache-Control", "no-cache"),
+            ("Transfer-Encoding", "chunked"),
+        ],
+    );
+    sock.write_all(h.as_bytes()).await?;
+    sock.flush().await
+}
+
+fn result(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn tools_page() -> Value {
+    json!({"tools": [{
+        "name": "echo",
+        "description": "Echo the text back",
+        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}
+    }]})
+}
+
+fn initialize_result() -> Value {
+    json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": {"tools": {"listChanged": true}},
+        "serverInfo": {"name": "hostile", "version": "0.0.1"}
+    })
+}
+
+async fn serve_connection(mut sock: TcpStream, spec: &Spec, stats: &Stats) -> io::Result<()> {
+    let mut buf = Vec::new();
+    while let Some(req) = read_request(&mut sock, &mut buf).await? {
+        let keep = match req.method.as_str() {
+            "POST" => post(&mut sock, &req, spec, stats).await?,
+            "GET" => get(&mut sock, &req, spec, stats).await?,
+            "DELETE" => {
+                respond(&mut sock, "200 OK", &[], b"").await?;
+                true
+            }
+            _ => {
+                respond(
+                    &mut sock,
+                    "405 Method Not Allowed",
+                    &[("Allow", "GET, POST, DELETE")],
+                    b"",
+                )
+                .await?;
+                true
+            }
+        };
+        if !keep {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn has_session(req: &Request) -> bool {
+    req.headers.get("mcp-session-id").map(String::as_str) == Some(SESSION_ID)
+}
+
+/// Handle one POST. Returns whether the connection can be reused.
+async fn post(sock: &mut TcpStream, req: &Request, spec: &Spec, stats: &Stats) -> io::Result<bool> {
+    let Ok(msg) = serde_json::from_slice::<Value>(&req.body) else {
+        respond(sock, "400 Bad Request", &[], b"").await?;
+        return Ok(true);
+    };
+    let method = msg
+        .get("method")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let id = msg.get("id").cloned();
+    let Some(method) = method else {
+        // A response to one of our requests (a server ping).
+        if msg.get("result").is_some() {
+            stats.answers.fetch_add(1, Ordering::Relaxed);
+        }
+        respond(sock, "202 Accepted", &[], b"").await?;
+        return Ok(true);
+    };
+    if method != "initialize" && !has_session(req) {
+        respond(sock, "400 Bad Request", &[], b"").await?;
+        return Ok(true);
+    }
+    *stats
+        .posts
+        .lock()
+        .unwrap()
+        .entry(method.clone())
+        .or_default() += 1;
+    let Some(id) = id else {
+        // notifications/initialized and any other notification.
+        respond(sock, "202 Accepted", &[], b"").await?;
+        return Ok(true);
+    };
+    if method == spec.fault_on
+        && let Some(fault) = spec.fault
+    {
+        return inject(sock, &method, &id, fault, stats).await;
+    }
+    answer(sock, &method, &id).await?;
+    Ok(true)
+}
+
+/// The correct answer to a request.
+async fn answer(sock: &mut TcpStream, method: &str, id: &Value) -> io::Result<()> {
+    match method {
+        "initialize" => {
+            respond_json(
+                sock,
+                &[("Mcp-Session-Id", SESSION_ID)],
+                &result(id, initialize_result()),
+            )
+            .await
+        }
+        "ping" => respond_json(sock, &[], &result(id, json!({}))).await,
+        "tools/list" => respond_json(sock, &[], &result(id, tools_page())).await,
+        _ => {
+            let err = json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "Method not found"}});
+            respond_json(sock, &[], &err).await
+        }
+    }
+}
+
+/// The part of `{"jsonrpc":"2.0","id":…,"result":{"tools":[` before whitespace padding.
+fn padded_prefix(id: &Value) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":["#)
+}
+
+const PADDED_SUFFIX: &str = "]}}";
+const HUGE: usize = 64 * 1024 * 1024;
+
+async fn inject(
+    sock: &mut TcpStream,
+    method: &str,
+    id: &Value,
+    fault: Fault,
+    stats: &Stats,
+) -> io::Result<bool> {
+    let spaces = vec![b' '; 64 * 1024];
+    match fault {
+        Fault::DeclaredHuge => {
+            let len = HUGE.to_string();
+            let h = head(
+                "200 OK",
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Content-Length", &len),
+                ],
+            );
+            sock.write_all(h.as_bytes()).await?;
+            let prefix = padded_prefix(id);
+            sock.write_all(prefix.as_bytes()).await?;
+            let mut left = HUGE - prefix.len() - PADDED_SUFFIX.len();
+            while left > 0 {
+                let n = left.min(spaces.len());
+                sock.write_all(&spaces[..n]).await?;
+                left -= n;
+            }
+            sock.write_all(PADDED_SUFFIX.as_bytes()).await?;
+            Ok(false)
+        }
+        Fault::ChunkedHuge => {
+            let h = head(
+                "200 OK",
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Transfer-Encoding", "chunked"),
+                ],
+            );
+            sock.write_all(h.as_bytes()).await?;
+            chunk(sock, padded_prefix(id).as_bytes()).await?;
+            for _ in 0..HUGE / spaces.len() {
+                chunk(sock, &spaces).await?;
+            }
+            chunk(sock, PADDED_SUFFIX.as_bytes()).await?;
+            sock.write_all(b"0\r\n\r\n").await?;
+            Ok(false)
+        }
+        Fault::SseNeverAnswers => {
+            sse_head(sock).await?;
+            // The 2025-11-25 priming event (an id, empty data), then keep-alives and unrelated
+            // notifications, forever (until the client hangs up).
+            chunk(sock, b"id: 0\ndata:\n\n").await?;
+            for i in 0u64..1200 {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let ev = if i % 2 == 0 {
+                    ": keep-alive\n\n".to_string()
+                } else {
+                    let n = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                        "params": {"level": "info", "logger": "hostile", "data": format!("working {i}")}});
+                    format!("data: {n}\n\n")
+                };
+                chunk(sock, ev.as_bytes()).await?;
+            }
+            Ok(false)
+        }
+        Fault::TrickleBody | Fault::TrickleAll => {
+            sock.set_nodelay(true)?;
+            // A valid answer, padded so that even a client without a deadline would wait minutes.
+            let mut body = result(id, tools_page()).to_string().into_bytes();
+            body.extend(std::iter::repeat_n(b' ', 2000));
+            let len = body.len().to_string();
+            let h = head(
+                "200 OK",
+                &[
+                    ("Content-Type", "application/json"),
+                    ("Content-Length", &len),
+                ],
+            );
+            let mut bytes = h.into_bytes();
+            if matches!(fault, Fault::TrickleBody) {
+                sock.write_all(&bytes).await?;
+                sock.flush().await?;
+                bytes.clear();
+            }
+            bytes.extend_from_slice(&body);
+            for b in bytes {
+                sock.write_all(&[b]).await?;
+                sock.flush().await?;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Ok(false)
+        }
+        Fault::InvalidJson => {
+            let body =
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":[{{"name":"echo","#);
+            respond(
+                sock,
+                "200 OK",
+                &[("Content-Type", "application/json")],
+                body.as_bytes(),
+            )
+            .await?;
+            Ok(true)
+        }
+        Fault::WrongId => {
+            let wrong = json!(id.as_u64().unwrap_or(0) + 1000);
+            respond_json(sock, &[], &result(&wrong, tools_page())).await?;
+            Ok(true)
+        }
+        Fault::Html => {
+            let body =
+                b"<!doctype html><html><body><form action=/login>Sign in</form></body></html>";
+            respond(
+                sock,
+                "200 OK",
+                &[("Content-Type", "text/html; charset=utf-8")],
+                body,
+            )
+            .await?;
+            Ok(true)
+        }
+        Fault::Redirect(to) => {
+            let location = format!("http://{to}/mcp");
+            respond(sock, "302 Found", &[("Location", &location)], b"").await?;
+            Ok(true)
+        }
+        Fault::Slow(delay) => {
+            let tracked = method == "tools/list";
+            if tracked {
+                let now = stats.tools_list_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                stats
+                    .tools_list_max_in_flight
+                    .fetch_max(now, Ordering::SeqCst);
+            }
+            tokio::time::sleep(delay).await;
+            if tracked {
+                stats.tools_list_in_flight.fetch_sub(1, Ordering::SeqCst);
+            }
+            answer(sock, method, id).await?;
+            Ok(true)
+        }
+    }
+}
+
+/// Handle a GET. Returns whether the connection can be reused.
+async fn get(sock: &mut TcpStream, req: &Request, spec: &Spec, stats: &Stats) -> io::Result<bool> {
+    if spec.get == GetStream::Refuse {
+        respond(
+            sock,
+            "405 Method Not Allowed",
+            &[("Allow", "POST, DELETE")],
+            b"",
+        )
+        .await?;
+        return Ok(true);
+    }
+    if !has_session(req) {
+        respond(sock, "400 Bad Request", &[], b"").await?;
+        return Ok(true);
+    }
+    stats.gets.fetch_add(1, Ordering::Relaxed);
+    sse_head(sock).await?;
+    match spec.get {
+        GetStream::Refuse => unreachable!(),
+        GetStream::Flood if !stats.flood_started.swap(true, Ordering::SeqCst) => {
+            flood(sock, stats).await?;
+        }
+        GetStream::HugeEvent => {
+            stats.huge_event_bytes.store(0, Ordering::SeqCst);
+            chunk(sock, b"data: ").await?;
+            // 16 KiB writes: each reaches the client as its own chunk.
+            let xs = vec![b'x'; 16 * 1024];
+            for _ in 0..HUGE / xs.len() {
+                chunk(sock, &xs).await?;
+                stats
+                    .huge_event_bytes
+                    .fetch_add(xs.len() as u64, Ordering::SeqCst);
+            }
+            chunk(sock, b"\n\n").await?;
+        }
+        GetStream::CommentFlood if !stats.flood_started.swap(true, Ordering::SeqCst) => {
+            // 6 MiB of keep-alive comments in 64 KiB writes: every comment is its own complete
+            // (empty) event, none anywhere near the 4 MiB event cap.
+            let comments = ": keep-alive\n\n".repeat(64 * 1024 / 14);
+            let mut sent = 0;
+            while sent < 6 * 1024 * 1024 {
+                chunk(sock, comments.as_bytes()).await?;
+                sent += comments.len();
+            }
+            chunk(sock, LC_EVENT.as_bytes()).await?;
+            stats.flood_done.store(true, Ordering::SeqCst);
+        }
+        _ => {}
+    }
+    // Then keep the stream alive until the client hangs up.
+    loop {
+        chunk(sock, b": idle\n\n").await?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn flood(sock: &mut TcpStream, stats: &Stats) -> io::Result<()> {
+    let batch = LC_EVENT.repeat(LC_BATCH as usize);
+    for _ in 0..LC_ROUNDS {
+        chunk(sock, batch.as_bytes()).await?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for round in 0..OTHER_ROUNDS {
+        let mut out = String::new();
+        for i in 0..OTHER_BATCH {
+            let n = match i % 3 {
+                0 => json!({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "debug", "logger": "flood", "data": format!("{round}/{i}")}}),
+                1 => json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": round, "progress": i, "total": OTHER_BATCH}}),
+                _ => json!({"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}),
+            };
+            out.push_str(&format!("data: {n}\n\n"));
+        }
+        if round < SERVER_PINGS / 10 {
+            for i in 0..10 {
+                let p =
+                    json!({"jsonrpc": "2.0", "id": format!("srv-{round}-{i}"), "method": "ping"});
+                out.push_str(&format!("data: {p}\n\n"));
+            }
+        }
+        chunk(sock, out.as_bytes()).await?;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stats.flood_done.store(true, Ordering::SeqCst);
+    Ok(())
+}
+
+/// A listener that counts the connections it accepts and drops them.
+async fn counting_listener() -> (SocketAddr, Arc<AtomicU64>, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let count = Arc::new(AtomicU64::new(0));
+    let c = count.clone();
+    let task = tokio::spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            c.fetch_add(1, Ordering::SeqCst);
+            drop(sock);
+        }
+    });
+    (addr, count, task)
+}
+
+/// A plain-TCP server that reads whatever the client sends first (a TLS ClientHello) and answers
+/// `reply` (or nothing), then closes.
+async fn plain_tcp_server(
+    reply: Option<&'static [u8]>,
+) -> (SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("local addr");
+    let task = tokio::spawn(async move {
+        while let Ok((mut sock, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                if let Some(reply) = reply {
+                    let _ = sock.write_all(reply).await;
+                    let _ = sock.flush().await;
+                }
+            });
+        }
+    });
+    (addr, task)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The cases
+// ---------------------------------------------------------------------------------------------
+
+/// 1a. `tools/list` declares a 64 MiB JSON body: refused on the header, nothing buffered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_body_over_cap() {
+    assert_rss_bounded("before");
+    let hostile = Hostile::start("tools/list", Some(Fault::DeclaredHuge), GetStream::Refuse).await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    assert_list_fault(&sc.h, HOSTILE, "body_too_large").await;
+    assert!(hostile.posts("tools/list") >= 2);
+    assert_rss_bounded("after");
+}
+
+/// 1b. `tools/list` streams a chunked body with no length, past 8 MiB: cut at the cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_chunked_body_over_cap() {
+    assert_rss_bounded("before");
+    let hostile = Hostile::start("tools/list", Some(Fault::ChunkedHuge), GetStream::Refuse).await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    assert_list_fault(&sc.h, HOSTILE, "body_too_large").await;
+    assert!(hostile.posts("tools/list") >= 2);
+    assert_rss_bounded("after");
+}
+
+/// 2. `tools/list` answers with an SSE stream that never carries the response.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_sse_answer_never_responds() {
+    let hostile = Hostile::start(
+        "tools/list",
+        Some(Fault::SseNeverAnswers),
+        GetStream::Refuse,
+    )
+    .await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    assert_list_fault(&sc.h, HOSTILE, "timeout").await;
+}
+
+/// 3. Slowloris: the answer to `tools/list` arrives one byte per 100 ms, the body only (headers
+/// complete at once) on `hostile`, everything from the status line on `hostile-head`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_slowloris() {
+    let body = Hostile::start("tools/list", Some(Fault::TrickleBody), GetStream::Refuse).await;
+    let all = Hostile::start("tools/list", Some(Fault::TrickleAll), GetStream::Refuse).await;
+    let sc = scene(vec![
+        hostile_target(HOSTILE, body.url()),
+        hostile_target("hostile-head", all.url()),
+    ])
+    .await;
+    tokio::join!(
+        assert_list_fault(&sc.h, HOSTILE, "timeout"),
+        assert_list_fault(&sc.h, "hostile-head", "timeout"),
+    );
+}
+
+/// 4. `tools/list` answers truncated JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_invalid_json() {
+    let hostile = Hostile::start("tools/list", Some(Fault::InvalidJson), GetStream::Refuse).await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    assert_list_fault(&sc.h, HOSTILE, "invalid_json").await;
+}
+
+/// 5. `tools/list` answers a well-formed response with another id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_wrong_jsonrpc_id() {
+    let hostile = Hostile::start("tools/list", Some(Fault::WrongId), GetStream::Refuse).await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    assert_list_fault(&sc.h, HOSTILE, "invalid_response").await;
+}
+
+/// 6. `200 text/html` (a login page): on `tools/list` for `hostile`, on `initialize` for
+/// `hostile-init`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_wrong_content_type() {
+    let list = Hostile::start("tools/list", Some(Fault::Html), GetStream::Refuse).await;
+    let init = Hostile::start("initialize", Some(Fault::Html), GetStream::Refuse).await;
+    let sc = scene(vec![
+        hostile_target(HOSTILE, list.url()),
+        hostile_target("hostile-init", init.url()),
+    ])
+    .await;
+    tokio::join!(
+        assert_list_fault(&sc.h, HOSTILE, "content_type"),
+        assert_session_fault(&sc.h, "hostile-init", "content_type"),
+    );
+}
+
+/// 7. `initialize` answers 302 to another port: not followed (the redirect target never sees a
+/// connection, so the target's credentials never travel there).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_redirect_on_initialize() {
+    let (elsewhere, connections, _task) = counting_listener().await;
+    let hostile = Hostile::start(
+        "initialize",
+        Some(Fault::Redirect(elsewhere)),
+        GetStream::Refuse,
+    )
+    .await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    assert_session_fault(&sc.h, HOSTILE, "redirect").await;
+    assert!(hostile.posts("initialize") >= 2);
+    assert_eq!(
+        connections.load(Ordering::SeqCst),
+        0,
+        "the redirect was followed"
+    );
+}
+
+/// 8. Nothing listens on the port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_connection_refused() {
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port");
+    let sc = scene(vec![hostile_target(
+        HOSTILE,
+        url(&format!("http://{dead}/mcp")),
+    )])
+    .await;
+    assert_session_fault(&sc.h, HOSTILE, "connect").await;
+}
+
+/// 9. `https://` to a plain-TCP server: one answers plain-text HTTP to the ClientHello
+/// (`hostile`), the other closes without a word (`hostile-eof`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_tls_handshake_failure() {
+    let (garbage, _g) = plain_tcp_server(Some(
+        b"HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\nConnection: close\r\n\r\nBad Request",
+    ))
+    .await;
+    let (eof, _e) = plain_tcp_server(None).await;
+    let sc = scene(vec![
+        hostile_target(HOSTILE, url(&format!("https://{garbage}/mcp"))),
+        hostile_target("hostile-eof", url(&format!("https://{eof}/mcp"))),
+    ])
+    .await;
+    tokio::join!(
+        assert_session_fault(&sc.h, HOSTILE, "tls"),
+        assert_session_fault(&sc.h, "hostile-eof", "tls"),
+    );
+}
+
+/// 10. The name does not resolve (`.invalid` never does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_dns_failure() {
+    let sc = scene(vec![hostile_target(
+        HOSTILE,
+        url("http://nonexistent.invalid/mcp"),
+    )])
+    .await;
+    assert_session_fault(&sc.h, HOSTILE, "dns").await;
+}
+
+/// 11. The GET stream floods: 30 000 list_changed (~10 000/s), then 20 000 other notifications
+/// and 200 server pings. Every list_changed is counted, walks stay single-flight and few, the
+/// stream survives, memory stays bounded, the healthy target keeps auditing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_notification_flood() {
+    assert_rss_bounded("before");
+    // Each tools/list takes 50 ms, so a walk is in flight for most of the flood.
+    let hostile = Hostile::start(
+        "tools/list",
+        Some(Fault::Slow(Duration::from_millis(50))),
+        GetStream::Flood,
+    )
+    .await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    let h = &sc.h;
+    h.until("flood began", |s| list_changed(s, HOSTILE) >= 1.0)
+        .await;
+    healthy_keeps_auditing(h, |_| true).await;
+    let s = h
+        .until("every list_changed counted, flood over", |s| {
+            list_changed(s, HOSTILE) == LC_TOTAL as f64
+                && hostile.stats.flood_done.load(Ordering::SeqCst)
+        })
+        .await;
+    // Walks never overlap and a pending notification walk runs before a due audit, so two more
+    // completed audits mean the walk owed to the last notifications has completed too.
+    let audits = checks(&s, HOSTILE);
+    let s = healthy_keeps_auditing(h, |s| checks(s, HOSTILE) >= audits + 2.0).await;
+    assert!(
+        s.v(
+            "mcp_probe_cache_refreshes_total",
+            &[t(HOSTILE), C0, ("trigger", "notification")],
+        ) >= 1.0
+    );
+    let walked = walks(&s, HOSTILE, "notification");
+    assert!(walked >= 1.0, "no walk for {LC_TOTAL} notifications");
+    assert!(
+        walked < LC_TOTAL as f64 / 10.0,
+        "{walked} notification walks for {LC_TOTAL} notifications: not coalesced"
+    );
+    assert_eq!(
+        list_changed(&s, HOSTILE),
+        LC_TOTAL as f64,
+        "list_changed miscounted"
+    );
+    assert_eq!(
+        hostile
+            .stats
+            .tools_list_max_in_flight
+            .load(Ordering::SeqCst),
+        1,
+        "tools/list walks overlapped"
+    );
+    assert_eq!(
+        counter(&s, "mcp_probe_notification_stream_up", HOSTILE),
+        1.0
+    );
+    assert_eq!(
+        counter(
+            &s,
+            "mcp_probe_notification_stream_reconnects_total",
+            HOSTILE
+        ),
+        0.0
+    );
+    assert_eq!(s.v("mcp_probe_up", &[t(HOSTILE)]), 1.0);
+    assert!(
+        reasons(&s, REQUEST_FAILURES, HOSTILE, &[]).is_empty(),
+        "{}",
+        s.text
+    );
+    let answers = hostile.stats.answers.load(Ordering::SeqCst);
+    assert!(
+        (1..=SERVER_PINGS).contains(&answers),
+        "{answers} answers to {SERVER_PINGS} server pings"
+    );
+    assert_eq!(hostile.stats.gets.load(Ordering::SeqCst), 1);
+    assert_rss_bounded("after the flood");
+}
+
+/// 12. The GET stream sends one `data:` line that never ends (16 KiB writes, up to 64 MiB): the
+/// stream must be cut at the 4 MiB event cap and re-opened, memory stays bounded, nothing else
+/// suffers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_sse_event_over_cap() {
+    assert_rss_bounded("before");
+    let hostile = Hostile::start("", None, GetStream::HugeEvent).await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    let h = &sc.h;
+    h.until("the huge event began", |_| {
+        hostile.stats.huge_event_bytes.load(Ordering::SeqCst) > 0
+    })
+    .await;
+    h.until(
+        "the stream is cut at the 4 MiB event cap and re-opened",
+        |s| counter(s, "mcp_probe_notification_stream_reconnects_total", HOSTILE) >= 1.0,
+    )
+    .await;
+    let s = healthy_keeps_auditing(h, |_| true).await;
+    assert!(hostile.stats.gets.load(Ordering::SeqCst) >= 2);
+    assert_eq!(s.v("mcp_probe_up", &[t(HOSTILE)]), 1.0);
+    assert!(
+        reasons(&s, REQUEST_FAILURES, HOSTILE, &[]).is_empty(),
+        "{}",
+        s.text
+    );
+    assert_eq!(counter(&s, "mcp_probe_ping_failures_total", HOSTILE), 0.0);
+    assert_rss_bounded("after the huge events");
+}
+
+/// 12, the part that holds today: while the never-ending event streams in, memory stays bounded,
+/// the hostile session stays up (its pings pass) and the healthy target keeps auditing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_sse_event_over_cap_spares_memory_and_neighbours() {
+    assert_rss_bounded("before");
+    let hostile = Hostile::start("", None, GetStream::HugeEvent).await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    let h = &sc.h;
+    h.until("the huge event began", |_| {
+        hostile.stats.huge_event_bytes.load(Ordering::SeqCst) > 0
+    })
+    .await;
+    let pings = |s: &Scrape| s.v("mcp_probe_ping_duration_seconds_count", &[t(HOSTILE), C0]);
+    let p0 = pings(&h.scrape());
+    let s = healthy_keeps_auditing(h, |s| pings(s) >= p0 + 2.0).await;
+    assert_eq!(s.v("mcp_probe_up", &[t(HOSTILE)]), 1.0);
+    assert_eq!(counter(&s, "mcp_probe_ping_failures_total", HOSTILE), 0.0);
+    assert!(
+        reasons(&s, REQUEST_FAILURES, HOSTILE, &[]).is_empty(),
+        "{}",
+        s.text
+    );
+    assert_rss_bounded("while the huge event streams");
+}
+
+/// Beyond the brief's cases: 6 MiB of keep-alive comments on the GET stream are thousands of
+/// tiny complete events, none over the 4 MiB cap. The stream must stay up and deliver the
+/// list_changed that follows them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_keepalive_comments_are_not_one_big_event() {
+    let hostile = Hostile::start("", None, GetStream::CommentFlood).await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    let h = &sc.h;
+    let s = h
+        .until(
+            "the list_changed after the comments arrives, or the stream breaks",
+            |s| {
+                list_changed(s, HOSTILE) >= 1.0
+                    || counter(s, "mcp_probe_notification_stream_reconnects_total", HOSTILE) >= 1.0
+            },
+        )
+        .await;
+    assert_eq!(
+        counter(
+            &s,
+            "mcp_probe_notification_stream_reconnects_total",
+            HOSTILE
+        ),
+        0.0,
+        "the stream was cut although no event came near the cap"
+    );
+    assert_eq!(list_changed(&s, HOSTILE), 1.0);
+    let s = healthy_keeps_auditing(h, |_| true).await;
+    assert_eq!(
+        counter(&s, "mcp_probe_notification_stream_up", HOSTILE),
+        1.0
+    );
+}
