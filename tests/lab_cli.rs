@@ -5,7 +5,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::{Harness, target};
+use common::{Harness, free_port, target};
 
 #[test]
 fn lab_list_names_every_scenario_once_per_line() {
@@ -39,11 +39,7 @@ fn lab_list_names_every_scenario_once_per_line() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_served_scenario_is_probed_like_any_server() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = free_port();
     let mut child = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
         .args([
             "lab",

@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{DEADLINE, Harness, Scrape, target};
+use common::{DEADLINE, Harness, Scrape, free_port, target};
 use mcp_exporter::lab::{Behaviour, Lab};
 
 async fn two_profile_lab() -> Lab {
@@ -99,14 +99,6 @@ impl Drop for Exporter {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn spawn_exporter(config: &std::path::Path, envs: &[(&str, &str)]) -> Exporter {

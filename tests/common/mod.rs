@@ -57,6 +57,15 @@ impl Harness {
     }
 }
 
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("address")
+        .port()
+}
+
 /// A target with intervals short enough for tests.
 pub fn target(name: &str, url: url::Url) -> TargetConfig {
     TargetConfig {
