@@ -104,6 +104,10 @@ fn decode_one(value: Value) -> Result<Incoming, McpError> {
     };
     let params = obj.remove("params");
     match (id, method) {
+        // MCP request ids are strings or integers, never null: such a request cannot be answered.
+        (Some(id), Some(_)) if !(id.is_string() || id.is_i64() || id.is_u64()) => {
+            Err(invalid("request id is neither a string nor an integer"))
+        }
         (Some(id), Some(method)) => Ok(Incoming::Request { id, method, params }),
         (None, Some(method)) => Ok(Incoming::Notification { method, params }),
         (Some(id), None) => Ok(Incoming::Response {
@@ -199,6 +203,8 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{"code":1}}"#,
             br#"{"jsonrpc":"2.0","id":1,"error":{"message":"x"}}"#,
             br#"{"jsonrpc":"2.0","method":3}"#,
+            br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
         ] {
             assert_eq!(decode(bad).unwrap_err().reason, Reason::InvalidResponse);
         }
