@@ -1,4 +1,4 @@
-//! `--demo`: the knowledge base behind four gateways, probed by the exporter in the same process.
+//! `--demo`: the knowledge base behind five gateways, probed by the exporter in the same process.
 //!
 //! | target            | what its gateway does                                  | what the exporter shows          |
 //! |-------------------|--------------------------------------------------------|----------------------------------|
@@ -6,6 +6,7 @@
 //! | `kb_lossy_gateway`| drops `list_changed` (F1)                              | drift extra/missing, unannounced |
 //! | `kb_no_list_changed` | declares no `listChanged`, sends none (F2)          | capable 0, drift, unannounced    |
 //! | `kb_no_stream`    | declares `listChanged` but answers GET with 405 (F3)   | stream up 0 while capable 1      |
+//! | `kb_flaky_relist` | the first 2 `tools/list` after each redeploy fail (F5) | refresh failures, then recovery  |
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -40,6 +41,13 @@ pub fn profiles() -> Vec<(String, Behaviour)> {
             "kb_no_stream".into(),
             Behaviour {
                 get_stream: false,
+                ..healthy.clone()
+            },
+        ),
+        (
+            "kb_flaky_relist".into(),
+            Behaviour {
+                failing_lists_after_change: 2,
                 ..healthy
             },
         ),
