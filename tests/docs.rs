@@ -6,10 +6,9 @@ use std::collections::BTreeSet;
 use mcp_exporter::mcp::Reason;
 use mcp_exporter::probe::Trigger;
 use mcp_exporter::probe::walker::WalkError;
-use mcp_exporter::telemetry::catalog::{CATALOG, Kind, MetricDef};
+use mcp_exporter::telemetry::catalog::{CATALOG, family_of};
 
 const PREFIXES: [&str; 2] = ["mcp_probe_", "mcp_exporter_"];
-const HISTOGRAM_SUFFIXES: [&str; 3] = ["_bucket", "_sum", "_count"];
 
 fn doc() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md");
@@ -57,22 +56,6 @@ fn metric_like_names(doc: &str) -> BTreeSet<&str> {
         }
     }
     names
-}
-
-fn find(name: &str) -> Option<&'static MetricDef> {
-    CATALOG.iter().find(|d| d.name == name)
-}
-
-/// The catalog family a sample name belongs to: the name itself, or a histogram's
-/// `_bucket` / `_sum` / `_count` series.
-fn family_of(name: &str) -> Option<&'static MetricDef> {
-    find(name).or_else(|| {
-        HISTOGRAM_SUFFIXES.iter().find_map(|s| {
-            name.strip_suffix(s)
-                .and_then(find)
-                .filter(|d| d.kind == Kind::Histogram)
-        })
-    })
 }
 
 /// The cells of the summary-table row whose first cell is `` `name` ``.

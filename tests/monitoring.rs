@@ -5,11 +5,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use mcp_exporter::telemetry::catalog::{CATALOG, Kind, MetricDef};
+use mcp_exporter::telemetry::catalog::family_of;
 use serde_json::Value;
 
 const PREFIXES: [&str; 2] = ["mcp_probe_", "mcp_exporter_"];
-const HISTOGRAM_SUFFIXES: [&str; 3] = ["_bucket", "_sum", "_count"];
 const DATASOURCE: &str = "${datasource}";
 
 fn repo_dir(name: &str) -> PathBuf {
@@ -118,21 +117,6 @@ fn metric_like_names(text: &str) -> BTreeSet<String> {
         }
     }
     names
-}
-
-fn find(name: &str) -> Option<&'static MetricDef> {
-    CATALOG.iter().find(|d| d.name == name)
-}
-
-/// The catalog family a sample name belongs to: the name itself, or a histogram's series.
-fn family_of(name: &str) -> Option<&'static MetricDef> {
-    find(name).or_else(|| {
-        HISTOGRAM_SUFFIXES.iter().find_map(|s| {
-            name.strip_suffix(s)
-                .and_then(find)
-                .filter(|d| d.kind == Kind::Histogram)
-        })
-    })
 }
 
 fn uses_datasource_variable(ds: &Value) -> bool {

@@ -126,9 +126,39 @@ pub fn find(name: &str) -> Option<&'static MetricDef> {
     CATALOG.iter().find(|d| d.name == name)
 }
 
+/// Series a histogram family exposes besides its name.
+const HISTOGRAM_SERIES: [&str; 3] = ["_bucket", "_sum", "_count"];
+
+/// The family a series name (as used in PromQL) belongs to: the family itself, or a histogram's
+/// `_bucket` / `_sum` / `_count` series.
+pub fn family_of(series: &str) -> Option<&'static MetricDef> {
+    find(series).or_else(|| {
+        HISTOGRAM_SERIES.iter().find_map(|suffix| {
+            series
+                .strip_suffix(suffix)
+                .and_then(find)
+                .filter(|d| d.kind == Kind::Histogram)
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn series_map_to_their_family() {
+        assert_eq!(family_of("mcp_probe_up").map(|d| d.name), Some(UP));
+        assert_eq!(
+            family_of("mcp_probe_ping_duration_seconds_bucket").map(|d| d.name),
+            Some(PING_DURATION)
+        );
+        assert!(
+            family_of("mcp_probe_up_count").is_none(),
+            "only histograms have _count series"
+        );
+        assert!(family_of("mcp_probe_nope").is_none());
+    }
 
     #[test]
     fn names_follow_prometheus_conventions() {
