@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::config::{Config, redact_url};
 use crate::probe::Supervisor;
+use crate::telemetry::otlp::{self, OtlpOptions};
 use crate::telemetry::{Telemetry, catalog};
 use crate::web::{self, TargetSummary, WebState};
 
@@ -32,6 +33,8 @@ pub enum Source {
 pub struct Options {
     pub source: Source,
     pub listen: String,
+    /// Push the measurements to an OpenTelemetry collector too.
+    pub otlp: Option<OtlpOptions>,
 }
 
 /// Parse `:10117`, `0.0.0.0:10117`, `[::1]:10117` or `localhost:10117`.
@@ -115,6 +118,17 @@ pub async fn run(opts: Options) -> Result<(), String> {
     telemetry
         .daemon_counter(catalog::RELOADS, &[("result", "failure".into())])
         .absolute(0);
+    // Before any target exists, so that every target's histograms are mirrored.
+    let push = match opts.otlp.clone() {
+        Some(o) => {
+            let t = telemetry.clone();
+            let started = tokio::task::spawn_blocking(move || otlp::start(&t, &o))
+                .await
+                .map_err(|e| format!("OTLP push: {e}"))??;
+            Some(started)
+        }
+        None => None,
+    };
     let lab = match opts.source {
         Source::Demo => Some(
             crate::lab::demo::start()
@@ -171,6 +185,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let _ = stop_tx.send(true);
     daemon.supervisor.shutdown().await;
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    if let Some(push) = push {
+        // The SDK bounds its own flush by the export timeout.
+        let _ = tokio::task::spawn_blocking(move || push.shutdown()).await;
+    }
     drop(lab);
     Ok(())
 }

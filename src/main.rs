@@ -2,12 +2,14 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 use mcp_exporter::app::{self, Options, Source};
-use mcp_exporter::config::Config;
+use mcp_exporter::config::{self, Config, Secret};
 use mcp_exporter::lab::scenarios;
 use mcp_exporter::logging::{self, Format};
+use mcp_exporter::telemetry::otlp::{OtlpOptions, OtlpProtocol};
 
 /// Prometheus exporter that probes MCP servers as a correct client and reports stale tool caches.
 #[derive(Debug, Parser)]
@@ -25,6 +27,23 @@ struct Cli {
     /// Run against the embedded demo knowledge-base server instead of a configuration file.
     #[arg(long)]
     demo: bool,
+    /// Also push the measurements over OTLP to this URL (a collector's metrics endpoint, e.g.
+    /// http://collector:4318/v1/metrics; an empty path gets /v1/metrics).
+    #[arg(long = "otlp.endpoint", value_name = "URL")]
+    otlp_endpoint: Option<url::Url>,
+    /// OTLP transport.
+    #[arg(long = "otlp.protocol", value_enum, default_value = "http/protobuf")]
+    otlp_protocol: OtlpProtocol,
+    /// Header sent with every OTLP export, 'Name: value' (repeatable); ${VAR} in the value is
+    /// read from the environment. Values are never logged.
+    #[arg(long = "otlp.header", value_name = "HEADER")]
+    otlp_headers: Vec<String>,
+    /// How often to push.
+    #[arg(long = "otlp.interval", default_value = "60s", value_parser = humantime::parse_duration)]
+    otlp_interval: Duration,
+    /// Timeout of one export.
+    #[arg(long = "otlp.timeout", default_value = "10s", value_parser = humantime::parse_duration)]
+    otlp_timeout: Duration,
     /// Log level: debug, info, warn, error.
     #[arg(long = "log.level", default_value = "info", value_parser = ["debug", "info", "warn", "error"])]
     log_level: String,
@@ -92,10 +111,35 @@ fn main() -> ExitCode {
     } else {
         Source::File(cli.config_file)
     };
+    let otlp = match cli.otlp_endpoint {
+        None => None,
+        Some(endpoint) => match headers("--otlp.header", &cli.otlp_headers) {
+            Ok(headers) => Some(OtlpOptions {
+                endpoint,
+                protocol: cli.otlp_protocol,
+                headers,
+                interval: cli.otlp_interval,
+                timeout: cli.otlp_timeout,
+            }),
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
     run(app::run(Options {
         source,
         listen: cli.listen,
+        otlp,
     }))
+}
+
+/// Parse `'Name: value'` header flags. Parsed here rather than by clap, whose error message
+/// would echo the whole argument, secret value included.
+fn headers(flag: &str, raw: &[String]) -> Result<Vec<(String, Secret)>, String> {
+    raw.iter()
+        .map(|h| config::header_flag(h).map_err(|why| format!("{flag}: {why}")))
+        .collect()
 }
 
 /// Run a daemon future on a multi-threaded runtime; its error is logged and printed.

@@ -4,12 +4,11 @@
 
 mod common;
 
-use std::io::Read;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
-use common::{DEADLINE, Harness, Scrape, free_port, target};
+use common::{DEADLINE, Exporter, Harness, Scrape, get, target};
 use mcp_exporter::lab::{Behaviour, Lab};
 
 async fn two_profile_lab() -> Lab {
@@ -88,57 +87,6 @@ async fn reload_keeps_unchanged_targets_and_drops_removed_series() {
 
 // ---- through the binary ----
 
-struct Exporter {
-    child: Child,
-    base: String,
-    log: tempfile::NamedTempFile,
-}
-
-impl Drop for Exporter {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn_exporter(config: &std::path::Path, envs: &[(&str, &str)]) -> Exporter {
-    let port = free_port();
-    let log = tempfile::NamedTempFile::new().expect("log file");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"));
-    cmd.arg(format!("--config.file={}", config.display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--log.level=debug")
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log.reopen().expect("log file")));
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let child = cmd.spawn().expect("exporter starts");
-    Exporter {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-        log,
-    }
-}
-
-async fn get(url: &str) -> Option<String> {
-    reqwest::get(url).await.ok()?.text().await.ok()
-}
-
-async fn until_metrics(e: &Exporter, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
-    let start = tokio::time::Instant::now();
-    loop {
-        if let Some(text) = get(&format!("{}/metrics", e.base)).await {
-            let s = Scrape::parse(&text);
-            if cond(&s) {
-                return s;
-            }
-        }
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 fn config_text(targets: &[(&str, String)]) -> String {
     let mut y = String::from(
         "global:\n  audit_interval: 500ms\n  ping_interval: 500ms\n  request_timeout: 400ms\n  notification_grace: 200ms\ntargets:\n",
@@ -159,11 +107,12 @@ async fn binary_reload_rejects_bad_config_and_applies_good_one() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mcp_exporter.yml");
     std::fs::write(&path, config_text(&[("a", lab.url("a").to_string())])).unwrap();
-    let mut e = spawn_exporter(&path, &[("TEST_TOKEN", SENTINEL)]);
-    until_metrics(&e, "a up", |s| {
-        s.v("mcp_probe_up", &[("target", "a")]) == 1.0
-    })
-    .await;
+    let mut e = Exporter::spawn(
+        &[format!("--config.file={}", path.display())],
+        &[("TEST_TOKEN", SENTINEL)],
+    );
+    e.until_metrics("a up", |s| s.v("mcp_probe_up", &[("target", "a")]) == 1.0)
+        .await;
 
     // A bad config: the reload fails, names file and field, and the running target stays.
     std::fs::write(&path, "targets:\n  - name: a\n    url: ftp://nope/mcp\n").unwrap();
@@ -178,10 +127,11 @@ async fn binary_reload_rejects_bad_config_and_applies_good_one() {
         body.contains("mcp_exporter.yml") && body.contains("targets[0].url"),
         "{body}"
     );
-    let s = until_metrics(&e, "reload failure recorded", |s| {
-        s.v("mcp_exporter_config_last_reload_successful", &[]) == 0.0
-    })
-    .await;
+    let s = e
+        .until_metrics("reload failure recorded", |s| {
+            s.v("mcp_exporter_config_last_reload_successful", &[]) == 0.0
+        })
+        .await;
     assert_eq!(s.v("mcp_probe_up", &[("target", "a")]), 1.0);
     assert_eq!(
         s.v(
@@ -208,11 +158,12 @@ async fn binary_reload_rejects_bad_config_and_applies_good_one() {
             .unwrap()
             .success()
     );
-    let s = until_metrics(&e, "b up after SIGHUP", |s| {
-        s.v("mcp_probe_up", &[("target", "b")]) == 1.0
-            && s.v("mcp_exporter_config_last_reload_successful", &[]) == 1.0
-    })
-    .await;
+    let s = e
+        .until_metrics("b up after SIGHUP", |s| {
+            s.v("mcp_probe_up", &[("target", "b")]) == 1.0
+                && s.v("mcp_exporter_config_last_reload_successful", &[]) == 1.0
+        })
+        .await;
     assert_eq!(s.v("mcp_exporter_targets", &[]), 2.0);
     assert_eq!(lab.initializes("a"), 1, "a was kept across both reloads");
     assert_eq!(
@@ -249,8 +200,7 @@ async fn binary_reload_rejects_bad_config_and_applies_good_one() {
     );
     let status = wait_exit(&mut e.child);
     assert!(status.success(), "exit status {status:?}");
-    let mut logs = String::new();
-    e.log.reopen().unwrap().read_to_string(&mut logs).unwrap();
+    let logs = e.logs();
     assert!(logs.contains("configuration not applied"), "{logs}");
     assert!(!logs.contains(SENTINEL), "a secret leaked into the logs");
 }

@@ -720,42 +720,14 @@ impl Validator<'_> {
             } else {
                 self.read_header_file(&field, &raw)?
             };
-            if value.is_empty() {
-                return Err(self.err(field, "header value is empty"));
-            }
-            if value.chars().any(|c| c.is_control() && c != '\t') {
-                return Err(self.err(
-                    field,
-                    "header value contains a line break or another control character; \
-                     these are not allowed in HTTP header values",
-                ));
-            }
+            check_header_value(&value).map_err(|why| self.err(&field, why))?;
             out.push((name, Secret::new(value)));
         }
         Ok(out)
     }
 
     fn header_name(&self, field: &str, name: &str) -> Result<(), ConfigError> {
-        if name.is_empty() || !name.bytes().all(is_token_byte) {
-            return Err(self.err(
-                field,
-                format!(
-                    "{name:?} is not a valid HTTP header name; use letters, digits and !#$%&'*+-.^_`|~"
-                ),
-            ));
-        }
-        if let Some(reserved) = RESERVED_HEADERS
-            .iter()
-            .find(|r| r.eq_ignore_ascii_case(name))
-        {
-            return Err(self.err(
-                field,
-                format!(
-                    "header {reserved} is set by the exporter's MCP client and cannot be configured"
-                ),
-            ));
-        }
-        Ok(())
+        check_header_name(name).map_err(|why| self.err(field, why))
     }
 
     /// Reads a `header_files` entry. Messages name the path, never the content.
@@ -794,6 +766,54 @@ impl Validator<'_> {
 }
 
 /// RFC 9110 `tchar`.
+/// A header name the exporter accepts from an operator: an HTTP token, not one the MCP client
+/// sets itself.
+fn check_header_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || !name.bytes().all(is_token_byte) {
+        return Err(format!(
+            "{name:?} is not a valid HTTP header name; use letters, digits and !#$%&'*+-.^_`|~"
+        ));
+    }
+    if let Some(reserved) = RESERVED_HEADERS
+        .iter()
+        .find(|r| r.eq_ignore_ascii_case(name))
+    {
+        return Err(format!(
+            "header {reserved} is set by the exporter's MCP client and cannot be configured"
+        ));
+    }
+    Ok(())
+}
+
+/// A header value: not empty, no control characters. The message never contains the value.
+fn check_header_value(value: &str) -> Result<(), String> {
+    if value.is_empty() {
+        return Err("header value is empty".into());
+    }
+    if value.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(
+            "header value contains a line break or another control character; \
+                    these are not allowed in HTTP header values"
+                .into(),
+        );
+    }
+    Ok(())
+}
+
+/// A `--header 'Name: value'` command-line flag: the value may use `${VAR}` like the
+/// configuration file, and is checked by the same rules. Errors never contain the value.
+pub fn header_flag(text: &str) -> Result<(String, Secret), String> {
+    let Some((name, value)) = text.split_once(':') else {
+        return Err("expected 'Name: value'".into());
+    };
+    let name = name.trim();
+    check_header_name(name)?;
+    let value = expand_env(value.trim(), &|v| std::env::var(v).ok())
+        .map_err(|why| format!("header {name}: {why}"))?;
+    check_header_value(&value).map_err(|why| format!("header {name}: {why}"))?;
+    Ok((name.to_string(), Secret::new(value)))
+}
+
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
@@ -1988,5 +2008,30 @@ targets:
         assert_eq!(tickets.connections, 2);
         assert_ne!(tickets.audit_interval, c.global.audit_interval);
         assert!(!format!("{c:?}").contains(SENTINEL));
+    }
+
+    #[test]
+    fn header_flags_are_checked_like_config_headers() {
+        // SAFETY: a variable only this test reads.
+        unsafe { std::env::set_var("MCP_EXPORTER_TEST_FLAG_TOKEN", SENTINEL) };
+        let (name, value) = header_flag("Authorization: Bearer ${MCP_EXPORTER_TEST_FLAG_TOKEN}")
+            .expect("a valid flag");
+        assert_eq!(name, "Authorization");
+        assert_eq!(value.expose(), format!("Bearer {SENTINEL}"));
+        for (flag, why) in [
+            ("no colon", "expected 'Name: value'"),
+            ("Bad Name: x", "not a valid HTTP header name"),
+            ("Mcp-Session-Id: x", "set by the exporter's MCP client"),
+            ("X-Key:", "header value is empty"),
+            (
+                "X-Key: ${MCP_EXPORTER_TEST_UNSET_VAR}",
+                "MCP_EXPORTER_TEST_UNSET_VAR is not set",
+            ),
+        ] {
+            let e = header_flag(flag).unwrap_err();
+            assert!(e.contains(why), "{flag}: {e}");
+        }
+        let e = header_flag(&format!("X-Key: {SENTINEL}\u{7}")).unwrap_err();
+        assert!(!e.contains(SENTINEL), "{e}");
     }
 }

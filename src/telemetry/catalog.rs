@@ -119,6 +119,8 @@ metrics_catalog! {
         "Targets in the running configuration.";
     RELOADS = "mcp_exporter_config_reloads_total", Counter, ["result"],
         "Configuration reload attempts by result (success, failure).";
+    OTLP_EXPORTS = "mcp_exporter_otlp_exports_total", Counter, ["result"],
+        "OTLP metric exports attempted, by result (success, failure); absent unless --otlp.endpoint is set.";
 }
 
 /// Look a family up by name.

@@ -80,7 +80,7 @@ impl ConnMetrics {
             g.set(0.0);
             g
         };
-        let histogram = |name| r.register_histogram(&key(name, &with(&[])), &METADATA);
+        let histogram = |name| target.histogram(&key(name, &with(&[])));
         let by_trigger = |name, t: Trigger| counter(name, &[("trigger", t.as_str())]);
         ConnMetrics {
             up: gauge(m::CONNECTION_UP, &[]),
@@ -139,11 +139,10 @@ impl ConnMetrics {
         match outcome {
             Ok(()) => self
                 .target
-                .recorder
-                .register_histogram(
-                    &key(m::REQUEST_DURATION, &self.labels(&[("method", method)])),
-                    &METADATA,
-                )
+                .histogram(&key(
+                    m::REQUEST_DURATION,
+                    &self.labels(&[("method", method)]),
+                ))
                 .record(elapsed.as_secs_f64()),
             Err(reason) => self
                 .lazy_counter(

@@ -7,11 +7,13 @@
 
 pub mod catalog;
 mod conn;
+pub mod otlp;
 mod render;
+mod samples;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use metrics::{Gauge, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
@@ -48,6 +50,8 @@ pub struct Telemetry {
     daemon: PrometheusRecorder,
     process: metrics_process::Collector,
     targets: RwLock<BTreeMap<String, Arc<TargetMetrics>>>,
+    /// Set when OTLP push runs: histogram samples are recorded there too.
+    otel: OnceLock<otlp::OtelHistograms>,
 }
 
 impl Telemetry {
@@ -59,6 +63,7 @@ impl Telemetry {
             daemon,
             process,
             targets: RwLock::new(BTreeMap::new()),
+            otel: OnceLock::new(),
         };
         let build = key(
             catalog::BUILD_INFO,
@@ -91,12 +96,21 @@ impl Telemetry {
 
     /// Series for a target; replaces any earlier series of the same name.
     pub fn add_target(&self, name: &str, connections: u16) -> Arc<TargetMetrics> {
-        let t = Arc::new(TargetMetrics::new(name, connections));
+        let t = Arc::new(TargetMetrics::new(
+            name,
+            connections,
+            self.otel.get().cloned(),
+        ));
         self.targets
             .write()
             .expect("metrics lock poisoned")
             .insert(name.to_string(), t.clone());
         t
+    }
+
+    /// Mirror the histograms of targets added from now on into OTel instruments.
+    fn mirror_histograms(&self, h: otlp::OtelHistograms) {
+        let _ = self.otel.set(h);
     }
 
     /// Drop a target's series.
@@ -151,10 +165,11 @@ pub struct TargetMetrics {
     /// `session_info` per connection, in a recorder of its own so that a new session with other
     /// label values replaces the old series instead of leaving it behind.
     info: Mutex<BTreeMap<u16, PrometheusRecorder>>,
+    otel: Option<otlp::OtelHistograms>,
 }
 
 impl TargetMetrics {
-    fn new(name: &str, connections: u16) -> Self {
+    fn new(name: &str, connections: u16, otel: Option<otlp::OtelHistograms>) -> Self {
         let recorder = new_recorder();
         let up = recorder.register_gauge(
             &key(catalog::UP, &[("target", name.to_string())]),
@@ -167,6 +182,16 @@ impl TargetMetrics {
             up,
             conn_up: (0..connections).map(|_| AtomicBool::new(false)).collect(),
             info: Mutex::new(BTreeMap::new()),
+            otel,
+        }
+    }
+
+    /// A histogram of this target (mirrored to OTLP when the push runs).
+    fn histogram(&self, key: &Key) -> metrics::Histogram {
+        let prom = self.recorder.register_histogram(key, &METADATA);
+        match &self.otel {
+            Some(o) => o.mirror(key, prom),
+            None => prom,
         }
     }
 

@@ -124,3 +124,73 @@ impl Scrape {
             .any(|s| s.labels.get("target") == Some(name))
     }
 }
+
+/// The exporter binary, killed when dropped; stderr (logs) goes to a temporary file.
+pub struct Exporter {
+    pub child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    log: tempfile::NamedTempFile,
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Exporter {
+    /// Start the binary with `args` (a free listen address and debug logs are added).
+    pub fn spawn(args: &[String], envs: &[(&str, &str)]) -> Exporter {
+        use std::process::{Command, Stdio};
+        let port = free_port();
+        let log = tempfile::NamedTempFile::new().expect("log file");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"));
+        cmd.args(args)
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(log.reopen().expect("log file")));
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        Exporter {
+            child: cmd.spawn().expect("exporter starts"),
+            base: format!("http://127.0.0.1:{port}"),
+            log,
+        }
+    }
+
+    /// Everything logged so far.
+    pub fn logs(&self) -> String {
+        use std::io::Read;
+        let mut s = String::new();
+        let _ = self.log.reopen().expect("log file").read_to_string(&mut s);
+        s
+    }
+
+    /// Wait until `cond` holds on a scrape of `/metrics`.
+    pub async fn until_metrics(&self, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
+        let start = tokio::time::Instant::now();
+        loop {
+            if let Some(text) = get(&format!("{}/metrics", self.base)).await {
+                let s = Scrape::parse(&text);
+                if cond(&s) {
+                    return s;
+                }
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "timed out waiting for {what}\n--- logs ---\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// The body of a GET, or `None` on any failure.
+pub async fn get(url: &str) -> Option<String> {
+    reqwest::get(url).await.ok()?.text().await.ok()
+}
