@@ -114,17 +114,26 @@ def main():
             float(r["value"][1]) > 0 for r in query(
                 'sum by (target) (mcp_probe_cache_drift_tools{target="kb_lossy_gateway"})')), 180)
 
+        # Failure panels have data once the demo's first churn (30 s) made kb_flaky_relist fail
+        # a re-list; rate() panels once two scrapes saw the series. Retry until all have data.
+        queries = dashboard_queries()
         failures = []
-        for dash, title, expr in dashboard_queries():
-            e = substitute(expr)
-            try:
-                if not query(e):
-                    failures.append(f"{dash} / {title}: no data for {e}")
-            except Exception as err:
-                failures.append(f"{dash} / {title}: {err}")
-        if failures:
+
+        def all_have_data():
+            failures.clear()
+            for dash, title, expr in queries:
+                e = substitute(expr)
+                try:
+                    if not query(e):
+                        failures.append(f"{dash} / {title}: no data for {e}")
+                except Exception as err:
+                    failures.append(f"{dash} / {title}: {err}")
+            return not failures
+
+        try:
+            wait_for(f"all {len(queries)} dashboard queries return data", all_have_data, 240)
+        except SystemExit:
             raise SystemExit("FAILED: dashboard queries without data:\n  " + "\n  ".join(failures))
-        log(f"ok: all {len(dashboard_queries())} dashboard queries return data")
 
         firing = 'ALERTS{alertname="McpProbeToolCacheStale",alertstate="firing",target="kb_lossy_gateway"}'
         wait_for("McpProbeToolCacheStale firing for kb_lossy_gateway", lambda: bool(query(firing)), DEADLINE)

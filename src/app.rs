@@ -6,16 +6,16 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 
-use crate::config::{Config, redact_url};
+use crate::config::Config;
 use crate::probe::Supervisor;
 use crate::telemetry::otlp::{self, OtlpOptions};
 use crate::telemetry::{Telemetry, catalog};
-use crate::web::{self, TargetSummary, WebState};
+use crate::web::{self, WebState};
 
 /// How often histogram samples are folded into buckets between scrapes.
 const UPKEEP_PERIOD: Duration = Duration::from_secs(5);
@@ -53,7 +53,6 @@ struct Daemon {
     supervisor: Supervisor,
     source: Source,
     demo_config: Option<Config>,
-    targets: Arc<RwLock<Vec<TargetSummary>>>,
 }
 
 impl Daemon {
@@ -85,15 +84,6 @@ impl Daemon {
                 self.telemetry
                     .daemon_counter(catalog::RELOADS, &[("result", "success".into())])
                     .increment(1);
-                *self.targets.write().expect("targets lock") = config
-                    .targets
-                    .iter()
-                    .map(|t| TargetSummary {
-                        name: t.name.clone(),
-                        url: redact_url(&t.url),
-                        connections: t.connections,
-                    })
-                    .collect();
                 Ok(())
             }
             Err(e) => {
@@ -142,7 +132,6 @@ pub async fn run(opts: Options) -> Result<(), String> {
         supervisor: Supervisor::new(telemetry.clone()),
         source: opts.source.clone(),
         demo_config: lab.as_ref().map(crate::lab::demo::config),
-        targets: Arc::new(RwLock::new(Vec::new())),
     };
     if let Some(lab) = &lab {
         tracing::info!(address = %lab.addr(), "demo lab serving the knowledge-base MCP server");
@@ -158,7 +147,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let app = web::router(WebState {
         telemetry: telemetry.clone(),
         reload: reload_tx,
-        targets: daemon.targets.clone(),
+        status: daemon.supervisor.status(),
     });
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(async move {

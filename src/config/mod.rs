@@ -17,8 +17,10 @@
 //!
 //! The file format is documented in `docs/configuration.md`; `example.yml` is a full example.
 
+mod probes;
 mod secret;
 
+pub use probes::{Expect, MAX_PROBES, ProbeConfig, valid_tool_name};
 pub use secret::{Secret, redact_url};
 
 use std::collections::HashMap;
@@ -103,6 +105,8 @@ pub struct TargetConfig {
     pub request_timeout: Duration,
     pub notification_grace: Duration,
     pub max_pages: u32,
+    /// Functional probes (`tools/call`), run on connection 0.
+    pub probes: Vec<ProbeConfig>,
 }
 
 impl fmt::Debug for TargetConfig {
@@ -118,6 +122,7 @@ impl fmt::Debug for TargetConfig {
             .field("request_timeout", &self.request_timeout)
             .field("notification_grace", &self.notification_grace)
             .field("max_pages", &self.max_pages)
+            .field("probes", &self.probes)
             .finish()
     }
 }
@@ -325,6 +330,7 @@ struct RawTarget {
     request_timeout: Option<String>,
     notification_grace: Option<String>,
     max_pages: Option<i64>,
+    probes: Option<Vec<probes::RawProbe>>,
 }
 
 /// A string → string mapping that keeps file order and repeated keys (so that duplicates,
@@ -482,6 +488,7 @@ impl Validator<'_> {
         self.timeout_fits(p, timeout, ping, audit)?;
 
         let headers = self.headers(p, raw.headers, raw.header_files)?;
+        let probes = self.probes(p, raw.probes)?;
         Ok(TargetConfig {
             name,
             url,
@@ -493,6 +500,7 @@ impl Validator<'_> {
             request_timeout: timeout.0,
             notification_grace: grace,
             max_pages,
+            probes,
         })
     }
 
@@ -988,6 +996,7 @@ mod tests {
                 request_timeout: s(10),
                 notification_grace: s(5),
                 max_pages: 64,
+                probes: vec![],
             }]
         );
     }

@@ -41,6 +41,9 @@ pub struct Behaviour {
     /// Offset cursors under churn: a tool is inserted at the front while a walk is between pages,
     /// so the next page repeats a name (F11). The next walk's first page removes it again.
     pub insert_during_walk: bool,
+    /// Tools that stay listed but whose backend is down: `tools/call` answers `isError: true`
+    /// ("listed is not usable").
+    pub broken_tools: Vec<&'static str>,
 }
 
 /// The instances behind one endpoint.
@@ -89,6 +92,7 @@ impl Default for Behaviour {
             failing_lists_after_change: 0,
             instances: Instances::One,
             insert_during_walk: false,
+            broken_tools: Vec::new(),
         }
     }
 }

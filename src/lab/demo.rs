@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::{Behaviour, Lab};
-use crate::config::{Config, Defaults, ProtocolChoice, TargetConfig};
+use crate::config::{Config, Defaults, Expect, ProbeConfig, ProtocolChoice, TargetConfig};
 
 /// How often the demo backend is redeployed with a changed tool list.
 pub const CHURN_PERIOD: Duration = Duration::from_secs(30);
@@ -74,7 +74,6 @@ pub fn config(lab: &Lab) -> Config {
         .into_iter()
         .map(|(name, _)| TargetConfig {
             url: lab.url(&name),
-            name,
             protocol_version: ProtocolChoice::Auto,
             headers: vec![],
             connections: global.connections,
@@ -83,7 +82,34 @@ pub fn config(lab: &Lab) -> Config {
             request_timeout: global.request_timeout,
             notification_grace: global.notification_grace,
             max_pages: global.max_pages,
+            probes: probes(&name),
+            name,
         })
         .collect();
     Config { global, targets }
+}
+
+/// Every demo target checks `kb_stats` (read-only, answers "ok"); the lossy gateway's clients
+/// also rely on `search_legacy`, which the first redeploy retires: its probe turns into the
+/// `unknown_tool` failure a stale cache produces.
+fn probes(target: &str) -> Vec<ProbeConfig> {
+    let probe = |tool: &str, expect: Expect| ProbeConfig {
+        tool: tool.into(),
+        arguments: serde_json::Map::new(),
+        interval: Duration::from_secs(15),
+        timeout: Duration::from_secs(5),
+        expect,
+        allow_side_effects: false,
+    };
+    let mut out = vec![probe(
+        "kb_stats",
+        Expect {
+            text_contains: Some("ok".into()),
+            structured: [("/status".to_string(), serde_json::json!("ok"))].into(),
+        },
+    )];
+    if target == "kb_lossy_gateway" {
+        out.push(probe("search_legacy", Expect::default()));
+    }
+    out
 }

@@ -43,6 +43,35 @@ pub fn answer(b: &Behaviour, st: ListState, cursor: Option<&Value>) -> Result<Va
     }
 }
 
+/// The `CallToolResult` of `tools/call`, or the code and message of a JSON-RPC error.
+///
+/// Every lab tool is a stub that answers `ok`; `kb_stats` also returns `structuredContent`. A
+/// tool the current deploy does not serve is an unknown tool (-32602, as the specification's
+/// example), and a tool in `broken_tools` is listed but its backend is down (`isError: true`).
+pub fn call(b: &Behaviour, st: ListState, params: &Value) -> Result<Value, (i64, String)> {
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return Err((-32602, "tools/call needs a string name".into()));
+    };
+    let tools = catalog(b, st);
+    if !tools.iter().any(|t| t["name"] == name) {
+        return Err((-32602, format!("Unknown tool: {name}")));
+    }
+    if b.broken_tools.contains(&name) {
+        return Ok(json!({
+            "content": [{"type": "text", "text": format!("{name}: backend unavailable")}],
+            "isError": true,
+        }));
+    }
+    if name == "kb_stats" {
+        let n = tools.len();
+        return Ok(json!({
+            "content": [{"type": "text", "text": format!("ok: {n} tools, deploy {}", st.generation)}],
+            "structuredContent": {"status": "ok", "tools": n, "deploy": st.generation},
+        }));
+    }
+    Ok(json!({"content": [{"type": "text", "text": format!("ok: {name}")}]}))
+}
+
 fn catalog(b: &Behaviour, st: ListState) -> Vec<Value> {
     let generation = match b.instances {
         // The second instance already runs the next deploy.

@@ -69,6 +69,7 @@ struct LabState {
     deletes: Mutex<HashMap<String, u64>>,
     profile_state: Mutex<HashMap<String, ProfileState>>,
     tools_list_calls: AtomicU64,
+    tools_calls: AtomicU64,
     tools_list_in_flight: AtomicU64,
     tools_list_max_in_flight: AtomicU64,
 }
@@ -106,6 +107,7 @@ impl Lab {
             deletes: Mutex::new(HashMap::new()),
             profile_state: Mutex::new(HashMap::new()),
             tools_list_calls: AtomicU64::new(0),
+            tools_calls: AtomicU64::new(0),
             tools_list_in_flight: AtomicU64::new(0),
             tools_list_max_in_flight: AtomicU64::new(0),
         });
@@ -208,6 +210,11 @@ impl Lab {
     }
 
     /// `tools/list` requests answered, all profiles.
+    /// `tools/call` requests answered, over all profiles.
+    pub fn tools_calls(&self) -> u64 {
+        self.state.tools_calls.load(Ordering::Relaxed)
+    }
+
     pub fn tools_list_calls(&self) -> u64 {
         self.state.tools_list_calls.load(Ordering::Relaxed)
     }
@@ -465,6 +472,21 @@ async fn handle_post(
             match listing::answer(&b, list_state, cursor) {
                 Ok(result) => rpc_result(&id, result),
                 Err(message) => rpc_error(&id, -32602, message),
+            }
+        }
+        "tools/call" => {
+            state.tools_calls.fetch_add(1, Ordering::Relaxed);
+            let st = ListState {
+                generation: *state.generation.borrow(),
+                instance: match b.instances {
+                    Instances::PinnedDivergent => session.instance,
+                    _ => 0,
+                },
+                hotfix: false,
+            };
+            match listing::call(&b, st, &params) {
+                Ok(result) => rpc_result(&id, result),
+                Err((code, message)) => rpc_error(&id, code, &message),
             }
         }
         _ => rpc_error(&id, -32601, "Method not found"),

@@ -14,7 +14,7 @@ pub mod jsonrpc;
 pub mod session;
 pub mod sse_lines;
 
-pub use error::{McpError, Reason};
+pub use error::{McpError, Reason, truncate};
 pub use http::{HttpTransport, Limits};
 pub use inbox::Inbox;
 pub use session::{Era, ServerInfo, Session};

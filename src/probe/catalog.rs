@@ -4,7 +4,7 @@
 //! connection in kilobytes while still catching a changed `inputSchema` (F13). Fingerprints are
 //! truncated to 53 bits so a list fingerprint is exact as a Prometheus float gauge.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -76,10 +76,24 @@ fn truncate_digest(hasher: Sha256) -> u64 {
     u64::from_be_bytes(eight) & FINGERPRINT_MASK
 }
 
-/// A tool list as name → definition fingerprint.
+/// Whether a tool definition promises to be safe to call from a probe: annotated
+/// `readOnlyHint: true` and not `destructiveHint: true`. Annotations are hints from the server,
+/// so an absent annotation is never read as a promise.
+pub fn read_only_hinted(tool: &Value) -> bool {
+    let hint = |k: &str| {
+        tool.get("annotations")
+            .and_then(|a| a.get(k))
+            .and_then(Value::as_bool)
+    };
+    hint("readOnlyHint") == Some(true) && hint("destructiveHint") != Some(true)
+}
+
+/// A tool list as name → definition fingerprint, plus which tools are hinted read-only.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolSet {
     tools: BTreeMap<String, u64>,
+    /// Names whose definition passed [`read_only_hinted`] (covered by the fingerprint).
+    read_only: BTreeSet<String>,
 }
 
 impl ToolSet {
@@ -90,6 +104,14 @@ impl ToolSet {
     /// Insert a tool; returns false when the name was already present (a duplicate).
     /// The first definition seen wins, as a client that de-duplicates by name would keep it.
     pub fn insert(&mut self, name: String, fingerprint: u64) -> bool {
+        self.insert_tool(name, fingerprint, false)
+    }
+
+    /// [`ToolSet::insert`], recording whether the definition is hinted read-only.
+    pub fn insert_tool(&mut self, name: String, fingerprint: u64, read_only: bool) -> bool {
+        if read_only && !self.tools.contains_key(&name) {
+            self.read_only.insert(name.clone());
+        }
         match self.tools.entry(name) {
             std::collections::btree_map::Entry::Occupied(_) => false,
             std::collections::btree_map::Entry::Vacant(v) => {
@@ -105,6 +127,15 @@ impl ToolSet {
 
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.tools.contains_key(name)
+    }
+
+    /// Whether `name` is listed and hinted read-only (see [`read_only_hinted`]).
+    pub fn is_read_only(&self, name: &str) -> bool {
+        self.read_only.contains(name)
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {

@@ -7,6 +7,7 @@
 //!     audit tick            → walk(audit), diff against the cache, never written into it
 //!     ping tick             → liveness; repeated failure → new session
 //!     404 on any request    → session expired → new session → walk(reconnect)
+//!     probe due (conn. 0)   → side-effect guard → tools/call → judge (after the first walk)
 //! }
 //! ```
 //!
@@ -25,8 +26,10 @@ use tokio::time::{MissedTickBehavior, sleep_until};
 use super::Trigger;
 use super::backoff::Backoff;
 use super::catalog::{Drift, ToolSet};
+use super::functional::{self, Failed};
+use super::status::{ConnState, ConnStatusHandle};
 use super::walker::{self, Pager, WalkReport};
-use crate::config::{ProtocolChoice, TargetConfig};
+use crate::config::{ProbeConfig, ProtocolChoice, TargetConfig};
 use crate::mcp::http::StreamEnd;
 use crate::mcp::{HttpTransport, Inbox, Limits, McpError, Reason, Session};
 use crate::telemetry::ConnMetrics;
@@ -77,6 +80,9 @@ impl<T> OwnedTask<T> {
     }
 }
 
+/// A finished probe run: its index, how long it took, the verdict.
+type ProbeRun = (usize, Duration, Result<(), Failed>);
+
 /// Why a session ended.
 enum SessionEnd {
     Shutdown,
@@ -96,6 +102,9 @@ struct Divergence {
 pub struct Connection {
     config: TargetConfig,
     metrics: Arc<ConnMetrics>,
+    status: ConnStatusHandle,
+    /// The functional probes this connection runs (connection 0 runs the target's probes).
+    probes: Vec<ProbeConfig>,
     transport: Arc<HttpTransport>,
     /// What a correct client holds: changed only by refresh walks.
     cache: Option<ToolSet>,
@@ -142,16 +151,28 @@ async fn timed<T>(
 }
 
 impl Connection {
-    pub fn new(config: TargetConfig, index: u16, metrics: ConnMetrics) -> Result<Self, McpError> {
+    pub fn new(
+        config: TargetConfig,
+        index: u16,
+        metrics: ConnMetrics,
+        status: ConnStatusHandle,
+    ) -> Result<Self, McpError> {
         let headers: Vec<(String, String)> = config
             .headers
             .iter()
             .map(|(k, v)| (k.clone(), v.expose().to_string()))
             .collect();
         let transport = HttpTransport::new(config.url.clone(), &headers, Limits::default())?;
+        let probes = if index == 0 {
+            config.probes.clone()
+        } else {
+            Vec::new()
+        };
         Ok(Connection {
             config,
             metrics: Arc::new(metrics),
+            status,
+            probes,
             transport: Arc::new(transport),
             cache: None,
             server: None,
@@ -197,6 +218,8 @@ impl Connection {
                     } else {
                         Trigger::Reconnect
                     };
+                    self.status
+                        .session_opened(session.era(), session.info(), trigger);
                     self.sessions += 1;
                     backoff.reset();
                     let responder = spawn_responder(session.clone(), requests);
@@ -205,6 +228,9 @@ impl Connection {
                         .await;
                     drop(responder);
                     self.metrics.session_closed();
+                    if !self.probes.is_empty() {
+                        self.metrics.target().probes_down();
+                    }
                     if matches!(end, SessionEnd::Shutdown) {
                         session.close().await;
                     }
@@ -212,6 +238,8 @@ impl Connection {
                 }
                 Err(e) => {
                     self.metrics.session_failed(e.reason);
+                    self.status
+                        .session_ended("session_failed", format!("{}: {}", e.reason, e.detail));
                     SessionEnd::Dead(e)
                 }
             };
@@ -219,6 +247,10 @@ impl Connection {
                 SessionEnd::Shutdown => return,
                 SessionEnd::Expired => {
                     self.metrics.session_expired();
+                    self.status.session_ended(
+                        "session_expired",
+                        "HTTP 404 on the session id; opening a new session",
+                    );
                     tracing::info!(target = %self.config.name, connection = self.index, "session expired; re-initializing");
                     // Re-initialize at once, but an expiry storm still backs off.
                     if backoff.attempts() == 0 {
@@ -230,6 +262,10 @@ impl Connection {
                 }
                 SessionEnd::Dead(e) => {
                     let d = backoff.next_delay();
+                    self.status.session_ended(
+                        "session_closed",
+                        format!("{}: {}; retry in {d:?}", e.reason, e.detail),
+                    );
                     tracing::warn!(target = %self.config.name, connection = self.index, reason = %e.reason, error = %e.detail, retry_in = ?d, "session failed");
                     d
                 }
@@ -258,10 +294,15 @@ impl Connection {
         match session.open_stream().await {
             Ok(Some(s)) => {
                 self.metrics.stream(true);
+                self.status.stream(true, "GET stream open");
                 let inbox = inbox.clone();
                 stream = Some(OwnedTask::spawn(async move { s.run(&inbox).await }));
             }
-            Ok(None) => self.metrics.stream(false),
+            Ok(None) => {
+                self.metrics.stream(false);
+                self.status
+                    .event("stream_lost", "server offers no GET stream (405)");
+            }
             Err(e) if e.reason == Reason::SessionExpired => return SessionEnd::Expired,
             Err(e) => {
                 tracing::debug!(target = %self.config.name, reason = %e.reason, "notification stream did not open");
@@ -278,6 +319,9 @@ impl Connection {
         let mut ping: Slot<Result<Duration, McpError>> = None;
         let mut ping_failures = 0u32;
         let mut seen_notifications = inbox.list_changed_count();
+        let mut probe_due: Vec<tokio::time::Instant> =
+            vec![tokio::time::Instant::now(); self.probes.len()];
+        let mut probe: Slot<ProbeRun> = None;
 
         let start = tokio::time::Instant::now();
         let mut ping_tick =
@@ -306,6 +350,10 @@ impl Connection {
                     walk = Some(self.start_walk(session, trigger));
                 }
             }
+            // Probes start once a complete listing tells the guard what the tools are.
+            let probe_at = (probe.is_none() && self.server.is_some())
+                .then(|| probe_due.iter().min().copied())
+                .flatten();
             let grace_at = self
                 .divergence
                 .as_ref()
@@ -316,6 +364,7 @@ impl Connection {
                 _ = inbox.list_changed() => {
                     let now = inbox.list_changed_count();
                     self.metrics.list_changed(now - seen_notifications);
+                    self.status.list_changed(now - seen_notifications);
                     seen_notifications = now;
                     // Coalesce: whatever walk is pending covers this notification too.
                     pending.get_or_insert(Trigger::Notification);
@@ -357,10 +406,13 @@ impl Connection {
                             ping_failures = 0;
                             self.metrics.ping(Ok(d));
                             self.metrics.set_up(true);
+                            self.status.state(ConnState::Up);
                         }
                         Err(e) => {
                             self.metrics.ping(Err(()));
                             self.metrics.set_up(false);
+                            self.status.state(ConnState::Unresponsive);
+                            self.status.event("ping_failed", format!("{}: {}", e.reason, e.detail));
                             if e.reason == Reason::SessionExpired {
                                 return SessionEnd::Expired;
                             }
@@ -375,6 +427,8 @@ impl Connection {
                     stream = None;
                     self.metrics.stream(false);
                     let end = end.unwrap_or(StreamEnd { error: None, retry: None });
+                    let why = end.error.as_ref().map_or("stream ended".to_string(), |e| format!("{}: {}", e.reason, e.detail));
+                    self.status.stream(false, &why);
                     if let Some(e) = &end.error {
                         if e.reason == Reason::SessionExpired {
                             return SessionEnd::Expired;
@@ -398,6 +452,7 @@ impl Connection {
                     match r {
                         Ok(Some(s)) => {
                             self.metrics.stream(true);
+                            self.status.stream(true, "GET stream re-opened; re-listing for changes missed in the gap");
                             if stream_reopening {
                                 self.metrics.stream_reconnected();
                             }
@@ -415,6 +470,20 @@ impl Connection {
                     }
                 }
                 _ = sleep_opt(grace_at) => self.grace_expired(inbox.list_changed_count()),
+                _ = sleep_opt(probe_at) => {
+                    let now = tokio::time::Instant::now();
+                    let Some(i) = (0..probe_due.len()).min_by_key(|i| probe_due[*i]) else { continue };
+                    let p = self.probes[i].clone();
+                    probe_due[i] = now + p.interval;
+                    match self.server.as_ref().map(|s| functional::guard(&p, s)) {
+                        Some(Err(refused)) => self.probe_done(i, Duration::ZERO, Err(refused)),
+                        _ => probe = Some(self.start_probe(session, i, p)),
+                    }
+                }
+                (i, elapsed, verdict) = poll_slot(&mut probe) => {
+                    probe = None;
+                    self.probe_done(i, elapsed, verdict);
+                }
             }
         }
     }
@@ -425,6 +494,7 @@ impl Connection {
         trigger: Trigger,
     ) -> Pin<Box<dyn Future<Output = (Trigger, WalkReport, Duration)> + Send>> {
         self.metrics.walk_started(trigger);
+        self.status.walk_started(trigger);
         let mut pager = SessionPager {
             session: session.clone(),
             metrics: self.metrics.clone(),
@@ -447,6 +517,11 @@ impl Connection {
         notifications: u64,
     ) -> bool {
         self.metrics.walk_finished(trigger, &report, elapsed);
+        let outcome = match &report.result {
+            Ok(w) => Ok((w.pages, w.tools.len())),
+            Err(e) => Err((report.requests, e.to_string())),
+        };
+        self.status.walk_finished(trigger, outcome, elapsed);
         let walk = match report.result {
             Ok(w) => w,
             Err(e) => {
@@ -465,6 +540,7 @@ impl Connection {
             }
             self.metrics.cache_view(&walk.tools);
             self.metrics.cache_refresh(trigger, true);
+            self.status.cache_replaced(trigger, &walk.tools);
             self.cache = Some(walk.tools.clone());
         } else {
             self.metrics.consistency_check(true);
@@ -472,12 +548,47 @@ impl Connection {
         self.server = Some(walk.tools);
         let drift = self.drift();
         self.metrics.drift(&drift);
+        self.status.drift(&drift);
         if drift.is_empty() {
             self.divergence = None;
         } else if trigger == Trigger::Audit && !notified_meanwhile {
             self.diverged(&drift, notifications);
         }
         true
+    }
+
+    fn start_probe(
+        &self,
+        session: &Arc<Session>,
+        index: usize,
+        p: ProbeConfig,
+    ) -> Pin<Box<dyn Future<Output = ProbeRun> + Send>> {
+        let s = session.clone();
+        let m = self.metrics.clone();
+        Box::pin(async move {
+            let t = Instant::now();
+            let call = timed(
+                &m,
+                "tools/call",
+                s.request("tools/call", Some(functional::call_params(&p))),
+            );
+            let answer = tokio::time::timeout(p.timeout, call).await;
+            let verdict = functional::judge(answer, &p.expect, p.timeout);
+            (index, t.elapsed(), verdict)
+        })
+    }
+
+    fn probe_done(&self, index: usize, elapsed: Duration, verdict: Result<(), Failed>) {
+        if let Err((reason, detail)) = &verdict {
+            tracing::warn!(target = %self.config.name, tool = %self.probes[index].tool, reason = reason.as_str(), error = %detail, "functional probe failed");
+        }
+        self.metrics.target().probe_result(
+            index,
+            elapsed,
+            verdict.as_ref().map(|_| ()).map_err(|(r, _)| r.as_str()),
+        );
+        self.status
+            .probe(index, elapsed, verdict.map_err(|(r, d)| (r.as_str(), d)));
     }
 
     fn drift(&self) -> Drift {
@@ -522,6 +633,13 @@ impl Connection {
         }
         d.counted = true;
         self.metrics.unannounced_change();
+        self.status.event(
+            "unannounced_change",
+            format!(
+                "the server's list changed and no list_changed arrived within {}",
+                humantime::format_duration(self.config.notification_grace)
+            ),
+        );
         tracing::warn!(target = %self.config.name, "server list changed without list_changed within notification_grace");
     }
 }

@@ -3,12 +3,17 @@
 //!
 //! - [`walker`] follows cursors with caps and guards and yields fingerprints;
 //! - [`catalog`] holds fingerprints and the cache-vs-server diff;
-//! - [`connection`] is the per-connection state machine (session, stream, walks, audit, ping);
+//! - [`connection`] is the per-connection state machine (session, stream, walks, audit, ping,
+//!   functional probes);
+//! - [`functional`] judges `tools/call` probes and guards against side effects;
+//! - [`status`] keeps what the status page shows: state, drift by name, a bounded timeline;
 //! - [`supervisor`] owns the connection tasks and applies config diffs.
 
 pub mod backoff;
 pub mod catalog;
 pub mod connection;
+pub mod functional;
+pub mod status;
 pub mod supervisor;
 mod trigger;
 pub mod walker;

@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::connection::Connection;
+use super::status::StatusBoard;
 use crate::config::{Config, TargetConfig};
 use crate::telemetry::Telemetry;
 
@@ -35,6 +36,7 @@ pub struct Applied {
 
 pub struct Supervisor {
     telemetry: Arc<Telemetry>,
+    status: Arc<StatusBoard>,
     running: BTreeMap<String, Running>,
 }
 
@@ -42,8 +44,14 @@ impl Supervisor {
     pub fn new(telemetry: Arc<Telemetry>) -> Self {
         Supervisor {
             telemetry,
+            status: Arc::new(StatusBoard::default()),
             running: BTreeMap::new(),
         }
+    }
+
+    /// What the status page reads.
+    pub fn status(&self) -> Arc<StatusBoard> {
+        self.status.clone()
     }
 
     /// Make the running set match `config`.
@@ -85,11 +93,18 @@ impl Supervisor {
     }
 
     fn start(&mut self, t: &TargetConfig) {
-        let metrics = self.telemetry.add_target(&t.name, t.connections);
+        let probes: Vec<String> = t.probes.iter().map(|p| p.tool.clone()).collect();
+        let metrics = self.telemetry.add_target(&t.name, t.connections, &probes);
+        let status = self.status.add(t);
         let (tx, rx) = watch::channel(false);
         let mut tasks = Vec::with_capacity(t.connections as usize);
         for index in 0..t.connections {
-            match Connection::new(t.clone(), index, metrics.connection(index)) {
+            match Connection::new(
+                t.clone(),
+                index,
+                metrics.connection(index),
+                status.connection(index),
+            ) {
                 Ok(conn) => tasks.push(tokio::spawn(conn.run(rx.clone()))),
                 Err(e) => tracing::error!(target = %t.name, error = %e, "cannot build HTTP client"),
             }
@@ -107,6 +122,7 @@ impl Supervisor {
     fn stop(&mut self, name: &str) {
         if let Some(r) = self.running.remove(name) {
             self.telemetry.remove_target(name);
+            self.status.remove(name);
             let _ = r.shutdown.send(true);
             tokio::spawn(join_or_abort(r.tasks));
         }
@@ -117,6 +133,7 @@ impl Supervisor {
         let mut all = Vec::new();
         for (name, r) in std::mem::take(&mut self.running) {
             self.telemetry.remove_target(&name);
+            self.status.remove(&name);
             let _ = r.shutdown.send(true);
             all.extend(r.tasks);
         }

@@ -13,7 +13,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::catalog::{ToolSet, tool_fingerprint};
+use super::catalog::{ToolSet, read_only_hinted, tool_fingerprint};
 use crate::mcp::{McpError, Reason};
 
 /// Hard cap on tools in one walk, whatever `max_pages` allows: bounds memory per connection.
@@ -149,8 +149,8 @@ pub async fn walk<P: Pager>(pager: &mut P, max_pages: u32) -> WalkReport {
                 );
             }
         };
-        for (name, fp) in parsed.tools {
-            if !tools.insert(name, fp) {
+        for (name, fp, read_only) in parsed.tools {
+            if !tools.insert_tool(name, fp, read_only) {
                 duplicates += 1;
             }
         }
@@ -184,7 +184,7 @@ pub async fn walk<P: Pager>(pager: &mut P, max_pages: u32) -> WalkReport {
 }
 
 struct Page {
-    tools: Vec<(String, u64)>,
+    tools: Vec<(String, u64, bool)>,
     next_cursor: Option<String>,
 }
 
@@ -201,7 +201,11 @@ fn parse_page(result: &Value) -> Result<Page, McpError> {
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| bad("a tool without a string name"))?;
-        tools.push((name.to_string(), tool_fingerprint(tool)));
+        tools.push((
+            name.to_string(),
+            tool_fingerprint(tool),
+            read_only_hinted(tool),
+        ));
     }
     let next_cursor = match result.get("nextCursor") {
         None | Some(Value::Null) => None,

@@ -43,6 +43,8 @@ macro_rules! metrics_catalog {
 metrics_catalog! {
     UP = "mcp_probe_up", Gauge, ["target"],
         "1 when at least one connection of the target has a working session whose last liveness check passed.";
+    READY = "mcp_probe_ready", Gauge, ["target"],
+        "1 when a connection is up, its last tools/list walk completed, and every functional probe of the target passed its last run.";
     CONNECTION_UP = "mcp_probe_connection_up", Gauge, ["target", "connection"],
         "1 when this connection has a working session whose last liveness check passed.";
     SESSION_INFO = "mcp_probe_session_info", Gauge, ["target", "connection", "era", "protocol_version", "server_name", "server_version"],
@@ -109,6 +111,12 @@ metrics_catalog! {
         "Cache refreshes that failed, by trigger.";
     LAST_REFRESH = "mcp_probe_cache_last_refresh_timestamp_seconds", Gauge, ["target", "connection"],
         "Unix time of the last completed cache refresh.";
+    TOOL_PROBE_SUCCESS = "mcp_probe_tool_probe_success", Gauge, ["target", "tool"],
+        "1 when the last run of the functional probe (tools/call) of this tool passed; 0 after a failure, a skip, or while the session is down.";
+    TOOL_PROBE_DURATION = "mcp_probe_tool_probe_duration_seconds", Gauge, ["target", "tool"],
+        "Duration of the last run of the functional probe of this tool, in seconds.";
+    TOOL_PROBE_FAILURES = "mcp_probe_tool_probe_failures_total", Counter, ["target", "tool", "reason"],
+        "Functional probe runs that failed or were skipped, by reason (timeout, transport, protocol_error, unknown_tool, tool_error, expectation, auth, side_effect_guard).";
     BUILD_INFO = "mcp_exporter_build_info", Gauge, ["version", "revision"],
         "Always 1; labels name the running build.";
     RELOAD_OK = "mcp_exporter_config_last_reload_successful", Gauge, [],

@@ -117,6 +117,11 @@ impl ConnMetrics {
         }
     }
 
+    /// The target's series (probes, readiness).
+    pub fn target(&self) -> &TargetMetrics {
+        &self.target
+    }
+
     fn labels(&self, extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
         let mut l = vec![
             ("target", self.target.name.clone()),
@@ -171,6 +176,7 @@ impl ConnMetrics {
     /// The session is gone (failure, expiry or shutdown).
     pub fn session_closed(&self) {
         self.target.set_info(self.index, None);
+        self.target.set_walk_ok(self.index, false);
         self.stream(false);
         self.set_up(false);
     }
@@ -219,6 +225,7 @@ impl ConnMetrics {
     /// A walk ended; records its anomalies and, when it completed, the server view.
     pub fn walk_finished(&self, trigger: Trigger, report: &WalkReport, elapsed: Duration) {
         self.duplicate_tools.increment(u64::from(report.duplicates));
+        self.target.set_walk_ok(self.index, report.result.is_ok());
         match &report.result {
             Ok(walk) => {
                 self.walk_duration.record(elapsed.as_secs_f64());

@@ -14,6 +14,7 @@ mod samples;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Duration;
 
 use metrics::{Gauge, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusRecorder};
@@ -95,10 +96,16 @@ impl Telemetry {
     }
 
     /// Series for a target; replaces any earlier series of the same name.
-    pub fn add_target(&self, name: &str, connections: u16) -> Arc<TargetMetrics> {
+    pub fn add_target(
+        &self,
+        name: &str,
+        connections: u16,
+        probes: &[String],
+    ) -> Arc<TargetMetrics> {
         let t = Arc::new(TargetMetrics::new(
             name,
             connections,
+            probes,
             self.otel.get().cloned(),
         ));
         self.targets
@@ -156,12 +163,48 @@ impl Telemetry {
     }
 }
 
+/// The series of one functional probe.
+struct ProbeMetrics {
+    tool: String,
+    success: Gauge,
+    duration: Gauge,
+    ok: AtomicBool,
+}
+
+impl ProbeMetrics {
+    fn new(recorder: &PrometheusRecorder, target: &str, tool: &str) -> Self {
+        let labels = [("target", target.to_string()), ("tool", tool.to_string())];
+        let success =
+            recorder.register_gauge(&key(catalog::TOOL_PROBE_SUCCESS, &labels), &METADATA);
+        success.set(0.0);
+        let duration =
+            recorder.register_gauge(&key(catalog::TOOL_PROBE_DURATION, &labels), &METADATA);
+        duration.set(0.0);
+        ProbeMetrics {
+            tool: tool.to_string(),
+            success,
+            duration,
+            ok: AtomicBool::new(false),
+        }
+    }
+
+    fn set_ok(&self, ok: bool) {
+        self.ok.store(ok, Ordering::Relaxed);
+        self.success.set(if ok { 1.0 } else { 0.0 });
+    }
+}
+
 /// The series of one target.
 pub struct TargetMetrics {
     name: String,
     recorder: PrometheusRecorder,
     up: Gauge,
+    ready: Gauge,
     conn_up: Vec<AtomicBool>,
+    /// Per connection: the last walk (any trigger) completed.
+    walk_ok: Vec<AtomicBool>,
+    /// Per configured probe, in config order.
+    probes: Vec<ProbeMetrics>,
     /// `session_info` per connection, in a recorder of its own so that a new session with other
     /// label values replaces the old series instead of leaving it behind.
     info: Mutex<BTreeMap<u16, PrometheusRecorder>>,
@@ -169,18 +212,34 @@ pub struct TargetMetrics {
 }
 
 impl TargetMetrics {
-    fn new(name: &str, connections: u16, otel: Option<otlp::OtelHistograms>) -> Self {
+    fn new(
+        name: &str,
+        connections: u16,
+        probes: &[String],
+        otel: Option<otlp::OtelHistograms>,
+    ) -> Self {
         let recorder = new_recorder();
-        let up = recorder.register_gauge(
-            &key(catalog::UP, &[("target", name.to_string())]),
-            &METADATA,
-        );
-        up.set(0.0);
+        let gauge = |metric| {
+            let g =
+                recorder.register_gauge(&key(metric, &[("target", name.to_string())]), &METADATA);
+            g.set(0.0);
+            g
+        };
+        let up = gauge(catalog::UP);
+        let ready = gauge(catalog::READY);
+        let probes = probes
+            .iter()
+            .map(|tool| ProbeMetrics::new(&recorder, name, tool))
+            .collect();
+        let flags = || (0..connections).map(|_| AtomicBool::new(false)).collect();
         TargetMetrics {
             name: name.to_string(),
             recorder,
             up,
-            conn_up: (0..connections).map(|_| AtomicBool::new(false)).collect(),
+            ready,
+            conn_up: flags(),
+            walk_ok: flags(),
+            probes,
             info: Mutex::new(BTreeMap::new()),
             otel,
         }
@@ -210,6 +269,58 @@ impl TargetMetrics {
         }
         let any = self.conn_up.iter().any(|b| b.load(Ordering::Relaxed));
         self.up.set(if any { 1.0 } else { 0.0 });
+        self.update_ready();
+    }
+
+    fn set_walk_ok(&self, index: u16, ok: bool) {
+        if let Some(b) = self.walk_ok.get(index as usize) {
+            b.store(ok, Ordering::Relaxed);
+        }
+        self.update_ready();
+    }
+
+    /// `ready` = some connection is up with a complete last walk, and every probe passes.
+    fn update_ready(&self) {
+        let conn = self
+            .conn_up
+            .iter()
+            .zip(&self.walk_ok)
+            .any(|(up, walk)| up.load(Ordering::Relaxed) && walk.load(Ordering::Relaxed));
+        let probes = self.probes.iter().all(|p| p.ok.load(Ordering::Relaxed));
+        self.ready.set(if conn && probes { 1.0 } else { 0.0 });
+    }
+
+    /// Record a run of the probe at `index` (config order): `Ok(())` or the failure reason.
+    pub fn probe_result(&self, index: usize, elapsed: Duration, result: Result<(), &'static str>) {
+        let Some(p) = self.probes.get(index) else {
+            return;
+        };
+        p.duration.set(elapsed.as_secs_f64());
+        p.set_ok(result.is_ok());
+        if let Err(reason) = result {
+            self.recorder
+                .register_counter(
+                    &key(
+                        catalog::TOOL_PROBE_FAILURES,
+                        &[
+                            ("target", self.name.clone()),
+                            ("tool", p.tool.clone()),
+                            ("reason", reason.to_string()),
+                        ],
+                    ),
+                    &METADATA,
+                )
+                .increment(1);
+        }
+        self.update_ready();
+    }
+
+    /// The session that runs the probes is gone: none of them is passing now.
+    pub fn probes_down(&self) {
+        for p in &self.probes {
+            p.set_ok(false);
+        }
+        self.update_ready();
     }
 
     fn set_info(&self, index: u16, labels: Option<Vec<(&'static str, String)>>) {

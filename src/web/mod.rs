@@ -1,9 +1,12 @@
-//! The exporter's own HTTP surface: `/metrics`, the landing page, health, readiness and reload.
+//! The exporter's own HTTP surface: `/metrics`, the status page (`/`, `/status.json`), health,
+//! readiness and reload.
 //!
 //! Routes only read snapshots; they never reach into connection state. No route makes the
 //! exporter connect anywhere: targets come from the configuration file only.
 
-use std::sync::{Arc, RwLock};
+mod page;
+
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
@@ -12,15 +15,8 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::probe::status::StatusBoard;
 use crate::telemetry::Telemetry;
-
-/// What the landing page shows of a target (URL already redacted).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TargetSummary {
-    pub name: String,
-    pub url: String,
-    pub connections: u16,
-}
 
 /// A reload request and where to send its outcome.
 pub type ReloadRequest = oneshot::Sender<Result<(), String>>;
@@ -29,12 +25,13 @@ pub type ReloadRequest = oneshot::Sender<Result<(), String>>;
 pub struct WebState {
     pub telemetry: Arc<Telemetry>,
     pub reload: mpsc::Sender<ReloadRequest>,
-    pub targets: Arc<RwLock<Vec<TargetSummary>>>,
+    pub status: Arc<StatusBoard>,
 }
 
 pub fn router(state: WebState) -> Router {
     Router::new()
-        .route("/", get(landing))
+        .route("/", get(status_page))
+        .route("/status.json", get(status_json))
         .route("/metrics", get(metrics))
         .route("/-/healthy", get(|| async { "Healthy\n" }))
         .route("/-/ready", get(|| async { "Ready\n" }))
@@ -70,29 +67,10 @@ async fn reload(State(s): State<WebState>) -> Response {
     }
 }
 
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+async fn status_page(State(s): State<WebState>) -> Html<String> {
+    Html(page::render(&s.status.snapshot()))
 }
 
-async fn landing(State(s): State<WebState>) -> Html<String> {
-    let targets = s.targets.read().expect("targets lock").clone();
-    let mut rows = String::new();
-    for t in &targets {
-        rows.push_str(&format!(
-            "<tr><td>{}</td><td><code>{}</code></td><td>{}</td></tr>\n",
-            escape(&t.name),
-            escape(&t.url),
-            t.connections
-        ));
-    }
-    Html(format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>MCP Exporter</title></head><body>\n\
-         <h1>MCP Exporter</h1>\n<p>Version {}. <a href=\"/metrics\">Metrics</a></p>\n\
-         <h2>Targets</h2>\n<table border=\"1\" cellpadding=\"4\"><tr><th>Target</th><th>URL</th><th>Connections</th></tr>\n{rows}</table>\n\
-         </body></html>\n",
-        env!("CARGO_PKG_VERSION")
-    ))
+async fn status_json(State(s): State<WebState>) -> Response {
+    axum::Json(s.status.snapshot()).into_response()
 }
