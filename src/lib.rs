@@ -13,6 +13,8 @@
 
 /// The daemon: startup, reload, signals, shutdown.
 pub mod app;
+/// `mcp_exporter check URL`: one pass of the probe's client against one server, as a CI verdict.
+pub mod check;
 /// YAML configuration: strict parsing, defaults, `${VAR}` expansion, precise errors.
 pub mod config;
 /// The fault-injecting MCP server behind `--demo` and the tests.

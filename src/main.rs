@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use mcp_exporter::app::{self, Options, Source};
+use mcp_exporter::check;
 use mcp_exporter::config::{self, Config, Secret};
 use mcp_exporter::lab::scenarios;
 use mcp_exporter::logging::{self, Format};
@@ -68,6 +69,43 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:10118")]
         listen: String,
     },
+    /// Check one MCP server once, as a correct client would use it, and exit 0 (fine, warnings
+    /// allowed), 1 (a client would hit a problem) or 2 (could not check). See docs/check.md.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    /// Header sent with every request, 'Name: value' (repeatable); ${VAR} in the value is read
+    /// from the environment. Values are never printed.
+    #[arg(long = "header", value_name = "HEADER")]
+    headers: Vec<String>,
+    /// Deadline of each request.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Protocol version to offer in initialize (default: the newest this client speaks).
+    #[arg(long = "protocol-version", value_name = "VERSION")]
+    protocol_version: Option<String>,
+    /// Most tools/list pages one walk may take.
+    #[arg(long = "max-pages", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    max_pages: u32,
+    /// After the walks, keep the session this long waiting for notifications/tools/list_changed.
+    #[arg(long = "listen-for", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    listen_for: Option<Duration>,
+    /// Call this tool with tools/call (only if annotated read-only, see --allow-side-effects).
+    #[arg(long, value_name = "TOOL")]
+    call: Option<String>,
+    /// Arguments of --call, a JSON object.
+    #[arg(long, default_value = "{}", requires = "call")]
+    arguments: String,
+    /// Call the --call tool even when it is not annotated readOnlyHint: true.
+    #[arg(long = "allow-side-effects", requires = "call")]
+    allow_side_effects: bool,
+    /// Report format.
+    #[arg(long, value_enum, default_value = "text")]
+    format: check::report::Format,
+    /// The MCP endpoint, e.g. https://kb.example.com/mcp (credentials in it are never printed).
+    url: String,
 }
 
 fn main() -> ExitCode {
@@ -89,6 +127,9 @@ fn main() -> ExitCode {
         };
     }
     logging::init(&cli.log_level, cli.log_format);
+    if let Some(Command::Check(args)) = cli.command {
+        return run_check(args);
+    }
     if let Some(Command::Lab {
         list,
         scenario,
@@ -140,6 +181,59 @@ fn headers(flag: &str, raw: &[String]) -> Result<Vec<(String, Secret)>, String> 
     raw.iter()
         .map(|h| config::header_flag(h).map_err(|why| format!("{flag}: {why}")))
         .collect()
+}
+
+/// `mcp_exporter check`: arguments that cannot be used exit 2 before any request is sent.
+fn run_check(args: CheckArgs) -> ExitCode {
+    let options = match check_options(args.url.trim(), &args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("mcp_exporter check: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = runtime.block_on(check::run(&options));
+    print!("{}", check::report::render(&report, args.format));
+    ExitCode::from(report.exit_code())
+}
+
+fn check_options(url: &str, args: &CheckArgs) -> Result<check::Options, String> {
+    // Parsed here, not by clap: clap's error would echo the URL, credentials included.
+    let url = url::Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .ok_or("URL: not an absolute http:// or https:// URL")?;
+    let call = match &args.call {
+        None => None,
+        Some(tool) => Some(check::Call {
+            tool: tool.clone(),
+            arguments: check::parse_arguments(&args.arguments)?,
+            allow_side_effects: args.allow_side_effects,
+        }),
+    };
+    Ok(check::Options {
+        url,
+        headers: headers("--header", &args.headers)?,
+        timeout: args.timeout,
+        protocol_version: args
+            .protocol_version
+            .as_deref()
+            .map(check::parse_protocol_version)
+            .transpose()?,
+        max_pages: args.max_pages,
+        listen_for: args.listen_for,
+        call,
+    })
 }
 
 /// Run a daemon future on a multi-threaded runtime; its error is logged and printed.
