@@ -434,7 +434,7 @@ impl Checker<'_> {
                 "tool_names",
                 format!(
                     "{} name(s) follow the spec's rules (1-128 of A-Z a-z 0-9 _ - .)",
-                    first.served().count()
+                    first.distinct_names()
                 ),
             );
         } else {
@@ -729,6 +729,12 @@ impl Recorded {
         }
     }
 
+    fn distinct_names(&self) -> usize {
+        let names: std::collections::HashSet<&str> =
+            self.served().map(|(n, _)| n.as_str()).collect();
+        names.len()
+    }
+
     fn duplicate_names(&self) -> Vec<String> {
         let mut seen = std::collections::HashSet::new();
         let mut dups: Vec<String> = Vec::new();
@@ -755,18 +761,18 @@ impl Recorded {
 fn compare(first: &Recorded, second: &Recorded, notified: bool) -> (Status, String) {
     let a: Vec<&(String, u64)> = first.served().collect();
     let b: Vec<&(String, u64)> = second.served().collect();
+    let (Ok(w1), Ok(w2)) = (&first.report.result, &second.report.result) else {
+        unreachable!("compared walks are complete")
+    };
     if a == b {
         return (
             Status::Pass,
             format!(
                 "second walk: the same {} tools in the same order with the same definitions",
-                a.len()
+                w1.tools.len()
             ),
         );
     }
-    let (Ok(w1), Ok(w2)) = (&first.report.result, &second.report.result) else {
-        unreachable!("compared walks are complete")
-    };
     let drift = ToolSet::diff(&w2.tools, &w1.tools);
     if drift.is_empty() {
         let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(0);

@@ -1,0 +1,499 @@
+//! `mcp_exporter check URL`, run as the real binary against the lab's scenarios and against an
+//! rmcp server: exit codes, the rows that name each problem, the JSON schema, and secrets that
+//! never reach the output.
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::{DEADLINE, free_port};
+use mcp_exporter::lab::{Lab, scenarios};
+use serde_json::Value;
+
+/// What one run printed and how it ended.
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    fn from(out: Output) -> Run {
+        Run {
+            code: out.status.code().expect("exited, not killed"),
+            stdout: String::from_utf8(out.stdout).expect("UTF-8 stdout"),
+            stderr: String::from_utf8(out.stderr).expect("UTF-8 stderr"),
+        }
+    }
+
+    /// The detail of the row `STATUS  id  detail`, if the report has that row.
+    fn row(&self, status: &str, id: &str) -> Option<&str> {
+        self.stdout.lines().find_map(|l| {
+            let mut parts = l.splitn(2, char::is_whitespace);
+            (parts.next()? == status)
+                .then(|| parts.next())?
+                .map(str::trim_start)
+                .and_then(|rest| rest.strip_prefix(id))
+                .filter(|d| d.starts_with(' '))
+                .map(str::trim_start)
+        })
+    }
+
+    /// Like [`Run::row`], failing the test with the whole report when the row is missing.
+    fn expect(&self, status: &str, id: &str) -> &str {
+        self.row(status, id).unwrap_or_else(|| {
+            panic!(
+                "no {status} {id} row (exit {})\n{}\n{}",
+                self.code, self.stdout, self.stderr
+            )
+        })
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}\n{}", self.stdout))
+    }
+}
+
+fn command(args: &[String], envs: &[(&str, &str)]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"));
+    cmd.arg("check")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// Run `mcp_exporter check ARGS` to completion (off the runtime, so the lab keeps serving).
+async fn check(args: &[&str], envs: &[(&str, &str)]) -> Run {
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    let envs: Vec<(String, String)> = envs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    tokio::task::spawn_blocking(move || {
+        let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (&**k, &**v)).collect();
+        Run::from(command(&args, &envs).output().expect("check runs"))
+    })
+    .await
+    .expect("check thread")
+}
+
+/// A lab serving the named scenarios' behaviours, each at `/<name>/mcp`, without churn.
+async fn lab(names: &[&str]) -> Lab {
+    let profiles = names
+        .iter()
+        .map(|n| {
+            let s = scenarios::find(n).unwrap_or_else(|| panic!("no scenario {n}"));
+            (n.to_string(), s.behaviour)
+        })
+        .collect();
+    Lab::start("127.0.0.1:0".parse().unwrap(), profiles)
+        .await
+        .expect("lab starts")
+}
+
+fn url(lab: &Lab, profile: &str) -> String {
+    lab.url(profile).to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_healthy_server_passes_with_two_pages_and_fourteen_tools() {
+    let lab = lab(&["healthy"]).await;
+    let run = check(&[&url(&lab, "healthy")], &[]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.expect("PASS", "tools_list")
+            .starts_with("2 page(s) (8 + 6), 14 tools"),
+        "{}",
+        run.stdout
+    );
+    for id in [
+        "initialize",
+        "protocol_version",
+        "capabilities",
+        "notification_stream",
+        "duplicates",
+        "tool_names",
+        "stable_listing",
+        "ping",
+    ] {
+        run.expect("PASS", id);
+    }
+    assert!(
+        !run.stdout.contains("FAIL") && !run.stdout.contains("WARN"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("result: pass, exit 0"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_pagination_and_duplicates_exit_1_naming_the_problem() {
+    let lab = lab(&[
+        "repeated-cursor",
+        "endless-cursors",
+        "offset-cursor-churn",
+        "cursor-rejected",
+    ])
+    .await;
+    let cases = [
+        ("repeated-cursor", "tools_list", "repeated cursor"),
+        (
+            "endless-cursors",
+            "tools_list",
+            "loop cap: still a nextCursor after 5 pages",
+        ),
+        ("offset-cursor-churn", "duplicates", "listed more than once"),
+        ("cursor-rejected", "tools_list", "cursor error on page 2"),
+    ];
+    for (profile, id, says) in cases {
+        let run = check(&["--max-pages", "5", &url(&lab, profile)], &[]).await;
+        assert_eq!(run.code, 1, "{profile}\n{}\n{}", run.stdout, run.stderr);
+        let detail = run.expect("FAIL", id);
+        assert!(detail.contains(says), "{profile}: {detail}");
+        assert!(
+            run.stdout.contains("result: fail, exit 1"),
+            "{}",
+            run.stdout
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changed_without_a_get_stream_is_a_warning() {
+    let lab = lab(&["no-get-stream"]).await;
+    let run = check(&[&url(&lab, "no-get-stream")], &[]).await;
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let detail = run.expect("WARN", "notification_stream");
+    assert!(detail.contains("405") && detail.contains("F3"), "{detail}");
+    assert!(
+        run.stdout.contains("result: pass with warnings, exit 0"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_server_exits_2() {
+    let port = free_port();
+    let run = check(
+        &["--timeout", "5s", &format!("http://127.0.0.1:{port}/mcp")],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.expect("ERROR", "initialize").contains("connect"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unusable_arguments_exit_2_before_any_request() {
+    let lab = lab(&["healthy"]).await;
+    let target = url(&lab, "healthy");
+    for args in [
+        vec!["--header", "Bad Name: hunter2-value", &target],
+        vec!["--header", "X-Token: ${CHECK_TEST_UNSET_VARIABLE}", &target],
+        vec![
+            "--call",
+            "kb_stats",
+            "--arguments",
+            "[\"hunter2-value\"]",
+            &target,
+        ],
+        vec!["--protocol-version", "1999-01-01", &target],
+        vec!["not a url with hunter2-value"],
+    ] {
+        let run = check(&args, &[]).await;
+        assert_eq!(run.code, 2, "{args:?}\n{}\n{}", run.stdout, run.stderr);
+        assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+    }
+    assert_eq!(lab.initializes("healthy"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn call_runs_read_only_tools_and_the_guard_refuses_the_others() {
+    let lab = lab(&["healthy"]).await;
+    let target = url(&lab, "healthy");
+
+    let run = check(&["--call", "kb_stats", &target], &[]).await;
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(run.expect("PASS", "call").starts_with("kb_stats answered"));
+    assert_eq!(lab.tools_calls(), 1);
+
+    let run = check(&["--call", "kb_write_document", &target], &[]).await;
+    assert_eq!(run.code, 2, "{}", run.stdout);
+    let detail = run.expect("ERROR", "call");
+    assert!(
+        detail.starts_with("side_effect_guard") && detail.contains("--allow-side-effects"),
+        "{detail}"
+    );
+    assert_eq!(lab.tools_calls(), 1, "the guard let a write through");
+
+    let run = check(
+        &[
+            "--call",
+            "kb_write_document",
+            "--arguments",
+            r#"{"document_id": "d1", "body": "x"}"#,
+            "--allow-side-effects",
+            &target,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    run.expect("PASS", "call");
+    assert_eq!(lab.tools_calls(), 2);
+
+    let run = check(&["--call", "search_v9", &target], &[]).await;
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.expect("FAIL", "call").starts_with("unknown_tool"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_for_sees_list_changed_and_reports_the_change() {
+    let lab = lab(&["healthy"]).await;
+    let args = vec![
+        "--listen-for".to_string(),
+        "60s".into(),
+        url(&lab, "healthy"),
+    ];
+    let child = command(&args, &[]).spawn().expect("check starts");
+    // Both walks (2 pages each) are done: the check is listening with its stream open.
+    let start = tokio::time::Instant::now();
+    while lab.tools_list_calls() < 4 {
+        assert!(start.elapsed() < DEADLINE, "the check never walked twice");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    lab.churn();
+    let run = tokio::task::spawn_blocking(move || Run::from(child.wait_with_output().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let detail = run.expect("PASS", "list_changed");
+    assert!(
+        detail.contains("added search_v2; removed search_legacy"),
+        "{detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_list_changed_within_the_window_is_information() {
+    let lab = lab(&["healthy"]).await;
+    let run = check(&["--listen-for", "300ms", &url(&lab, "healthy")], &[]).await;
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.expect("INFO", "list_changed")
+            .starts_with("no notifications/tools/list_changed within 300ms")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_output_follows_the_documented_schema() {
+    let lab = lab(&["healthy", "repeated-cursor"]).await;
+    let run = check(&["--format", "json", &url(&lab, "healthy")], &[]).await;
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let v = run.json();
+    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        [
+            "checks",
+            "exit_code",
+            "result",
+            "schema_version",
+            "server",
+            "url_redacted",
+            "walks"
+        ]
+    );
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["result"], "pass");
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(v["server"]["protocol_version"], "2025-11-25");
+    assert_eq!(v["server"]["tools_list_changed"], true);
+    assert_eq!(v["server"]["notification_stream"], true);
+    for walk in v["walks"].as_array().unwrap() {
+        assert_eq!(walk["pages"], serde_json::json!([8, 6]), "{walk}");
+        assert_eq!(walk["tools"], 14);
+        assert_eq!(walk["complete"], true);
+    }
+    for c in v["checks"].as_array().unwrap() {
+        assert!(c["id"].is_string() && c["detail"].is_string(), "{c}");
+        let status = c["status"].as_str().unwrap();
+        assert!(["pass", "info"].contains(&status), "{c}");
+    }
+
+    let run = check(&["--format", "json", &url(&lab, "repeated-cursor")], &[]).await;
+    assert_eq!(run.code, 1);
+    let v = run.json();
+    assert_eq!(
+        (v["result"].as_str(), v["exit_code"].as_u64()),
+        (Some("fail"), Some(1))
+    );
+    let failed: Vec<&str> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(failed, ["tools_list"]);
+    assert_eq!(v["walks"][0]["complete"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_in_the_url_and_headers_never_reach_the_output() {
+    const URL_SECRET: &str = "url-s3cr3t-4711";
+    const HEADER_SECRET: &str = "header-s3cr3t-0815";
+    let lab = lab(&["healthy"]).await;
+    let addr = lab.addr();
+    let dead = free_port();
+    for base in [
+        format!("http://{addr}/healthy/mcp"),
+        format!("http://127.0.0.1:{dead}/mcp"),
+    ] {
+        let with_secret = base.replacen("http://", &format!("http://user:{URL_SECRET}@"), 1)
+            + &format!("?token={URL_SECRET}");
+        for format in ["text", "json"] {
+            let run = check(
+                &[
+                    "--format",
+                    format,
+                    "--header",
+                    "Authorization: Bearer ${CHECK_TEST_TOKEN}",
+                    "--timeout",
+                    "5s",
+                    &with_secret,
+                ],
+                &[("CHECK_TEST_TOKEN", HEADER_SECRET)],
+            )
+            .await;
+            for secret in [URL_SECRET, HEADER_SECRET] {
+                assert!(
+                    !run.stdout.contains(secret) && !run.stderr.contains(secret),
+                    "{secret} leaked\n{}\n{}",
+                    run.stdout,
+                    run.stderr
+                );
+            }
+            assert!(run.stdout.contains("<redacted>"), "{}", run.stdout);
+        }
+    }
+}
+
+mod rmcp_server {
+    //! A small rmcp server: 5 tools over pages of 2, cursors are the next index.
+
+    use std::borrow::Cow;
+    use std::sync::Arc;
+
+    use rmcp::model::{
+        Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+        ServerCapabilities, ServerConfig, Tool,
+    };
+    use rmcp::service::RequestContext;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    use rmcp::{ErrorData, RoleServer, ServerHandler};
+
+    const NAMES: [&str; 5] = ["alpha", "beta.read", "gamma-list", "delta_get", "epsilon"];
+
+    #[derive(Clone)]
+    struct Five;
+
+    impl ServerHandler for Five {
+        fn get_info(&self) -> ServerConfig {
+            let caps = ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build();
+            ServerConfig::new(caps)
+                .with_server_info(Implementation::new("check-five", "0.0.1"))
+                .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        }
+
+        fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+            Cow::Borrowed(ProtocolVersion::known_up_to(&ProtocolVersion::V_2025_11_25))
+        }
+
+        async fn list_tools(
+            &self,
+            request: Option<PaginatedRequestParams>,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<ListToolsResult, ErrorData> {
+            let from = match request.and_then(|r| r.cursor) {
+                None => 0,
+                Some(c) => c
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|i| *i < NAMES.len())
+                    .ok_or_else(|| ErrorData::invalid_params("unknown cursor", None))?,
+            };
+            let to = (from + 2).min(NAMES.len());
+            let mut schema = JsonObject::new();
+            schema.insert("type".into(), serde_json::json!("object"));
+            let schema = Arc::new(schema);
+            let page = NAMES[from..to]
+                .iter()
+                .map(|n| Tool::new(n.to_string(), format!("tool {n}"), schema.clone()))
+                .collect();
+            Ok(ListToolsResult {
+                next_cursor: (to < NAMES.len()).then(|| to.to_string()),
+                ..ListToolsResult::with_all_items(page)
+            })
+        }
+    }
+
+    /// Serve it on an ephemeral loopback port; the endpoint URL.
+    pub async fn serve() -> String {
+        let service = StreamableHttpService::new(
+            || Ok(Five),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default().with_legacy_session_mode(true),
+        );
+        let router = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        format!("http://{addr}/mcp")
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_server_passes() {
+    let url = rmcp_server::serve().await;
+    let run = check(&["--format", "json", &url], &[]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let v = run.json();
+    assert_eq!(v["server"]["name"], "check-five");
+    assert_eq!(v["walks"][0]["pages"], serde_json::json!([2, 2, 1]));
+    let statuses: Vec<(&str, &str)> = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["id"].as_str().unwrap(), c["status"].as_str().unwrap()))
+        .collect();
+    for id in [
+        "tools_list",
+        "duplicates",
+        "tool_names",
+        "stable_listing",
+        "ping",
+    ] {
+        assert!(statuses.contains(&(id, "pass")), "{id}: {statuses:?}");
+    }
+}
