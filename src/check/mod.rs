@@ -475,7 +475,7 @@ impl Checker<'_> {
             Ok(_) => self.report.row(
                 Status::Pass,
                 "ping",
-                format!("answered in {}", millis(t.elapsed())),
+                format!("answered in {}", elapsed(t.elapsed())),
             ),
             Err(e) => self.report.row(
                 Status::Fail,
@@ -535,7 +535,7 @@ impl Checker<'_> {
                 format!(
                     "{} answered in {} without isError",
                     call.tool,
-                    millis(t.elapsed())
+                    elapsed(t.elapsed())
                 ),
             ),
             Err((reason, why)) => {
@@ -584,7 +584,7 @@ impl Checker<'_> {
                         "list_changed",
                         format!(
                             "received {} into the session, but the re-walk failed: {e} (F5)",
-                            millis(at)
+                            elapsed(at)
                         ),
                     );
                     return;
@@ -596,7 +596,7 @@ impl Checker<'_> {
                     "list_changed",
                     format!(
                         "received {} into the session; re-walk: {} tools",
-                        millis(at),
+                        elapsed(at),
                         walk.tools.len()
                     ),
                 );
@@ -617,7 +617,7 @@ impl Checker<'_> {
                 "list_changed",
                 format!(
                     "received {} into the session; re-walk: {} tools; since the first walk: {}",
-                    millis(at),
+                    elapsed(at),
                     walk.tools.len(),
                     describe(&drift)
                 ),
@@ -849,8 +849,13 @@ fn names(list: &[String]) -> String {
     shown.join(", ")
 }
 
-fn millis(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+/// "2.3 ms" below a second, "29.2 s" above.
+fn elapsed(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
 }
 
 #[cfg(test)]
