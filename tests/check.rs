@@ -50,6 +50,18 @@ impl Run {
         })
     }
 
+    /// Assert the exit code and the verdict of the summary line.
+    fn ended(&self, code: i32, verdict: &str) {
+        let line = format!("result: {verdict}, exit {code} (");
+        assert!(
+            self.code == code && self.stdout.contains(&line),
+            "wanted {line:?}, got exit {}\n{}\n{}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+    }
+
     fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("{e}\n{}", self.stdout))
     }
@@ -105,7 +117,7 @@ fn url(lab: &Lab, profile: &str) -> String {
 async fn a_healthy_server_passes_with_two_pages_and_fourteen_tools() {
     let lab = lab(&["healthy"]).await;
     let run = check(&[&url(&lab, "healthy")], &[]).await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    run.ended(0, "pass");
     assert!(
         run.expect("PASS", "tools_list")
             .starts_with("2 page(s) (8 + 6), 14 tools"),
@@ -126,11 +138,6 @@ async fn a_healthy_server_passes_with_two_pages_and_fourteen_tools() {
     }
     assert!(
         !run.stdout.contains("FAIL") && !run.stdout.contains("WARN"),
-        "{}",
-        run.stdout
-    );
-    assert!(
-        run.stdout.contains("result: pass, exit 0"),
         "{}",
         run.stdout
     );
@@ -157,14 +164,9 @@ async fn broken_pagination_and_duplicates_exit_1_naming_the_problem() {
     ];
     for (profile, id, says) in cases {
         let run = check(&["--max-pages", "5", &url(&lab, profile)], &[]).await;
-        assert_eq!(run.code, 1, "{profile}\n{}\n{}", run.stdout, run.stderr);
+        run.ended(1, "fail");
         let detail = run.expect("FAIL", id);
         assert!(detail.contains(says), "{profile}: {detail}");
-        assert!(
-            run.stdout.contains("result: fail, exit 1"),
-            "{}",
-            run.stdout
-        );
     }
 }
 
@@ -172,14 +174,9 @@ async fn broken_pagination_and_duplicates_exit_1_naming_the_problem() {
 async fn list_changed_without_a_get_stream_is_a_warning() {
     let lab = lab(&["no-get-stream"]).await;
     let run = check(&[&url(&lab, "no-get-stream")], &[]).await;
-    assert_eq!(run.code, 0, "{}", run.stdout);
+    run.ended(0, "pass with warnings");
     let detail = run.expect("WARN", "notification_stream");
     assert!(detail.contains("405") && detail.contains("F3"), "{detail}");
-    assert!(
-        run.stdout.contains("result: pass with warnings, exit 0"),
-        "{}",
-        run.stdout
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
