@@ -259,14 +259,11 @@ async fn call_runs_read_only_tools_and_the_guard_refuses_the_others() {
     assert!(run.expect("FAIL", "call").starts_with("unknown_tool"));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn listen_for_sees_list_changed_and_reports_the_change() {
-    let lab = lab(&["healthy"]).await;
-    let args = vec![
-        "--listen-for".to_string(),
-        "60s".into(),
-        url(&lab, "healthy"),
-    ];
+/// Run `check --listen-for 5s` against one scenario and redeploy the lab once both walks are
+/// done, while the check listens.
+async fn listen_through_a_redeploy(scenario: &str) -> Run {
+    let lab = lab(&[scenario]).await;
+    let args = vec!["--listen-for".to_string(), "5s".into(), url(&lab, scenario)];
     let child = command(&args, &[]).spawn().expect("check starts");
     // Both walks (2 pages each) are done: the check is listening with its stream open.
     let start = tokio::time::Instant::now();
@@ -275,13 +272,41 @@ async fn listen_for_sees_list_changed_and_reports_the_change() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     lab.churn();
-    let run = tokio::task::spawn_blocking(move || Run::from(child.wait_with_output().unwrap()))
+    tokio::task::spawn_blocking(move || Run::from(child.wait_with_output().unwrap()))
         .await
-        .unwrap();
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_for_sees_list_changed_and_reports_the_change() {
+    let run = listen_through_a_redeploy("healthy").await;
+    run.ended(0, "pass");
     let detail = run.expect("PASS", "list_changed");
     assert!(
         detail.contains("added search_v2; removed search_legacy"),
+        "{detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_without_the_promised_notification_fails() {
+    let run = listen_through_a_redeploy("notification-lost").await;
+    run.ended(1, "fail");
+    let detail = run.expect("FAIL", "list_changed");
+    assert!(
+        detail.contains("yet the list changed: added search_v2; removed search_legacy")
+            && detail.contains("(F1)"),
+        "{detail}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_on_a_server_without_list_changed_is_a_warning() {
+    let run = listen_through_a_redeploy("no-list-changed").await;
+    run.ended(0, "pass with warnings");
+    let detail = run.expect("WARN", "list_changed");
+    assert!(
+        detail.contains("yet the list changed") && detail.contains("(F2)"),
         "{detail}"
     );
 }
@@ -295,6 +320,7 @@ async fn no_list_changed_within_the_window_is_information() {
         run.expect("INFO", "list_changed")
             .starts_with("no notifications/tools/list_changed within 300ms")
     );
+    assert!(run.stdout.contains("a final walk found the list unchanged"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

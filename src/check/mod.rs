@@ -569,7 +569,7 @@ impl Checker<'_> {
                     if stream_gone {
                         detail.push_str("; no GET stream was open to carry one");
                     }
-                    self.report.row(Status::Info, "list_changed", detail);
+                    self.audit_silence(first, detail).await;
                     return;
                 }
             }
@@ -624,6 +624,52 @@ impl Checker<'_> {
             );
             return;
         }
+    }
+}
+
+impl Checker<'_> {
+    /// The window closed without a notification that changed the list: walk once more, the way
+    /// the exporter's audit does. A list that changed anyway is what leaves clients stale: a
+    /// failure when the server promised `listChanged` (F1), a warning when it never did (F2:
+    /// clients can only learn by re-listing).
+    async fn audit_silence(&mut self, first: Option<&ToolSet>, quiet: String) {
+        let audit = self.walk("audit").await;
+        let (Some(first), Ok(walk)) = (first, &audit.report.result) else {
+            self.report.row(Status::Info, "list_changed", quiet);
+            return;
+        };
+        let drift = ToolSet::diff(&walk.tools, first);
+        if drift.is_empty() {
+            self.report.row(
+                Status::Info,
+                "list_changed",
+                format!("{quiet}; a final walk found the list unchanged"),
+            );
+            return;
+        }
+        let declared = self
+            .report
+            .server
+            .as_ref()
+            .is_some_and(|s| s.tools_list_changed);
+        let (status, why) = if declared {
+            (
+                Status::Fail,
+                "the server declares tools.listChanged, so clients wait for a notification that \
+                 never came and keep calling a stale list (F1)",
+            )
+        } else {
+            (
+                Status::Warn,
+                "the server declares no tools.listChanged, so clients only learn of it by \
+                 re-listing (F2)",
+            )
+        };
+        self.report.row(
+            status,
+            "list_changed",
+            format!("{quiet}, yet the list changed: {}; {why}", describe(&drift)),
+        );
     }
 }
 
