@@ -1,0 +1,159 @@
+// A paginating MCP server on the official TypeScript SDK (@modelcontextprotocol/sdk 1.x, the
+// low-level `Server` with `StreamableHTTPServerTransport`, one transport per session), a real peer
+// for .ci/sdk_peers_e2e.sh.
+//
+// 14 tools served 5 per page behind opaque cursors, `tools.listChanged` declared, `kb_stats`
+// annotated readOnlyHint: true (answers "ok"). `POST /admin/change` swaps `search_legacy` for
+// `search_v2` (or back) and sends `notifications/tools/list_changed` on every session's GET stream.
+//
+// Usage: node ts_sdk_server.mjs PORT        (listens on 127.0.0.1:PORT, MCP at /mcp)
+// Resolve the SDK with NODE_PATH=<prefix>/node_modules (npm install --prefix <prefix>).
+import { createRequire } from 'node:module';
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+
+// NODE_PATH is honoured by require(), not by ESM import: resolve the SDK through require.resolve.
+const require = createRequire(import.meta.url);
+const load = (spec) => import(require.resolve(spec));
+const { Server } = await load('@modelcontextprotocol/sdk/server/index.js');
+const { StreamableHTTPServerTransport } = await load('@modelcontextprotocol/sdk/server/streamableHttp.js');
+const { ListToolsRequestSchema, CallToolRequestSchema, ErrorCode, McpError, isInitializeRequest } = await load(
+  '@modelcontextprotocol/sdk/types.js'
+);
+
+const PAGE_SIZE = 5;
+const BASE_TOOLS = [
+  'kb_search', 'kb_get_article', 'kb_list_spaces', 'kb_create_article', 'kb_update_article',
+  'kb_delete_article', 'kb_tag_article', 'kb_list_tags', 'kb_attach_file', 'kb_export_space',
+  'kb_import_space', 'kb_history', 'kb_stats',
+];
+const state = { swapped: false, generation: 0 };
+const sessions = new Map(); // session id -> { server, transport }
+
+const names = () => [...BASE_TOOLS, state.swapped ? 'search_v2' : 'search_legacy'];
+const toolDef = (name) => ({
+  name,
+  description: `${name} on the knowledge base`,
+  inputSchema: { type: 'object', properties: { q: { type: 'string' } } },
+  annotations: { readOnlyHint: name === 'kb_stats', destructiveHint: name !== 'kb_stats' },
+});
+const encodeCursor = (offset) =>
+  Buffer.from(JSON.stringify({ o: offset, g: state.generation })).toString('base64url');
+const decodeCursor = (cursor) => {
+  try {
+    const o = JSON.parse(Buffer.from(cursor, 'base64url').toString()).o;
+    if (Number.isInteger(o) && o >= 0) return o;
+  } catch {}
+  throw new McpError(ErrorCode.InvalidParams, `unknown cursor ${JSON.stringify(cursor)}`);
+};
+
+function newServer() {
+  const server = new Server(
+    { name: 'ci-ts-sdk', version: '1.0.0' },
+    { capabilities: { tools: { listChanged: true } } }
+  );
+  server.setRequestHandler(ListToolsRequestSchema, async (request) => {
+    const cursor = request.params?.cursor;
+    const offset = cursor ? decodeCursor(cursor) : 0;
+    const all = names();
+    const next = offset + PAGE_SIZE;
+    const result = { tools: all.slice(offset, next).map(toolDef) };
+    if (next < all.length) result.nextCursor = encodeCursor(next);
+    return result;
+  });
+  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+    const name = request.params.name;
+    if (!names().includes(name)) {
+      throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${name}`);
+    }
+    return { content: [{ type: 'text', text: name === 'kb_stats' ? 'ok' : `${name} done` }] };
+  });
+  return server;
+}
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function send(res, status, body) {
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+async function handleMcp(req, res) {
+  const sid = req.headers['mcp-session-id'];
+  let body;
+  if (req.method === 'POST') {
+    try {
+      body = JSON.parse(await readBody(req));
+    } catch {
+      return send(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } });
+    }
+  }
+  if (sid) {
+    const entry = sessions.get(sid);
+    if (!entry) {
+      return send(res, 404, { jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } });
+    }
+    return entry.transport.handleRequest(req, res, body);
+  }
+  if (req.method === 'POST' && isInitializeRequest(body)) {
+    const server = newServer();
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => sessions.set(id, { server, transport }),
+      onsessionclosed: (id) => sessions.delete(id),
+    });
+    transport.onclose = () => {
+      if (transport.sessionId) sessions.delete(transport.sessionId);
+    };
+    await server.connect(transport);
+    return transport.handleRequest(req, res, body);
+  }
+  return send(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32000, message: 'No session' } });
+}
+
+async function handleAdmin(req, res) {
+  if (req.method === 'POST' && req.url === '/admin/change') {
+    state.swapped = !state.swapped;
+    state.generation += 1;
+    let notified = 0;
+    for (const [id, { server }] of sessions) {
+      try {
+        await server.sendToolListChanged();
+        notified += 1;
+      } catch (e) {
+        console.error(`session ${id}: ${e}`);
+      }
+    }
+    return send(res, 200, { tools: names(), notified, generation: state.generation });
+  }
+  if (req.method === 'GET' && req.url === '/admin/state') {
+    return send(res, 200, { tools: names(), sessions: sessions.size, generation: state.generation });
+  }
+  return send(res, 404, { error: 'not found' });
+}
+
+const port = Number(process.argv[2]);
+const httpServer = http.createServer((req, res) => {
+  const path = (req.url || '').split('?')[0];
+  const handler = path === '/mcp' ? handleMcp : path.startsWith('/admin/') ? handleAdmin : null;
+  if (!handler) return send(res, 404, { error: 'not found' });
+  handler(req, res).catch((e) => {
+    console.error(e);
+    if (!res.headersSent) send(res, 500, { error: String(e) });
+  });
+});
+httpServer.listen(port, '127.0.0.1', () => console.log(`ci-ts-sdk listening on http://127.0.0.1:${port}/mcp`));
+const stop = () => {
+  for (const { transport } of sessions.values()) transport.close().catch(() => {});
+  httpServer.close(() => process.exit(0));
+  setTimeout(() => process.exit(0), 2000).unref();
+};
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
