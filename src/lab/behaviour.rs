@@ -44,6 +44,10 @@ pub struct Behaviour {
     /// Tools that stay listed but whose backend is down: `tools/call` answers `isError: true`
     /// ("listed is not usable").
     pub broken_tools: Vec<&'static str>,
+    /// SSE polling (2025-11-25, SEP-1699): each POSTed request after `initialize` is answered by
+    /// a stream that carries only a priming event (an `id`, `retry`, empty data) and closes; the
+    /// response waits for the GET that resumes that stream with `Last-Event-ID`.
+    pub resumable_posts: bool,
 }
 
 /// The instances behind one endpoint.
@@ -93,6 +97,7 @@ impl Default for Behaviour {
             instances: Instances::One,
             insert_during_walk: false,
             broken_tools: Vec::new(),
+            resumable_posts: false,
         }
     }
 }

@@ -9,4 +9,4 @@ pub mod scenarios;
 pub mod server;
 
 pub use behaviour::{Behaviour, Cursors, Instances};
-pub use server::Lab;
+pub use server::{Lab, ResumeCounts};

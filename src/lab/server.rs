@@ -7,7 +7,7 @@
 //! 405 on GET means "no stream" (transports § GET), 404 ends a session (§ Session Management),
 //! a server without `listChanged` sends no notifications (lifecycle § Capability Negotiation).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,6 +34,10 @@ const MAX_SESSIONS: usize = 10_000;
 const KEEPALIVE: Duration = Duration::from_secs(15);
 const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
 const VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The `retry` (ms) a resumable POST answer asks for before its resumption GET.
+const RESUME_RETRY_MS: u64 = 50;
+/// Answer streams a session keeps for replay; the oldest is forgotten first.
+const REPLAY_STREAMS: usize = 32;
 
 /// What a request learns about its session.
 struct SessionRef {
@@ -58,6 +62,20 @@ struct LabSession {
     announced: u64,
     /// The instance this session is pinned to (F12).
     instance: u8,
+    /// Resumable answer streams (number, messages after the priming event), for replay.
+    replay: VecDeque<(u64, Vec<String>)>,
+    streams: u64,
+}
+
+/// What a profile with `resumable_posts` saw of SSE polling.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResumeCounts {
+    /// Answer streams closed after their priming event.
+    pub primed: u64,
+    /// GETs whose `Last-Event-ID` named one of those streams: its messages were replayed.
+    pub resumed: u64,
+    /// GETs with a `Last-Event-ID` the profile never handed out (answered 400).
+    pub unknown: u64,
 }
 
 struct LabState {
@@ -67,6 +85,7 @@ struct LabState {
     next_session: AtomicU64,
     initializes: Mutex<HashMap<String, u64>>,
     deletes: Mutex<HashMap<String, u64>>,
+    resumes: Mutex<HashMap<String, ResumeCounts>>,
     profile_state: Mutex<HashMap<String, ProfileState>>,
     tools_list_calls: AtomicU64,
     tools_calls: AtomicU64,
@@ -105,6 +124,7 @@ impl Lab {
             next_session: AtomicU64::new(1),
             initializes: Mutex::new(HashMap::new()),
             deletes: Mutex::new(HashMap::new()),
+            resumes: Mutex::new(HashMap::new()),
             profile_state: Mutex::new(HashMap::new()),
             tools_list_calls: AtomicU64::new(0),
             tools_calls: AtomicU64::new(0),
@@ -209,12 +229,17 @@ impl Lab {
             .unwrap_or(&0)
     }
 
-    /// `tools/list` requests answered, all profiles.
+    /// SSE polling seen by a profile with `resumable_posts`.
+    pub fn resume_counts(&self, profile: &str) -> ResumeCounts {
+        self.state.resume_counts(profile, |_| ())
+    }
+
     /// `tools/call` requests answered, over all profiles.
     pub fn tools_calls(&self) -> u64 {
         self.state.tools_calls.load(Ordering::Relaxed)
     }
 
+    /// `tools/list` requests answered, all profiles.
     pub fn tools_list_calls(&self) -> u64 {
         self.state.tools_list_calls.load(Ordering::Relaxed)
     }
@@ -307,6 +332,73 @@ impl LabState {
         }
     }
 
+    /// Read (and update) the SSE polling counts of `profile`.
+    fn resume_counts(&self, profile: &str, update: impl FnOnce(&mut ResumeCounts)) -> ResumeCounts {
+        let mut all = self.resumes.lock().expect("lab lock");
+        let counts = all.entry(profile.to_string()).or_default();
+        update(counts);
+        *counts
+    }
+
+    /// SSE polling, answer side: keep `messages` for replay and send only the priming event
+    /// (`<stream>-0`, with `retry`), then end the stream. Message `i` gets id `<stream>-<i+1>`.
+    fn prime(&self, profile: &str, session_id: &str, messages: Vec<String>) -> Response {
+        let stream = {
+            let mut sessions = self.sessions.lock().expect("lab lock");
+            let Some(s) = sessions.get_mut(session_id) else {
+                return status(StatusCode::NOT_FOUND, "Session not found");
+            };
+            s.streams += 1;
+            if s.replay.len() == REPLAY_STREAMS {
+                s.replay.pop_front();
+            }
+            s.replay.push_back((s.streams, messages));
+            s.streams
+        };
+        self.resume_counts(profile, |c| c.primed += 1);
+        let body = format!("id: {stream}-0\nretry: {RESUME_RETRY_MS}\ndata: \n\n");
+        event_stream(body)
+    }
+
+    /// SSE polling, GET side: replay what followed `last` on its stream, then end the stream.
+    fn replay(&self, profile: &str, session_id: &str, last: &HeaderValue) -> Response {
+        let position = last.to_str().ok().and_then(|l| {
+            let (stream, seq) = l.split_once('-')?;
+            Some((stream.parse::<u64>().ok()?, seq.parse::<usize>().ok()?))
+        });
+        let events = position.and_then(|(stream, seq)| {
+            let sessions = self.sessions.lock().expect("lab lock");
+            let (_, messages) = sessions
+                .get(session_id)?
+                .replay
+                .iter()
+                .find(|(n, _)| *n == stream)?;
+            let rest = messages.get(seq..)?;
+            Some(
+                rest.iter()
+                    .enumerate()
+                    .fold(String::new(), |mut body, (i, m)| {
+                        let id = seq + i + 1;
+                        body.push_str(&format!("id: {stream}-{id}\nevent: message\ndata: {m}\n\n"));
+                        body
+                    }),
+            )
+        });
+        match events {
+            Some(body) => {
+                self.resume_counts(profile, |c| c.resumed += 1);
+                event_stream(body)
+            }
+            None => {
+                self.resume_counts(profile, |c| c.unknown += 1);
+                status(
+                    StatusCode::BAD_REQUEST,
+                    "Bad Request: unknown Last-Event-ID",
+                )
+            }
+        }
+    }
+
     fn initialize(&self, profile: &str, b: &Behaviour, id: &Value, params: &Value) -> Response {
         let mut sessions = self.sessions.lock().expect("lab lock");
         if sessions.len() >= MAX_SESSIONS {
@@ -329,6 +421,8 @@ impl LabState {
                 closed,
                 announced,
                 instance,
+                replay: VecDeque::new(),
+                streams: 0,
             },
         );
         drop(sessions);
@@ -401,11 +495,15 @@ impl LabState {
 /// Send one JSON-RPC message as the profile answers: plain JSON or a one-event SSE stream.
 fn reply(b: &Behaviour, msg: Value) -> Response {
     if b.sse_responses {
-        let body = format!("event: message\ndata: {msg}\n\n");
-        ([("content-type", "text/event-stream")], body).into_response()
+        event_stream(format!("event: message\ndata: {msg}\n\n"))
     } else {
         axum::Json(msg).into_response()
     }
+}
+
+/// A complete SSE body: the stream ends after it.
+fn event_stream(body: String) -> Response {
+    ([("content-type", "text/event-stream")], body).into_response()
 }
 
 async fn handle_post(
@@ -491,16 +589,27 @@ async fn handle_post(
         }
         _ => rpc_error(&id, -32601, "Method not found"),
     };
+    let mut announce = false;
     if b.sse_responses && b.list_changed_in_answers && b.list_changed_capability {
         let now = *state.generation.borrow();
         let mut sessions = state.sessions.lock().expect("lab lock");
         if let Some(s) = sessions.get_mut(&session.id).filter(|s| s.announced < now) {
             s.announced = now;
-            let body = format!(
-                "event: message\ndata: {LIST_CHANGED}\n\nevent: message\ndata: {answer}\n\n"
-            );
-            return ([("content-type", "text/event-stream")], body).into_response();
+            announce = true;
         }
+    }
+    if b.resumable_posts {
+        let mut messages = Vec::new();
+        if announce {
+            messages.push(LIST_CHANGED.to_string());
+        }
+        messages.push(answer.to_string());
+        return state.prime(&profile, &session.id, messages);
+    }
+    if announce {
+        return event_stream(format!(
+            "event: message\ndata: {LIST_CHANGED}\n\nevent: message\ndata: {answer}\n\n"
+        ));
     }
     reply(&b, answer)
 }
@@ -516,10 +625,14 @@ async fn handle_get(
     if !b.get_stream {
         return status(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
     }
-    let closed = match state.session(&headers, &profile) {
-        Ok(s) => s.closed,
+    let session = match state.session(&headers, &profile) {
+        Ok(s) => s,
         Err(refusal) => return refusal.into_response(),
     };
+    if let Some(last) = headers.get("last-event-id") {
+        return state.replay(&profile, &session.id, last);
+    }
+    let closed = session.closed;
     let generation = state.generation.subscribe();
     let notify = b.list_changed_capability && b.deliver_list_changed;
     let spurious = b.spurious_list_changed.filter(|_| notify);

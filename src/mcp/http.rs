@@ -5,8 +5,8 @@
 //! by a size cap, each POST stream by an event count. Redirects are never followed (a redirect to
 //! another host would carry the target's credentials there).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::error::{McpError, Reason};
 use super::inbox::Inbox;
 use super::jsonrpc::{self, Incoming};
-use super::sse_lines::{LineFramer, TooLarge};
+use super::sse_lines::{Cursor, EventId, LineFramer, TooLarge};
 
 /// Size and count caps on what a server may send.
 #[derive(Debug, Clone, Copy)]
@@ -49,6 +49,13 @@ const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 const POOL_IDLE: Duration = Duration::from_secs(90);
 /// DELETE at shutdown must never hold the daemon up.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most GETs with `Last-Event-ID` that one POST answer may take (SEP-1699 polling).
+pub const MAX_RESUMPTIONS: usize = 3;
+/// Wait before resuming when the server sent no `retry`: the SSE standard leaves the first
+/// reconnection time to the client ("a few seconds"); a request deadline is a few seconds.
+const DEFAULT_RESUME_WAIT: Duration = Duration::from_secs(1);
+/// A larger `retry` is cut to this; the caller's request deadline usually cuts it sooner.
+const MAX_RESUME_WAIT: Duration = Duration::from_secs(60);
 
 /// Per-session headers the client owns.
 #[derive(Debug, Clone, Default)]
@@ -59,6 +66,7 @@ pub struct SessionHeaders {
 
 const MCP_SESSION_ID: &str = "mcp-session-id";
 const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
 
 /// What a POST came back with.
 #[derive(Debug)]
@@ -165,7 +173,7 @@ impl HttpTransport {
                     McpError::new(Reason::InvalidResponse, "JSON body holds no response")
                 })?
             }
-            ContentKind::EventStream => self.read_sse_answer(resp, sent, inbox).await?,
+            ContentKind::EventStream => self.read_sse_answer(session, resp, sent, inbox).await?,
             ContentKind::Other => {
                 return Err(McpError::new(
                     Reason::ContentType,
@@ -179,42 +187,109 @@ impl HttpTransport {
         })
     }
 
+    /// Read an SSE answer until the response to `sent`. When the server ends the stream before
+    /// it (2025-11-25 servers may close after a priming event), resume with a GET carrying
+    /// `Last-Event-ID` after the `retry` wait, at most [`MAX_RESUMPTIONS`] times. The caps of
+    /// [`Limits`] hold for the answer as a whole, across its streams.
     async fn read_sse_answer(
         &self,
+        session: &SessionHeaders,
         resp: reqwest::Response,
         sent: u64,
         inbox: &Inbox,
     ) -> Result<Result<Value, jsonrpc::RpcError>, McpError> {
-        let mut events = CappedEvents::new(resp, self.limits.max_event_bytes);
+        let mut events = CappedEvents::new(resp, self.limits.max_event_bytes, Cursor::default());
+        let mut earlier_bytes = 0usize;
         let mut count = 0usize;
-        while let Some(event) = events.next().await {
-            let event = event?;
-            if events.total() > self.limits.max_body_bytes {
-                return Err(McpError::new(
-                    Reason::BodyTooLarge,
-                    "SSE answer over the size cap",
-                ));
+        for resumption in 0..=MAX_RESUMPTIONS {
+            if resumption > 0 {
+                let cursor = events.cursor();
+                let unusable = || {
+                    McpError::new(
+                        Reason::InvalidResponse,
+                        "SSE event id cannot be sent as Last-Event-ID",
+                    )
+                };
+                let last_id = match &cursor.last_id {
+                    EventId::Id(id) => HeaderValue::from_str(id).map_err(|_| unusable())?,
+                    EventId::Unusable => return Err(unusable()),
+                    EventId::None => {
+                        return Err(McpError::new(
+                            Reason::StreamClosed,
+                            "SSE answer ended before the response, with no event id to resume from",
+                        ));
+                    }
+                };
+                let wait = cursor
+                    .retry
+                    .unwrap_or(DEFAULT_RESUME_WAIT)
+                    .min(MAX_RESUME_WAIT);
+                tracing::debug!(
+                    request_id = sent,
+                    resumption,
+                    wait_ms = wait.as_millis() as u64,
+                    "SSE answer closed before the response; resuming with Last-Event-ID"
+                );
+                tokio::time::sleep(wait).await;
+                earlier_bytes += events.total();
+                let resp = self.resume(session, last_id).await?;
+                events = CappedEvents::new(resp, self.limits.max_event_bytes, cursor);
             }
-            count += 1;
-            if count > self.limits.max_events_per_answer {
-                return Err(McpError::new(
-                    Reason::BodyTooLarge,
-                    "SSE answer has too many events",
-                ));
-            }
-            if event.data.is_empty() {
-                continue; // priming event (2025-11-25) or keep-alive
-            }
-            if let Some(outcome) =
-                find_response(jsonrpc::decode(event.data.as_bytes())?, sent, inbox)?
-            {
-                return Ok(outcome);
+            while let Some(event) = events.next().await {
+                let event = event?;
+                if earlier_bytes + events.total() > self.limits.max_body_bytes {
+                    return Err(McpError::new(
+                        Reason::BodyTooLarge,
+                        "SSE answer over the size cap",
+                    ));
+                }
+                count += 1;
+                if count > self.limits.max_events_per_answer {
+                    return Err(McpError::new(
+                        Reason::BodyTooLarge,
+                        "SSE answer has too many events",
+                    ));
+                }
+                if event.data.is_empty() {
+                    continue; // priming event (2025-11-25) or keep-alive
+                }
+                if let Some(outcome) =
+                    find_response(jsonrpc::decode(event.data.as_bytes())?, sent, inbox)?
+                {
+                    return Ok(outcome);
+                }
             }
         }
         Err(McpError::new(
             Reason::StreamClosed,
-            "SSE answer ended before the response",
+            format!("SSE answer ended before the response after {MAX_RESUMPTIONS} resumptions"),
         ))
+    }
+
+    /// The GET that resumes an answer stream: same session headers, `Last-Event-ID`. The spec
+    /// allows only an event stream here; 405 means the server offers no GET at all.
+    async fn resume(
+        &self,
+        session: &SessionHeaders,
+        last_id: HeaderValue,
+    ) -> Result<reqwest::Response, McpError> {
+        let resp = self
+            .builder(Method::GET, session)
+            .header(ACCEPT, "text/event-stream")
+            .header(LAST_EVENT_ID, last_id)
+            .send()
+            .await
+            .map_err(|e| McpError::from_reqwest(&e))?;
+        check_status(resp.status(), session.session_id.is_some()).map_err(|e| {
+            McpError::new(e.reason, format!("resuming the SSE answer: {}", e.detail))
+        })?;
+        if content_kind(resp.headers()) != ContentKind::EventStream {
+            return Err(McpError::new(
+                Reason::ContentType,
+                "resumed SSE answer is not text/event-stream",
+            ));
+        }
+        Ok(resp)
     }
 
     /// Open the GET stream. `None` when the server offers none (405).
@@ -239,8 +314,7 @@ impl HttpTransport {
             ));
         }
         Ok(Some(NotificationStream {
-            events: CappedEvents::new(resp, self.limits.max_event_bytes),
-            retry: None,
+            events: CappedEvents::new(resp, self.limits.max_event_bytes, Cursor::default()),
         }))
     }
 
@@ -256,7 +330,6 @@ impl HttpTransport {
 /// The server's long-lived stream of notifications and requests.
 pub struct NotificationStream {
     events: CappedEvents,
-    retry: Option<Duration>,
 }
 
 impl NotificationStream {
@@ -265,9 +338,6 @@ impl NotificationStream {
         while let Some(event) = self.events.next().await {
             match event {
                 Ok(event) => {
-                    if let Some(r) = event.retry {
-                        self.retry = Some(r);
-                    }
                     if event.data.is_empty() {
                         continue;
                     }
@@ -276,7 +346,7 @@ impl NotificationStream {
                         Err(e) => {
                             return StreamEnd {
                                 error: Some(e),
-                                retry: self.retry,
+                                retry: self.events.cursor().retry,
                             };
                         }
                     }
@@ -284,14 +354,14 @@ impl NotificationStream {
                 Err(e) => {
                     return StreamEnd {
                         error: Some(e),
-                        retry: self.retry,
+                        retry: self.events.cursor().retry,
                     };
                 }
             }
         }
         StreamEnd {
             error: None,
-            retry: self.retry,
+            retry: self.events.cursor().retry,
         }
     }
 }
@@ -415,15 +485,19 @@ type ByteStream = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, ByteFault>> 
 struct CappedEvents {
     inner: std::pin::Pin<Box<eventsource_stream::EventStream<ByteStream>>>,
     total: Arc<AtomicUsize>,
+    cursor: Arc<Mutex<Cursor>>,
 }
 
 impl CappedEvents {
-    fn new(resp: reqwest::Response, max_event_bytes: usize) -> Self {
+    /// `start` is where an earlier stream of the same answer left off (default for a new one).
+    fn new(resp: reqwest::Response, max_event_bytes: usize, start: Cursor) -> Self {
         let total = Arc::new(AtomicUsize::new(0));
         let seen = total.clone();
+        let cursor = Arc::new(Mutex::new(start.clone()));
+        let latest = cursor.clone();
         let state = (
             Box::pin(resp.bytes_stream()),
-            LineFramer::new(max_event_bytes),
+            LineFramer::resuming(max_event_bytes, start),
             std::collections::VecDeque::<Bytes>::new(),
             false,
         );
@@ -431,6 +505,7 @@ impl CappedEvents {
             state,
             move |(mut body, mut framer, mut queue, failed)| {
                 let seen = seen.clone();
+                let latest = latest.clone();
                 async move {
                     loop {
                         if let Some(line) = queue.pop_front() {
@@ -444,6 +519,9 @@ impl CappedEvents {
                                 let mut out = Vec::new();
                                 let pushed = framer.push(&chunk, &mut out);
                                 seen.store(framer.total(), Ordering::Relaxed);
+                                if let Some(c) = framer.take_cursor_change() {
+                                    *latest.lock().expect("cursor lock") = c;
+                                }
                                 queue.extend(out);
                                 if let Err(TooLarge(cap)) = pushed {
                                     return Some((
@@ -467,11 +545,17 @@ impl CappedEvents {
         CappedEvents {
             inner: Box::pin(bytes.eventsource()),
             total,
+            cursor,
         }
     }
 
     fn total(&self) -> usize {
         self.total.load(Ordering::Relaxed)
+    }
+
+    /// Last event id and `retry` of every line read so far (exact once the stream has ended).
+    fn cursor(&self) -> Cursor {
+        self.cursor.lock().expect("cursor lock").clone()
     }
 
     async fn next(&mut self) -> Option<Result<Event, McpError>> {

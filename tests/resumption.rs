@@ -1,0 +1,246 @@
+//! Resumable POST answers (2025-11-25 transports, SEP-1699): a server may close an answer stream
+//! after a priming event, and the client resumes it with a GET carrying `Last-Event-ID`.
+//!
+//! Against the lab (`resumable_posts`) and against small scripted servers for what the lab never
+//! does: no priming id, a resumption that never delivers, one that keeps closing.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use common::{Harness, Scrape, target};
+use mcp_exporter::lab::{Behaviour, Lab, ResumeCounts};
+use mcp_exporter::mcp::http::MAX_RESUMPTIONS;
+use mcp_exporter::mcp::{HttpTransport, Inbox, Limits, McpError, Reason, Session};
+use serde_json::{Value, json};
+
+const C0: (&str, &str) = ("connection", "0");
+
+async fn lab(profile: &str, b: Behaviour) -> Lab {
+    Lab::start(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        vec![(profile.to_string(), b)],
+    )
+    .await
+    .expect("lab starts")
+}
+
+fn resumable() -> Behaviour {
+    Behaviour {
+        resumable_posts: true,
+        ..Behaviour::default()
+    }
+}
+
+async fn session(url: url::Url, timeout: Duration) -> Session {
+    let transport = HttpTransport::new(url, &[], Limits::default()).expect("transport");
+    let (inbox, _requests) = Inbox::new();
+    Session::open(Arc::new(transport), "2025-11-25", Arc::new(inbox), timeout)
+        .await
+        .expect("session opens")
+}
+
+/// `tools/list` on `url`, bounded well above the session timeout so a hang fails the test.
+async fn list_tools(url: url::Url, timeout: Duration) -> Result<Value, McpError> {
+    let s = session(url, timeout).await;
+    tokio::time::timeout(timeout * 10, s.request("tools/list", None))
+        .await
+        .expect("the request ends within its deadline")
+}
+
+/// Every `mcp_probe_request_failures_total` sample of `target` that is not zero.
+fn request_failures(s: &Scrape, target: &str) -> Vec<String> {
+    let label = format!("target=\"{target}\"");
+    s.text
+        .lines()
+        .filter(|l| l.starts_with("mcp_probe_request_failures_total{") && l.contains(&label))
+        .filter(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) != Some(0.0))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_request_is_resumed_once_with_the_priming_id() {
+    let lab = lab("rp", resumable()).await;
+    let page = list_tools(lab.url("rp"), Duration::from_secs(5))
+        .await
+        .expect("the first page arrives on the resumption GET");
+    assert_eq!(page["tools"].as_array().map(Vec::len), Some(8));
+    assert!(page["nextCursor"].is_string(), "{page}");
+    assert_eq!(
+        lab.resume_counts("rp"),
+        ResumeCounts {
+            primed: 1,
+            resumed: 1,
+            unknown: 0
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probe_walks_a_resumable_server_without_request_failures() {
+    let lab = lab("rp", resumable()).await;
+    let mut h = Harness::new();
+    h.apply(vec![target("rp", lab.url("rp"))]);
+    let t = ("target", "rp");
+    let s = h
+        .until("a walk of both pages and a few pings, all resumed", |s| {
+            s.v("mcp_probe_tools", &[t, C0, ("view", "cache")]) == 14.0
+                && s.v("mcp_probe_tools_list_pages", &[t, C0]) == 2.0
+                && s.v("mcp_probe_up", &[t]) == 1.0
+                && lab.resume_counts("rp").resumed >= 5
+        })
+        .await;
+    assert_eq!(s.v("mcp_probe_tools", &[t, C0, ("view", "server")]), 14.0);
+    assert_eq!(
+        request_failures(&s, "rp"),
+        Vec::<String>::new(),
+        "{}",
+        s.text
+    );
+    let counts = lab.resume_counts("rp");
+    assert_eq!(
+        counts.unknown, 0,
+        "every Last-Event-ID named a primed stream"
+    );
+    assert!(counts.primed >= counts.resumed, "{counts:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_without_a_get_stream_fails_the_resumption_as_http_4xx() {
+    let lab = lab(
+        "rp",
+        Behaviour {
+            get_stream: false,
+            ..resumable()
+        },
+    )
+    .await;
+    let err = list_tools(lab.url("rp"), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason, Reason::Http4xx, "{err}");
+    assert!(err.detail.contains("405"), "{err}");
+    assert_eq!(lab.resume_counts("rp").resumed, 0);
+}
+
+/// How a scripted server answers a request after `initialize`, and the GETs that resume it.
+#[derive(Clone, Copy)]
+enum Script {
+    /// The answer stream carries no id and closes: nothing to resume.
+    NoPrimingId,
+    /// Priming id `s-0`; every resumption GET opens a stream that never delivers.
+    GetNeverDelivers,
+    /// Priming id `s-0`; resumption GET number `n` sends id `g<n>` and closes.
+    GetKeepsClosing,
+}
+
+struct Scripted {
+    script: Script,
+    /// `Last-Event-ID` of every GET, in order (`-` for none).
+    gets: Mutex<Vec<String>>,
+}
+
+async fn scripted(script: Script) -> (url::Url, Arc<Scripted>) {
+    let state = Arc::new(Scripted {
+        script,
+        gets: Mutex::new(Vec::new()),
+    });
+    let app = Router::new()
+        .route("/mcp", post(scripted_post).get(scripted_get))
+        .with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = url::Url::parse(&format!("http://{}/mcp", listener.local_addr().unwrap())).unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, state)
+}
+
+fn sse(body: String) -> Response {
+    ([("content-type", "text/event-stream")], body).into_response()
+}
+
+async fn scripted_post(State(state): State<Arc<Scripted>>, body: Bytes) -> Response {
+    let msg: Value = serde_json::from_slice(&body).expect("JSON body");
+    let Some(id) = msg.get("id") else {
+        return StatusCode::ACCEPTED.into_response();
+    };
+    if msg["method"] == "initialize" {
+        let result = json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "scripted", "version": "1"},
+        });
+        let answer = json!({"jsonrpc": "2.0", "id": id, "result": result});
+        return ([("mcp-session-id", "scripted-1")], axum::Json(answer)).into_response();
+    }
+    match state.script {
+        Script::NoPrimingId => sse("retry: 10\ndata: \n\n: bye\n\n".into()),
+        Script::GetNeverDelivers | Script::GetKeepsClosing => {
+            sse("id: s-0\nretry: 10\ndata: \n\n".into())
+        }
+    }
+}
+
+async fn scripted_get(State(state): State<Arc<Scripted>>, headers: HeaderMap) -> Response {
+    let last = headers
+        .get("last-event-id")
+        .map_or("-".to_string(), |v| v.to_str().unwrap_or("?").to_string());
+    let n = {
+        let mut gets = state.gets.lock().unwrap();
+        gets.push(last);
+        gets.len()
+    };
+    match state.script {
+        Script::NoPrimingId => StatusCode::METHOD_NOT_ALLOWED.into_response(),
+        Script::GetNeverDelivers => {
+            let body = axum::body::Body::from_stream(futures_util::stream::pending::<
+                Result<Bytes, std::io::Error>,
+            >());
+            ([("content-type", "text/event-stream")], body).into_response()
+        }
+        Script::GetKeepsClosing => sse(format!("id: g{n}\ndata: \n\n")),
+    }
+}
+
+fn gets(state: &Scripted) -> Vec<String> {
+    state.gets.lock().unwrap().clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_closed_without_an_event_id_is_stream_closed() {
+    let (url, state) = scripted(Script::NoPrimingId).await;
+    let err = list_tools(url, Duration::from_secs(5)).await.unwrap_err();
+    assert_eq!(err.reason, Reason::StreamClosed, "{err}");
+    assert_eq!(gets(&state), Vec::<String>::new(), "nothing to resume");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumption_that_never_delivers_times_out_within_the_request_deadline() {
+    let (url, state) = scripted(Script::GetNeverDelivers).await;
+    let err = list_tools(url, Duration::from_millis(800))
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason, Reason::Timeout, "{err}");
+    assert_eq!(gets(&state), vec!["s-0".to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resumptions_are_bounded_and_each_carries_the_last_id_seen() {
+    let (url, state) = scripted(Script::GetKeepsClosing).await;
+    let err = list_tools(url, Duration::from_secs(5)).await.unwrap_err();
+    assert_eq!(err.reason, Reason::StreamClosed, "{err}");
+    let expected: Vec<String> = std::iter::once("s-0".to_string())
+        .chain((1..MAX_RESUMPTIONS).map(|n| format!("g{n}")))
+        .collect();
+    assert_eq!(gets(&state), expected);
+}
