@@ -24,20 +24,20 @@ use serde_json::{Value, json};
 
 const C0: (&str, &str) = ("connection", "0");
 
-async fn lab(profile: &str, b: Behaviour) -> Lab {
-    Lab::start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        vec![(profile.to_string(), b)],
-    )
-    .await
-    .expect("lab starts")
-}
+/// The lab profile every test here uses.
+const RP: &str = "rp";
 
-fn resumable() -> Behaviour {
-    Behaviour {
+/// A lab serving `b` with resumable POST answers as profile [`RP`], and that profile's URL.
+async fn resumable_lab(b: Behaviour) -> (Lab, url::Url) {
+    let b = Behaviour {
         resumable_posts: true,
-        ..Behaviour::default()
-    }
+        ..b
+    };
+    let lab = Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), vec![(RP.into(), b)])
+        .await
+        .expect("lab starts");
+    let url = lab.url(RP);
+    (lab, url)
 }
 
 async fn session(url: url::Url, timeout: Duration) -> Session {
@@ -69,14 +69,14 @@ fn request_failures(s: &Scrape, target: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_request_is_resumed_once_with_the_priming_id() {
-    let lab = lab("rp", resumable()).await;
-    let page = list_tools(lab.url("rp"), Duration::from_secs(5))
+    let (lab, url) = resumable_lab(Behaviour::default()).await;
+    let page = list_tools(url, Duration::from_secs(5))
         .await
         .expect("the first page arrives on the resumption GET");
     assert_eq!(page["tools"].as_array().map(Vec::len), Some(8));
     assert!(page["nextCursor"].is_string(), "{page}");
     assert_eq!(
-        lab.resume_counts("rp"),
+        lab.resume_counts(RP),
         ResumeCounts {
             primed: 1,
             resumed: 1,
@@ -87,26 +87,21 @@ async fn one_request_is_resumed_once_with_the_priming_id() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_probe_walks_a_resumable_server_without_request_failures() {
-    let lab = lab("rp", resumable()).await;
+    let (lab, url) = resumable_lab(Behaviour::default()).await;
     let mut h = Harness::new();
-    h.apply(vec![target("rp", lab.url("rp"))]);
-    let t = ("target", "rp");
+    h.apply(vec![target(RP, url)]);
+    let t = ("target", RP);
     let s = h
         .until("a walk of both pages and a few pings, all resumed", |s| {
             s.v("mcp_probe_tools", &[t, C0, ("view", "cache")]) == 14.0
                 && s.v("mcp_probe_tools_list_pages", &[t, C0]) == 2.0
                 && s.v("mcp_probe_up", &[t]) == 1.0
-                && lab.resume_counts("rp").resumed >= 5
+                && lab.resume_counts(RP).resumed >= 5
         })
         .await;
     assert_eq!(s.v("mcp_probe_tools", &[t, C0, ("view", "server")]), 14.0);
-    assert_eq!(
-        request_failures(&s, "rp"),
-        Vec::<String>::new(),
-        "{}",
-        s.text
-    );
-    let counts = lab.resume_counts("rp");
+    assert_eq!(request_failures(&s, RP), Vec::<String>::new(), "{}", s.text);
+    let counts = lab.resume_counts(RP);
     assert_eq!(
         counts.unknown, 0,
         "every Last-Event-ID named a primed stream"
@@ -116,20 +111,15 @@ async fn the_probe_walks_a_resumable_server_without_request_failures() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_without_a_get_stream_fails_the_resumption_as_http_4xx() {
-    let lab = lab(
-        "rp",
-        Behaviour {
-            get_stream: false,
-            ..resumable()
-        },
-    )
+    let (lab, url) = resumable_lab(Behaviour {
+        get_stream: false,
+        ..Behaviour::default()
+    })
     .await;
-    let err = list_tools(lab.url("rp"), Duration::from_secs(5))
-        .await
-        .unwrap_err();
+    let err = list_tools(url, Duration::from_secs(5)).await.unwrap_err();
     assert_eq!(err.reason, Reason::Http4xx, "{err}");
     assert!(err.detail.contains("405"), "{err}");
-    assert_eq!(lab.resume_counts("rp").resumed, 0);
+    assert_eq!(lab.resume_counts(RP).resumed, 0);
 }
 
 /// How a scripted server answers a request after `initialize`, and the GETs that resume it.
@@ -227,9 +217,7 @@ async fn an_answer_closed_without_an_event_id_is_stream_closed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumption_that_never_delivers_times_out_within_the_request_deadline() {
     let (url, state) = scripted(Script::GetNeverDelivers).await;
-    let err = list_tools(url, Duration::from_millis(800))
-        .await
-        .unwrap_err();
+    let err = list_tools(url, Duration::from_secs(2)).await.unwrap_err();
     assert_eq!(err.reason, Reason::Timeout, "{err}");
     assert_eq!(gets(&state), vec!["s-0".to_string()]);
 }
