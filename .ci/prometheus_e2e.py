@@ -12,6 +12,12 @@ alerts/mcp_exporter.rules.yml loaded, both on loopback ports picked free, then p
       connection = `.*` (All), so a panel passes when it has data for at least one demo target;
   (b) McpProbeToolCacheStale reaches firing for kb_lossy_gateway (drift after ~40 s plus `for: 5m`)
       and is never pending or firing for kb_healthy, and no alert fires for kb_healthy;
+      McpProbeToolVanished reaches firing for kb_lossy_gateway (its probe of search_legacy fails
+      with unknown_tool from the first redeploy at 30 s, plus `for: 5m`), and then, with that
+      probe failing and the target not ready for minutes, neither McpProbeTargetNotReady nor
+      McpProbeToolProbeFailing is pending or firing for it (one alert per cause); none of the
+      health-layer alerts is pending or firing for kb_healthy after the start-up (ready and the
+      probe's success are 0 until the first walk and the first run);
   (c) `promtool check metrics` on the exporter's /metrics is clean (exit 0, no lint output);
   (d) every metric name that the dashboards and rules use was scraped from the exporter during the
       run, except the names in KNOWN_ABSENT: counters whose series appear only with their first
@@ -45,6 +51,10 @@ RULES = os.path.join(ROOT, "alerts", "mcp_exporter.rules.yml")
 DASHBOARDS = os.path.join(ROOT, "dashboards")
 JOB = "mcp_exporter"
 STALE_ALERT = "McpProbeToolCacheStale"
+VANISHED_ALERT = "McpProbeToolVanished"
+# The health-layer alerts (readiness, functional probes).
+HEALTH_ALERTS = ("McpProbeTargetNotReady", "McpProbeToolProbeFailing", VANISHED_ALERT, "McpProbeToolProbeRefused")
+STARTUP = 60  # seconds after the start in which the health layers may still read 0
 LOSSY, HEALTHY = "kb_lossy_gateway", "kb_healthy"
 HARD_DEADLINE = 540  # seconds for the whole run; the alert alone needs ~40 s + `for: 5m`
 POLL = 2  # seconds between polls of a condition
@@ -283,6 +293,23 @@ def check_stale_alert(prom):
     log(f"ok: no alert fires for {HEALTHY}")
 
 
+def check_health_alerts(prom):
+    """(b) The vanished tool fires for the lossy target, once; nothing for the healthy one."""
+    firing = f'ALERTS{{alertname="{VANISHED_ALERT}",alertstate="firing",target="{LOSSY}",tool="search_legacy"}}'
+    wait_for(f"{VANISHED_ALERT} firing for {LOSSY} tool search_legacy", lambda: prom.query(firing), remaining() - 10)
+    others = "|".join(a for a in HEALTH_ALERTS if a != VANISHED_ALERT)
+    doubles = prom.query(f'ALERTS{{alertname=~"{others}",target="{LOSSY}"}}')
+    if doubles:
+        raise Failed(f"the vanished tool also raises other health alerts for {LOSSY}: {[a['metric'] for a in doubles]}")
+    log(f"ok: neither McpProbeTargetNotReady nor McpProbeToolProbeFailing pending or firing for {LOSSY}")
+    window = int(time.monotonic() - START - STARTUP)
+    healthy = f'max_over_time(ALERTS{{alertname=~"{"|".join(HEALTH_ALERTS)}",target="{HEALTHY}"}}[{window}s])'
+    seen = prom.query(healthy)
+    if seen:
+        raise Failed(f"health-layer alerts pending or firing for {HEALTHY} in the last {window} s: {[a['metric'] for a in seen]}")
+    log(f"ok: no health-layer alert pending or firing for {HEALTHY} in the last {window} s")
+
+
 def start(cmd, logfile):
     """A child in its own process group (killed as a group on exit)."""
     log("start: " + " ".join(cmd))
@@ -349,6 +376,7 @@ def run(binary, work):
     check_dashboards(prom, 180)
     check_promtool_metrics(exporter_port, work)
     check_stale_alert(prom)
+    check_health_alerts(prom)
     alive()
     log("ok: again, now that every rule has seen real data for minutes: " + check_rules_loaded(prom))
     check_names(prom)

@@ -1,6 +1,7 @@
 //! The Grafana dashboards in `dashboards/` and the alert rules in `alerts/` against the metric
-//! catalog: well-formed dashboards, only metrics the exporter emits, the core signals covered, and
-//! (when `promtool` is installed) every dashboard query syntax-checked by Prometheus itself.
+//! catalog: well-formed dashboards, only metrics the exporter emits, the core signals covered,
+//! every alert with a runbook section and a promtool test, and (when `promtool` is installed)
+//! every dashboard query syntax-checked by Prometheus itself.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -153,6 +154,16 @@ fn dashboards_are_well_formed() {
             if title.trim().is_empty() {
                 problems.push(format!("{at}: no title"));
             }
+            if p["gridPos"].as_object().is_none() {
+                problems.push(format!("{at}: no gridPos"));
+            }
+            // A row only groups the panels below it: a title, no queries of its own.
+            if p["type"] == "row" {
+                if p.get("targets").is_some() {
+                    problems.push(format!("{at}: a row with targets (Grafana ignores them)"));
+                }
+                continue;
+            }
             if p["description"]
                 .as_str()
                 .is_none_or(|s| s.trim().is_empty())
@@ -161,9 +172,6 @@ fn dashboards_are_well_formed() {
             }
             if !uses_datasource_variable(&p["datasource"]) {
                 problems.push(format!("{at}: datasource is not {DATASOURCE}"));
-            }
-            if p["gridPos"].as_object().is_none() {
-                problems.push(format!("{at}: no gridPos"));
             }
             let targets = p["targets"].as_array().map(Vec::as_slice).unwrap_or(&[]);
             if targets.is_empty() {
@@ -252,6 +260,10 @@ fn dashboards_cover_the_core_signals() {
         "mcp_probe_tools_list_requests_total",
         "mcp_probe_tools_list_fingerprint",
         "mcp_probe_ping_duration_seconds",
+        "mcp_probe_ready",
+        "mcp_probe_tool_probe_success",
+        "mcp_probe_tool_probe_duration_seconds",
+        "mcp_probe_tool_probe_failures_total",
     ];
     let missing: Vec<&str> = required.into_iter().filter(|m| !used.contains(m)).collect();
     assert!(
@@ -340,4 +352,70 @@ fn the_scanner_skips_recording_rule_names() {
     );
     assert!(family_of("mcp_probe_ping_duration_seconds_bucket").is_some());
     assert!(family_of("mcp_probe_up_count").is_none());
+}
+
+/// `(alert name, runbook_url)` of every alert in `alerts/mcp_exporter.rules.yml`, in file order.
+fn alerts_and_runbook_urls() -> Vec<(String, Option<String>)> {
+    let text = read(&repo_dir("alerts").join("mcp_exporter.rules.yml"));
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    for line in text.lines() {
+        let line = line.trim_start().trim_start_matches("- ");
+        if let Some(name) = line.strip_prefix("alert:") {
+            out.push((name.trim().to_string(), None));
+        } else if let Some(url) = line.strip_prefix("runbook_url:") {
+            let last = out.last_mut().expect("runbook_url before the first alert");
+            assert!(last.1.is_none(), "{}: two runbook_urls", last.0);
+            last.1 = Some(url.trim().to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn every_alert_has_a_runbook_section_and_a_promtool_test() {
+    let alerts = alerts_and_runbook_urls();
+    assert!(alerts.len() >= 17, "only {} alerts found", alerts.len());
+    let runbook = read(&repo_dir("docs").join("runbook.md"));
+    let sections: BTreeSet<String> = runbook
+        .lines()
+        .filter_map(|l| l.strip_prefix("## "))
+        .map(|h| h.trim().to_lowercase())
+        .collect();
+    let tests = read(
+        &repo_dir("alerts")
+            .join("tests")
+            .join("mcp_exporter.test.yml"),
+    );
+    let mut problems = Vec::new();
+    for (name, url) in &alerts {
+        let anchor = name.to_lowercase();
+        match url {
+            None => problems.push(format!("{name}: no runbook_url")),
+            Some(url) if !url.ends_with(&format!("/docs/runbook.md#{anchor}")) => problems.push(
+                format!("{name}: runbook_url {url} does not end in #{anchor}"),
+            ),
+            _ => {}
+        }
+        if !sections.contains(&anchor) {
+            problems.push(format!("{name}: no '## {name}' section in docs/runbook.md"));
+        }
+        if !runbook.contains(&format!("| [{name}](#{anchor}) |")) {
+            problems.push(format!(
+                "{name}: not in the table at the top of docs/runbook.md"
+            ));
+        }
+        // Fires somewhere (an exp_alerts entry under its name) and is tested silent somewhere.
+        let tested: Vec<&str> = tests
+            .split("alertname: ")
+            .skip(1)
+            .filter(|t| t.starts_with(name.as_str()) && t[name.len()..].starts_with([',', '\n']))
+            .collect();
+        if !tested.iter().any(|t| t.contains("exp_labels")) {
+            problems.push(format!("{name}: no promtool test where it fires"));
+        }
+        if !tested.iter().any(|t| t.contains("exp_alerts: []")) {
+            problems.push(format!("{name}: no promtool test where it stays silent"));
+        }
+    }
+    assert!(problems.is_empty(), "alerts:\n{}", problems.join("\n"));
 }
