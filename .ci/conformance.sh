@@ -57,7 +57,7 @@ conformance() { timeout -k 10 "$1" "$node" "$suite_js" "${@:2}"; }
 conformance 60 list >"$dir/list.txt" 2>&1
 client_scenarios=$(sed -n '/^Client scenarios/,$p' "$dir/list.txt" | sed -n 's/^ *- \([^ ]*\).*/\1/p')
 log "client scenarios ($(echo "$client_scenarios" | wc -l)): $(echo $client_scenarios)"
-for s in initialize tools_call; do
+for s in initialize tools_call sse-retry; do
   echo "$client_scenarios" | grep -qx "$s" || { echo "FAIL: scenario $s is gone from conformance $CONFORMANCE" >&2; exit 1; }
 done
 
@@ -80,7 +80,10 @@ run_scenario() { # NAME COMMAND
 # ---- applicable scenarios: must pass
 run_scenario initialize "$bin check"
 run_scenario tools_call "$bin check --call add_numbers --arguments '{\"a\":1,\"b\":2}' --allow-side-effects"
-for s in initialize tools_call; do
+# SEP-1699: the tools/call answer stream is closed after a priming event; the client waits the
+# retry hint and resumes with GET + Last-Event-ID. Only a call exercises it.
+run_scenario sse-retry "$bin check --call test_reconnection --allow-side-effects"
+for s in initialize tools_call sse-retry; do
   grep -h -A20 '^mcp_exporter check' "$results/$s"-*/stdout.txt | sed "s/^/    [$s] /" | grep -v '^\s*\[[a-z_]*\] $' || true
 done
 
