@@ -277,38 +277,31 @@ async fn listen_through_a_redeploy(scenario: &str) -> Run {
         .unwrap()
 }
 
+/// Listen through a redeploy of `scenario`; the run ends `code, verdict` with a `status`
+/// list_changed row containing every one of `needles`.
+async fn listen_verdict(scenario: &str, code: i32, verdict: &str, status: &str, needles: &[&str]) {
+    let run = listen_through_a_redeploy(scenario).await;
+    run.ended(code, verdict);
+    let detail = run.expect(status, "list_changed");
+    assert!(needles.iter().all(|n| detail.contains(n)), "{detail}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn listen_for_sees_list_changed_and_reports_the_change() {
-    let run = listen_through_a_redeploy("healthy").await;
-    run.ended(0, "pass");
-    let detail = run.expect("PASS", "list_changed");
-    assert!(
-        detail.contains("added search_v2; removed search_legacy"),
-        "{detail}"
-    );
+    let change = "added search_v2; removed search_legacy";
+    listen_verdict("healthy", 0, "pass", "PASS", &[change]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_without_the_promised_notification_fails() {
-    let run = listen_through_a_redeploy("notification-lost").await;
-    run.ended(1, "fail");
-    let detail = run.expect("FAIL", "list_changed");
-    assert!(
-        detail.contains("yet the list changed: added search_v2; removed search_legacy")
-            && detail.contains("(F1)"),
-        "{detail}"
-    );
+    let change = "yet the list changed: added search_v2; removed search_legacy";
+    listen_verdict("notification-lost", 1, "fail", "FAIL", &[change, "(F1)"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_on_a_server_without_list_changed_is_a_warning() {
-    let run = listen_through_a_redeploy("no-list-changed").await;
-    run.ended(0, "pass with warnings");
-    let detail = run.expect("WARN", "list_changed");
-    assert!(
-        detail.contains("yet the list changed") && detail.contains("(F2)"),
-        "{detail}"
-    );
+    let needles = ["yet the list changed", "(F2)"];
+    listen_verdict("no-list-changed", 0, "pass with warnings", "WARN", &needles).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
