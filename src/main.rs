@@ -90,7 +90,7 @@ struct CheckArgs {
     #[arg(long = "max-pages", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_pages: u32,
     /// After the walks, keep the session this long waiting for notifications/tools/list_changed.
-    #[arg(long = "listen-for", value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long = "listen-for", value_name = "DURATION", value_parser = listen_window)]
     listen_for: Option<Duration>,
     /// Call this tool with tools/call (only if annotated read-only, see --allow-side-effects).
     #[arg(long, value_name = "TOOL")]
@@ -205,6 +205,16 @@ fn run_check(args: CheckArgs) -> ExitCode {
     let report = runtime.block_on(check::run(&options));
     print!("{}", check::report::render(&report, args.format));
     ExitCode::from(report.exit_code())
+}
+
+/// `--listen-for`: a duration of at most a day (a check is a CI step, not a daemon).
+fn listen_window(text: &str) -> Result<Duration, String> {
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+    match humantime::parse_duration(text) {
+        Ok(d) if d <= DAY => Ok(d),
+        Ok(_) => Err("at most 24h".to_string()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 fn check_options(url: &str, args: &CheckArgs) -> Result<check::Options, String> {

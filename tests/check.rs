@@ -513,3 +513,28 @@ async fn an_rmcp_server_passes() {
         assert!(statuses.contains(&(id, "pass")), "{id}: {statuses:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_while_the_stream_was_cut_is_a_warning_not_a_failure() {
+    use mcp_exporter::lab::Behaviour;
+    // A proxy cuts the GET stream 2 s in and the list changes in the gap (F4): a correct
+    // client re-opens and re-lists, so it catches up; the check must not call that F1.
+    let behaviour = Behaviour {
+        stream_close_after: Some(Duration::from_secs(2)),
+        change_in_stream_gap: true,
+        ..Behaviour::default()
+    };
+    let lab = Lab::start(
+        "127.0.0.1:0".parse().unwrap(),
+        vec![("cut".into(), behaviour)],
+    )
+    .await
+    .expect("lab starts");
+    let run = check(&["--listen-for", "6s", &url(&lab, "cut")], &[]).await;
+    run.ended(0, "pass with warnings");
+    let detail = run.expect("WARN", "list_changed");
+    assert!(
+        detail.contains("the GET stream ended during the window") && detail.contains("(F4)"),
+        "{detail}"
+    );
+}

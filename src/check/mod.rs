@@ -16,6 +16,7 @@
 
 pub mod report;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -380,8 +381,7 @@ impl Checker<'_> {
         }
         if let Some(window) = self.opts.listen_for {
             if tools_capable {
-                let stream_gone = stream.is_none_or(|s| s.is_finished());
-                self.listen(window, first.as_ref(), stream_gone).await;
+                self.listen(window, first.as_ref(), stream).await;
             } else {
                 self.report.row(
                     Status::Info,
@@ -396,6 +396,7 @@ impl Checker<'_> {
         let mut pager = Recorder {
             session: self.session,
             pages: Vec::new(),
+            kept: 0,
         };
         let report = walker::walk(&mut pager, self.opts.max_pages).await;
         let recorded = Recorded {
@@ -547,7 +548,13 @@ impl Checker<'_> {
 
     /// Wait for list_changed (received at any time in this session), re-walk, and say what
     /// changed since the first walk. Spurious notifications (nothing changed) keep the wait going.
-    async fn listen(&mut self, window: Duration, first: Option<&ToolSet>, stream_gone: bool) {
+    async fn listen(
+        &mut self,
+        window: Duration,
+        first: Option<&ToolSet>,
+        stream: Option<&tokio::task::JoinHandle<()>>,
+    ) {
+        let stream_gone = stream.is_none_or(|s| s.is_finished());
         let deadline = tokio::time::Instant::now() + window;
         let mut seen = 0u64;
         let mut spurious = 0u32;
@@ -566,10 +573,13 @@ impl Checker<'_> {
                             " that changed the list ({spurious} arrived without a change, F14)"
                         ));
                     }
+                    let lost_stream = !stream_gone && stream.is_some_and(|s| s.is_finished());
                     if stream_gone {
                         detail.push_str("; no GET stream was open to carry one");
+                    } else if lost_stream {
+                        detail.push_str("; the GET stream ended during the window");
                     }
-                    self.audit_silence(first, detail).await;
+                    self.audit_silence(first, detail, lost_stream).await;
                     return;
                 }
             }
@@ -632,7 +642,11 @@ impl Checker<'_> {
     /// the exporter's audit does. A list that changed anyway is what leaves clients stale: a
     /// failure when the server promised `listChanged` (F1), a warning when it never did (F2:
     /// clients can only learn by re-listing).
-    async fn audit_silence(&mut self, first: Option<&ToolSet>, quiet: String) {
+    ///
+    /// When the GET stream ended during the window, the notification may have gone out on it:
+    /// a correct client re-opens the stream and re-lists after the gap, as the exporter does,
+    /// so it catches up — a warning (F4), not a failure.
+    async fn audit_silence(&mut self, first: Option<&ToolSet>, quiet: String, lost_stream: bool) {
         let audit = self.walk("audit").await;
         let (Some(first), Ok(walk)) = (first, &audit.report.result) else {
             self.report.row(Status::Info, "list_changed", quiet);
@@ -652,7 +666,13 @@ impl Checker<'_> {
             .server
             .as_ref()
             .is_some_and(|s| s.tools_list_changed);
-        let (status, why) = if declared {
+        let (status, why) = if lost_stream {
+            (
+                Status::Warn,
+                "a notification sent meanwhile was lost with the stream; a correct client \
+                 re-opens it and re-lists after the gap (F4)",
+            )
+        } else if declared {
             (
                 Status::Fail,
                 "the server declares tools.listChanged, so clients wait for a notification that \
@@ -676,28 +696,43 @@ impl Checker<'_> {
 /// A pager that lets the walker drive the session and keeps, per page, what was served.
 struct Recorder<'a> {
     session: &'a Session,
-    /// (name, fingerprint) of every named tool, page by page, in the order served.
-    pages: Vec<Vec<(String, u64)>>,
+    pages: Vec<Page>,
+    /// Entries kept so far over all pages, at most [`MAX_KEPT`].
+    kept: usize,
+}
+
+/// At most this many (name, fingerprint) entries are kept per walk, duplicates included: the
+/// walker bounds distinct tools, this bounds a server that repeats one name a million times.
+const MAX_KEPT: usize = 2 * walker::MAX_TOOLS_PER_WALK;
+
+/// What one page served.
+struct Page {
+    /// Named tools on the page.
+    served: usize,
+    /// (name, fingerprint) of each, in the order served, while under [`MAX_KEPT`].
+    tools: Vec<(String, u64)>,
 }
 
 impl Pager for Recorder<'_> {
     async fn page(&mut self, cursor: Option<&str>) -> Result<Value, McpError> {
         let params = cursor.map(|c| json!({ "cursor": c }));
         let page = self.session.request("tools/list", params).await?;
-        let served = page
+        let named = page
             .get("tools")
             .and_then(Value::as_array)
-            .map(|tools| {
-                tools
-                    .iter()
-                    .filter_map(|t| {
-                        let name = t.get("name")?.as_str()?;
-                        Some((name.to_string(), tool_fingerprint(t)))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        self.pages.push(served);
+            .into_iter()
+            .flatten()
+            .filter_map(|t| Some((t.get("name")?.as_str()?, t)));
+        let mut served = 0;
+        let mut tools = Vec::new();
+        for (name, t) in named {
+            served += 1;
+            if self.kept < MAX_KEPT {
+                self.kept += 1;
+                tools.push((name.to_string(), tool_fingerprint(t)));
+            }
+        }
+        self.pages.push(Page { served, tools });
         Ok(page)
     }
 }
@@ -705,29 +740,29 @@ impl Pager for Recorder<'_> {
 /// A walk and what each page served.
 struct Recorded {
     report: WalkReport,
-    pages: Vec<Vec<(String, u64)>>,
+    pages: Vec<Page>,
 }
 
 impl Recorded {
     fn served(&self) -> impl Iterator<Item = &(String, u64)> {
-        self.pages.iter().flatten()
+        self.pages.iter().flat_map(|p| &p.tools)
     }
 
     fn summary(&self, which: &'static str) -> WalkSummary {
         let tools = match &self.report.result {
             Ok(w) => w.tools.len(),
-            Err(_) => self.served().count(),
+            Err(_) => self.pages.iter().map(|p| p.served).sum(),
         };
         WalkSummary {
             walk: which,
-            pages: self.pages.iter().map(|p| p.len() as u32).collect(),
+            pages: self.pages.iter().map(|p| p.served as u32).collect(),
             tools: tools as u32,
             complete: self.report.result.is_ok(),
         }
     }
 
     fn page_counts(&self) -> String {
-        let counts: Vec<String> = self.pages.iter().map(|p| p.len().to_string()).collect();
+        let counts: Vec<String> = self.pages.iter().map(|p| p.served.to_string()).collect();
         if counts.len() > 16 {
             format!("{} + … ({} pages)", counts[..16].join(" + "), counts.len())
         } else {
@@ -782,25 +817,26 @@ impl Recorded {
     }
 
     fn duplicate_names(&self) -> Vec<String> {
-        let mut seen = std::collections::HashSet::new();
-        let mut dups: Vec<String> = Vec::new();
-        for (name, _) in self.served() {
-            if !seen.insert(name.as_str()) && !dups.contains(name) {
-                dups.push(name.clone());
-            }
-        }
-        dups
+        let mut seen = HashSet::new();
+        let dups = self
+            .served()
+            .filter(|(name, _)| !seen.insert(name.as_str()));
+        first_of_each(dups.map(|(name, _)| name.as_str()))
     }
 
     fn invalid_names(&self) -> Vec<String> {
-        let mut bad: Vec<String> = Vec::new();
-        for (name, _) in self.served() {
-            if !valid_tool_name(name) && !bad.contains(name) {
-                bad.push(name.clone());
-            }
-        }
-        bad
+        let bad = self.served().filter(|(name, _)| !valid_tool_name(name));
+        first_of_each(bad.map(|(name, _)| name.as_str()))
     }
+}
+
+/// Each distinct name once, in the order first seen.
+fn first_of_each<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut seen = HashSet::new();
+    names
+        .filter(|n| seen.insert(*n))
+        .map(str::to_string)
+        .collect()
 }
 
 /// The second walk against the first: same names in the same order with the same definitions.
@@ -935,7 +971,13 @@ mod tests {
                 requests: pages.len() as u32,
                 duplicates,
             },
-            pages,
+            pages: pages
+                .into_iter()
+                .map(|tools| Page {
+                    served: tools.len(),
+                    tools,
+                })
+                .collect(),
         }
     }
 

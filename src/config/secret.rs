@@ -55,8 +55,10 @@ impl fmt::Display for Secret {
 /// The URL as text that is safe to log or show on a status page.
 ///
 /// The password (if any) is replaced by `<redacted>`, and so are the query string and
-/// the fragment when present; scheme, user name, host, port and path are kept:
+/// the fragment when present; scheme, host, port and path are kept:
 /// `https://user:pw@h:8443/mcp?key=abc` becomes `https://user:<redacted>@h:8443/mcp?<redacted>`.
+/// A user name without a password is redacted too: `https://<token>@host/` is a common way to
+/// put an API key in a URL, so only a name that has a password beside it is shown.
 pub fn redact_url(url: &url::Url) -> String {
     use url::Position;
 
@@ -64,12 +66,13 @@ pub fn redact_url(url: &url::Url) -> String {
     // "https://" (or "mailto:" for URLs without an authority).
     out.push_str(&url[..Position::BeforeUsername]);
     let has_password = url.password().is_some();
-    if !url.username().is_empty() || has_password {
+    if has_password {
         out.push_str(url.username());
-        if has_password {
-            out.push(':');
-            out.push_str(REDACTED);
-        }
+        out.push(':');
+        out.push_str(REDACTED);
+        out.push('@');
+    } else if !url.username().is_empty() {
+        out.push_str(REDACTED);
         out.push('@');
     }
     // host, port and path.
@@ -123,10 +126,13 @@ mod tests {
         );
         assert_eq!(redact("http://127.0.0.1:8080/"), "http://127.0.0.1:8080/");
         assert_eq!(redact("http://[::1]:9000/a/b"), "http://[::1]:9000/a/b");
-        assert_eq!(
-            redact("https://user@h.example/mcp"),
-            "https://user@h.example/mcp"
-        );
+    }
+
+    #[test]
+    fn redact_url_hides_a_lone_user_name() {
+        let r = redact(&format!("https://{SENTINEL}@h.example/mcp"));
+        assert_eq!(r, "https://<redacted>@h.example/mcp");
+        assert!(!r.contains(SENTINEL));
     }
 
     #[test]
