@@ -1,8 +1,9 @@
 //! Resumable POST answers (2025-11-25 transports, SEP-1699): a server may close an answer stream
 //! after a priming event, and the client resumes it with a GET carrying `Last-Event-ID`.
 //!
-//! Against the lab (`resumable_posts`) and against small scripted servers for what the lab never
-//! does: no priming id, a resumption that never delivers, one that keeps closing.
+//! Against the lab (`resumable_posts`, which primes and closes every answer, `initialize`
+//! included) and against small scripted servers for what the lab never does: no priming id, a
+//! resumption that never delivers, one that keeps closing.
 
 mod common;
 
@@ -78,10 +79,111 @@ async fn one_request_is_resumed_once_with_the_priming_id() {
     assert_eq!(
         lab.resume_counts(RP),
         ResumeCounts {
+            primed: 2,
+            resumed: 2,
+            unknown: 0,
+            sent_whole: 0,
+        },
+        "initialize and tools/list, each resumed once"
+    );
+}
+
+/// The lab's side of the session rule the client must follow: a resumption GET without the
+/// session id is refused (400), one with another session's id is not found (404), and a stream
+/// is replayed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lab_resumes_only_inside_the_session_and_only_once() {
+    let (lab, url) = resumable_lab(Behaviour::default()).await;
+    let http = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}});
+    let resp = http
+        .post(url.clone())
+        .header("accept", "application/json, text/event-stream")
+        .json(&init)
+        .send()
+        .await
+        .unwrap();
+    let sid = resp.headers()["mcp-session-id"].clone();
+    let priming = resp.text().await.unwrap();
+    assert!(priming.starts_with("id: 1-0\n"), "{priming}");
+    assert!(!priming.contains("protocolVersion"), "{priming}");
+    let get = |session: Option<&str>| {
+        let mut req = http
+            .get(url.clone())
+            .header("accept", "text/event-stream")
+            .header("last-event-id", "1-0");
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s);
+        }
+        req.send()
+    };
+    assert_eq!(get(None).await.unwrap().status(), 400);
+    assert_eq!(get(Some("lab-other")).await.unwrap().status(), 404);
+    let replayed = get(Some(sid.to_str().unwrap())).await.unwrap();
+    assert_eq!(replayed.status(), 200);
+    let body = replayed.text().await.unwrap();
+    assert!(
+        body.contains("id: 1-1\n") && body.contains("protocolVersion"),
+        "{body}"
+    );
+    let again = get(Some(sid.to_str().unwrap())).await.unwrap();
+    assert_eq!(again.status(), 400, "a replayed stream is forgotten");
+    let counts = lab.resume_counts(RP);
+    assert_eq!((counts.primed, counts.resumed, counts.unknown), (1, 1, 1));
+}
+
+/// SEP-1699 on `initialize`: the answer is primed and closed, and the client resumes it with the
+/// session id the POST response just handed out (the lab refuses a GET without it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_initialize_answer_is_resumed_inside_the_new_session_and_the_session_walks() {
+    let (lab, url) = resumable_lab(Behaviour::default()).await;
+    let s = session(url, Duration::from_secs(5)).await;
+    assert_eq!(s.info().protocol_version, "2025-11-25");
+    let first = s.request("tools/list", None).await.expect("page 1");
+    let cursor = first["nextCursor"].clone();
+    let second = s
+        .request("tools/list", Some(json!({"cursor": cursor})))
+        .await
+        .expect("page 2");
+    let names = |p: &Value| p["tools"].as_array().map_or(0, Vec::len);
+    assert_eq!(names(&first) + names(&second), 14);
+    assert!(second.get("nextCursor").is_none(), "{second}");
+    assert_eq!(
+        lab.resume_counts(RP),
+        ResumeCounts {
+            primed: 3,
+            resumed: 3,
+            unknown: 0,
+            sent_whole: 0,
+        }
+    );
+    assert_eq!(lab.initializes(RP), 1);
+}
+
+/// The lab's replay store is bounded: an answer too large to keep (it echoes a 100 KiB tool
+/// name) is sent whole on its POST stream, never primed nor replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_answer_is_sent_whole_without_replay() {
+    let (lab, url) = resumable_lab(Behaviour::default()).await;
+    let s = session(url, Duration::from_secs(5)).await;
+    let name = "x".repeat(100 * 1024);
+    let err = s
+        .request("tools/call", Some(json!({"name": name, "arguments": {}})))
+        .await
+        .unwrap_err();
+    assert_eq!(err.reason, Reason::JsonrpcError, "{err}");
+    assert!(err.detail.contains("Unknown tool: xxx"), "{err}");
+    assert_eq!(
+        lab.resume_counts(RP),
+        ResumeCounts {
             primed: 1,
             resumed: 1,
-            unknown: 0
-        }
+            unknown: 0,
+            sent_whole: 1,
+        },
+        "only initialize was primed and resumed"
     );
 }
 
@@ -116,10 +218,23 @@ async fn a_server_without_a_get_stream_fails_the_resumption_as_http_4xx() {
         ..Behaviour::default()
     })
     .await;
-    let err = list_tools(url, Duration::from_secs(5)).await.unwrap_err();
+    // Already the `initialize` answer cannot be resumed.
+    let transport = HttpTransport::new(url, &[], Limits::default()).expect("transport");
+    let (inbox, _requests) = Inbox::new();
+    let opened = Session::open(
+        Arc::new(transport),
+        "2025-11-25",
+        Arc::new(inbox),
+        Duration::from_secs(5),
+    )
+    .await;
+    let Err(err) = opened else {
+        panic!("initialize cannot complete without its resumption GET");
+    };
     assert_eq!(err.reason, Reason::Http4xx, "{err}");
     assert!(err.detail.contains("405"), "{err}");
     assert_eq!(lab.resume_counts(RP).resumed, 0);
+    assert_eq!(lab.resume_counts(RP).primed, 1);
 }
 
 /// How a scripted server answers a request after `initialize`, and the GETs that resume it.

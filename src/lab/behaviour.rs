@@ -44,9 +44,11 @@ pub struct Behaviour {
     /// Tools that stay listed but whose backend is down: `tools/call` answers `isError: true`
     /// ("listed is not usable").
     pub broken_tools: Vec<&'static str>,
-    /// SSE polling (2025-11-25, SEP-1699): each POSTed request after `initialize` is answered by
-    /// a stream that carries only a priming event (an `id`, `retry`, empty data) and closes; the
-    /// response waits for the GET that resumes that stream with `Last-Event-ID`.
+    /// SSE polling (2025-11-25, SEP-1699): each POSTed request, `initialize` included, is
+    /// answered by a stream that carries only a priming event (an `id`, `retry`, empty data) and
+    /// closes; the response waits for the GET that resumes that stream with `Last-Event-ID` (and
+    /// the session's `Mcp-Session-Id`, which the `initialize` answer carries). A stream is
+    /// replayed once; answers too large to keep (over 64 KiB) are sent whole instead.
     pub resumable_posts: bool,
 }
 

@@ -10,7 +10,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,6 +38,13 @@ const VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 const RESUME_RETRY_MS: u64 = 50;
 /// Answer streams a session keeps for replay; the oldest is forgotten first.
 const REPLAY_STREAMS: usize = 32;
+/// An answer larger than this (answers echo client input) is not kept for replay: it is sent
+/// whole on its POST stream.
+const REPLAY_MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// Bytes of answers one session keeps for replay; the oldest stream is forgotten first.
+const REPLAY_SESSION_BYTES: usize = 256 * 1024;
+/// Bytes of answers all sessions together keep for replay; beyond it answers are sent whole.
+const REPLAY_TOTAL_BYTES: usize = 32 * 1024 * 1024;
 
 /// What a request learns about its session.
 struct SessionRef {
@@ -62,9 +69,25 @@ struct LabSession {
     announced: u64,
     /// The instance this session is pinned to (F12).
     instance: u8,
-    /// Resumable answer streams (number, messages after the priming event), for replay.
+    /// Resumable answer streams (number, messages after the priming event), for replay. A stream
+    /// is forgotten once replayed.
     replay: VecDeque<(u64, Vec<String>)>,
+    /// Bytes of the messages in `replay`.
+    replay_bytes: usize,
     streams: u64,
+}
+
+impl LabSession {
+    /// Forget the oldest replayable stream; returns its bytes.
+    fn forget_oldest(&mut self) -> usize {
+        let freed = self.replay.pop_front().map_or(0, |(_, m)| bytes_of(&m));
+        self.replay_bytes -= freed;
+        freed
+    }
+}
+
+fn bytes_of(messages: &[String]) -> usize {
+    messages.iter().map(String::len).sum()
 }
 
 /// What a profile with `resumable_posts` saw of SSE polling.
@@ -74,14 +97,20 @@ pub struct ResumeCounts {
     pub primed: u64,
     /// GETs whose `Last-Event-ID` named one of those streams: its messages were replayed.
     pub resumed: u64,
-    /// GETs with a `Last-Event-ID` the profile never handed out (answered 400).
+    /// GETs with a `Last-Event-ID` the profile never handed out or already replayed (answered
+    /// 400).
     pub unknown: u64,
+    /// Answers too large to keep for replay, sent whole on their POST stream instead.
+    pub sent_whole: u64,
 }
 
 struct LabState {
     profiles: HashMap<String, Behaviour>,
     generation: watch::Sender<u64>,
     sessions: Mutex<HashMap<String, LabSession>>,
+    /// Sum of every session's `replay_bytes` (only added to under the `sessions` lock, so the
+    /// check against [`REPLAY_TOTAL_BYTES`] holds).
+    replay_bytes: AtomicUsize,
     next_session: AtomicU64,
     initializes: Mutex<HashMap<String, u64>>,
     deletes: Mutex<HashMap<String, u64>>,
@@ -121,6 +150,7 @@ impl Lab {
             profiles: profiles.into_iter().collect(),
             generation,
             sessions: Mutex::new(HashMap::new()),
+            replay_bytes: AtomicUsize::new(0),
             next_session: AtomicU64::new(1),
             initializes: Mutex::new(HashMap::new()),
             deletes: Mutex::new(HashMap::new()),
@@ -293,6 +323,8 @@ impl LabState {
         sessions.retain(|_, s| {
             if s.profile == profile {
                 let _ = s.closed.send(true);
+                self.replay_bytes
+                    .fetch_sub(s.replay_bytes, Ordering::Relaxed);
                 false
             } else {
                 true
@@ -342,40 +374,75 @@ impl LabState {
 
     /// SSE polling, answer side: keep `messages` for replay and send only the priming event
     /// (`<stream>-0`, with `retry`), then end the stream. Message `i` gets id `<stream>-<i+1>`.
+    ///
+    /// The store is bounded: an answer over [`REPLAY_MAX_ANSWER_BYTES`], or one that would take
+    /// all sessions over [`REPLAY_TOTAL_BYTES`], is sent whole instead; a session keeps at most
+    /// [`REPLAY_STREAMS`] streams and [`REPLAY_SESSION_BYTES`], forgetting the oldest first.
     fn prime(&self, profile: &str, session_id: &str, messages: Vec<String>) -> Response {
+        let size = bytes_of(&messages);
         let stream = {
             let mut sessions = self.sessions.lock().expect("lab lock");
             let Some(s) = sessions.get_mut(session_id) else {
                 return status(StatusCode::NOT_FOUND, "Session not found");
             };
-            s.streams += 1;
-            if s.replay.len() == REPLAY_STREAMS {
-                s.replay.pop_front();
+            if size > REPLAY_MAX_ANSWER_BYTES {
+                Err(messages)
+            } else {
+                while !s.replay.is_empty()
+                    && (s.replay.len() >= REPLAY_STREAMS
+                        || s.replay_bytes + size > REPLAY_SESSION_BYTES)
+                {
+                    let freed = s.forget_oldest();
+                    self.replay_bytes.fetch_sub(freed, Ordering::Relaxed);
+                }
+                if self.replay_bytes.load(Ordering::Relaxed) + size <= REPLAY_TOTAL_BYTES {
+                    self.replay_bytes.fetch_add(size, Ordering::Relaxed);
+                    s.replay_bytes += size;
+                    s.streams += 1;
+                    s.replay.push_back((s.streams, messages));
+                    Ok(s.streams)
+                } else {
+                    Err(messages)
+                }
             }
-            s.replay.push_back((s.streams, messages));
-            s.streams
+        };
+        let stream = match stream {
+            Ok(stream) => stream,
+            Err(messages) => {
+                self.resume_counts(profile, |c| c.sent_whole += 1);
+                let body = messages.iter().fold(String::new(), |mut body, m| {
+                    body.push_str(&format!("event: message\ndata: {m}\n\n"));
+                    body
+                });
+                return event_stream(body);
+            }
         };
         self.resume_counts(profile, |c| c.primed += 1);
         let body = format!("id: {stream}-0\nretry: {RESUME_RETRY_MS}\ndata: \n\n");
         event_stream(body)
     }
 
-    /// SSE polling, GET side: replay what followed `last` on its stream, then end the stream.
+    /// SSE polling, GET side: replay what followed `last` on its stream, then end the stream and
+    /// forget it (a later GET naming it is answered 400).
     fn replay(&self, profile: &str, session_id: &str, last: &HeaderValue) -> Response {
         let position = last.to_str().ok().and_then(|l| {
             let (stream, seq) = l.split_once('-')?;
             Some((stream.parse::<u64>().ok()?, seq.parse::<usize>().ok()?))
         });
         let events = position.and_then(|(stream, seq)| {
-            let sessions = self.sessions.lock().expect("lab lock");
-            let (_, messages) = sessions
-                .get(session_id)?
+            let mut sessions = self.sessions.lock().expect("lab lock");
+            let s = sessions.get_mut(session_id)?;
+            let at = s
                 .replay
                 .iter()
-                .find(|(n, _)| *n == stream)?;
-            let rest = messages.get(seq..)?;
+                .position(|(n, messages)| *n == stream && seq <= messages.len())?;
+            let (_, messages) = s.replay.remove(at).expect("position in range");
+            let freed = bytes_of(&messages);
+            s.replay_bytes -= freed;
+            self.replay_bytes.fetch_sub(freed, Ordering::Relaxed);
             Some(
-                rest.iter()
+                messages[seq..]
+                    .iter()
                     .enumerate()
                     .fold(String::new(), |mut body, (i, m)| {
                         let id = seq + i + 1;
@@ -422,6 +489,7 @@ impl LabState {
                 announced,
                 instance,
                 replay: VecDeque::new(),
+                replay_bytes: 0,
                 streams: 0,
             },
         );
@@ -450,7 +518,12 @@ impl LabState {
             "capabilities": {"tools": tools},
             "serverInfo": {"name": "kb-lab", "version": env!("CARGO_PKG_VERSION")},
         });
-        let mut resp = reply(b, rpc_result(id, result));
+        let answer = rpc_result(id, result);
+        let mut resp = if b.resumable_posts {
+            self.prime(profile, &session_id, vec![answer.to_string()])
+        } else {
+            reply(b, answer)
+        };
         resp.headers_mut().insert(
             "mcp-session-id",
             HeaderValue::from_str(&session_id).expect("ASCII session id"),
@@ -687,6 +760,9 @@ async fn handle_delete(
         Ok(session) => {
             if let Some(s) = state.sessions.lock().expect("lab lock").remove(&session.id) {
                 let _ = s.closed.send(true);
+                state
+                    .replay_bytes
+                    .fetch_sub(s.replay_bytes, Ordering::Relaxed);
             }
             *state
                 .deletes
@@ -697,5 +773,44 @@ async fn handle_delete(
             StatusCode::OK.into_response()
         }
         Err(refusal) => refusal.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_replay_store_keeps_a_session_within_its_byte_budget() {
+        let b = Behaviour {
+            resumable_posts: true,
+            ..Behaviour::default()
+        };
+        let lab = Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), vec![("p".into(), b)])
+            .await
+            .expect("lab starts");
+        let state = &lab.state;
+        let b = state.profiles["p"].clone();
+        let resp = state.initialize("p", &b, &json!(0), &json!({}));
+        let sid = resp.headers()["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_string();
+        let answer = "x".repeat(60 * 1024);
+        for _ in 0..10 {
+            state.prime("p", &sid, vec![answer.clone()]);
+        }
+        let kept = {
+            let sessions = state.sessions.lock().unwrap();
+            let s = &sessions[&sid];
+            assert!(s.replay_bytes <= REPLAY_SESSION_BYTES, "{}", s.replay_bytes);
+            assert_eq!(s.replay_bytes, bytes_of(&s.replay[0].1) * s.replay.len());
+            assert_eq!(s.replay.back().map(|(n, _)| *n), Some(11), "newest kept");
+            s.replay_bytes
+        };
+        assert_eq!(state.replay_bytes.load(Ordering::Relaxed), kept);
+        assert_eq!(lab.resume_counts("p").primed, 11);
+        lab.expire_sessions("p");
+        assert_eq!(state.replay_bytes.load(Ordering::Relaxed), 0);
     }
 }

@@ -68,6 +68,12 @@ const MCP_SESSION_ID: &str = "mcp-session-id";
 const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 const LAST_EVENT_ID: &str = "last-event-id";
 
+/// A session id the client may send back: visible ASCII only (0x21 to 0x7E), as the spec requires
+/// of servers (transports § Session Management).
+pub(crate) fn session_id_is_visible_ascii(id: &HeaderValue) -> bool {
+    id.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b))
+}
+
 /// What a POST came back with.
 #[derive(Debug)]
 pub enum PostReply {
@@ -173,7 +179,21 @@ impl HttpTransport {
                     McpError::new(Reason::InvalidResponse, "JSON body holds no response")
                 })?
             }
-            ContentKind::EventStream => self.read_sse_answer(session, resp, sent, inbox).await?,
+            ContentKind::EventStream => {
+                // The answer to `initialize` is resumed inside the session it just opened: a GET
+                // without that id is refused by a stateful server. Any other answer is resumed
+                // with the caller's headers unless the server named a session on it.
+                let resume_as = match &new_session_id {
+                    None => Some(session.clone()),
+                    Some(id) if session_id_is_visible_ascii(id) => Some(SessionHeaders {
+                        session_id: Some(id.clone()),
+                        protocol_version: session.protocol_version.clone(),
+                    }),
+                    Some(_) => None,
+                };
+                self.read_sse_answer(resume_as.as_ref(), resp, sent, inbox)
+                    .await?
+            }
             ContentKind::Other => {
                 return Err(McpError::new(
                     Reason::ContentType,
@@ -191,9 +211,12 @@ impl HttpTransport {
     /// it (2025-11-25 servers may close after a priming event), resume with a GET carrying
     /// `Last-Event-ID` after the `retry` wait, at most [`MAX_RESUMPTIONS`] times. The caps of
     /// [`Limits`] hold for the answer as a whole, across its streams.
+    ///
+    /// `resume_as` are the session headers of the resumption GETs; `None` when the POST response
+    /// named a session id that cannot be sent back, which fails a resumption.
     async fn read_sse_answer(
         &self,
-        session: &SessionHeaders,
+        resume_as: Option<&SessionHeaders>,
         resp: reqwest::Response,
         sent: u64,
         inbox: &Inbox,
@@ -220,6 +243,12 @@ impl HttpTransport {
                         ));
                     }
                 };
+                let session = resume_as.ok_or_else(|| {
+                    McpError::new(
+                        Reason::InvalidResponse,
+                        "session id is not visible ASCII; cannot resume the SSE answer",
+                    )
+                })?;
                 let wait = cursor
                     .retry
                     .unwrap_or(DEFAULT_RESUME_WAIT)

@@ -13,7 +13,9 @@ use reqwest::header::HeaderValue;
 use serde_json::{Value, json};
 
 use super::error::{McpError, Reason, truncate};
-use super::http::{HttpTransport, NotificationStream, PostReply, SessionHeaders};
+use super::http::{
+    HttpTransport, NotificationStream, PostReply, SessionHeaders, session_id_is_visible_ascii,
+};
 use super::inbox::Inbox;
 use super::jsonrpc::{self, RpcError};
 
@@ -84,7 +86,7 @@ impl Session {
         };
         let result = outcome.map_err(McpError::from)?;
         if let Some(id) = &session_id
-            && !id.as_bytes().iter().all(|b| (0x21..=0x7e).contains(b))
+            && !session_id_is_visible_ascii(id)
         {
             return Err(McpError::new(
                 Reason::InvalidResponse,
