@@ -24,6 +24,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::config::{Expect, ProbeConfig, Secret, redact_url, valid_tool_name};
+use crate::mcp::http::NotificationStream;
 use crate::mcp::session::LEGACY_VERSIONS;
 use crate::mcp::{HttpTransport, Inbox, Limits, McpError, Session, truncate};
 use crate::probe::catalog::{Drift, ToolSet, tool_fingerprint};
@@ -258,20 +259,20 @@ pub async fn run(opts: &Options) -> Report {
     .run(stream.as_ref())
     .await;
     if let Some(s) = stream {
-        s.abort();
+        s.task.abort();
     }
     answering.abort();
     session.close().await;
     report
 }
 
-/// initialize, protocol version, capabilities and the GET stream. Returns the stream's task.
+/// initialize, protocol version, capabilities and the GET stream. Returns its listener.
 async fn session_rows(
-    session: &Session,
+    session: &Arc<Session>,
     inbox: &Arc<Inbox>,
     offered: &str,
     report: &mut Report,
-) -> Option<tokio::task::JoinHandle<()>> {
+) -> Option<Listener> {
     let info = session.info().clone();
     report.row(
         Status::Pass,
@@ -311,11 +312,8 @@ async fn session_rows(
                 "notification_stream",
                 "GET answered with text/event-stream",
             );
-            let inbox = inbox.clone();
-            let task = tokio::spawn(async move {
-                stream.run(&inbox).await;
-            });
-            (true, Some(task))
+            let listener = Listener::start(session.clone(), inbox.clone(), stream);
+            (true, Some(listener))
         }
         Ok(None) if info.list_changed => {
             report.row(
@@ -368,7 +366,7 @@ struct Checker<'a> {
 }
 
 impl Checker<'_> {
-    async fn run(mut self, stream: Option<&tokio::task::JoinHandle<()>>) {
+    async fn run(mut self, stream: Option<&Listener>) {
         let tools_capable = self.report.server.as_ref().is_some_and(|s| s.tools);
         let first = if tools_capable {
             self.listing().await
@@ -546,24 +544,42 @@ impl Checker<'_> {
         }
     }
 
-    /// Wait for list_changed (received at any time in this session), re-walk, and say what
-    /// changed since the first walk. Spurious notifications (nothing changed) keep the wait going.
+    /// Wait for list_changed (received at any time in this session) or a gap in the GET stream,
+    /// re-walk, and say what changed since the first walk. A notification or gap after which
+    /// nothing changed keeps the wait going.
     async fn listen(
         &mut self,
         window: Duration,
         first: Option<&ToolSet>,
-        stream: Option<&tokio::task::JoinHandle<()>>,
+        stream: Option<&Listener>,
     ) {
-        let stream_gone = stream.is_none_or(|s| s.is_finished());
+        let stream_gone = stream.is_none_or(|s| s.task.is_finished());
+        let mut gaps = stream.map(|s| s.gaps.clone());
         let deadline = tokio::time::Instant::now() + window;
         let mut seen = 0u64;
+        let mut gaps_seen = 0u32;
         let mut spurious = 0u32;
         loop {
-            while self.inbox.list_changed_count() == seen {
-                if tokio::time::timeout_at(deadline, self.inbox.list_changed())
-                    .await
-                    .is_err()
-                {
+            let woke = loop {
+                if self.inbox.list_changed_count() != seen {
+                    break Woke::Notified;
+                }
+                if gaps.as_ref().is_some_and(|g| *g.borrow() != gaps_seen) {
+                    break Woke::Gap;
+                }
+                let wait = async {
+                    tokio::select! {
+                        _ = self.inbox.list_changed() => {}
+                        _ = next_gap(&mut gaps) => {}
+                    }
+                };
+                if tokio::time::timeout_at(deadline, wait).await.is_err() {
+                    break Woke::Deadline;
+                }
+            };
+            let at = self.started.elapsed();
+            let (which, heard) = match woke {
+                Woke::Deadline => {
                     let mut detail = format!(
                         "no notifications/tools/list_changed within {}",
                         humantime::format_duration(window)
@@ -573,29 +589,40 @@ impl Checker<'_> {
                             " that changed the list ({spurious} arrived without a change, F14)"
                         ));
                     }
-                    let lost_stream = !stream_gone && stream.is_some_and(|s| s.is_finished());
+                    let lost_stream = !stream_gone && stream.is_some_and(|s| s.task.is_finished());
                     if stream_gone {
                         detail.push_str("; no GET stream was open to carry one");
                     } else if lost_stream {
-                        detail.push_str("; the GET stream ended during the window");
+                        detail.push_str("; the GET stream ended and could not be re-opened");
                     }
                     self.audit_silence(first, detail, lost_stream).await;
                     return;
                 }
-            }
-            seen = self.inbox.list_changed_count();
-            let at = self.started.elapsed();
-            let rewalk = self.walk("list_changed").await;
+                Woke::Notified => {
+                    seen = self.inbox.list_changed_count();
+                    (
+                        "list_changed",
+                        format!("received {} into the session", elapsed(at)),
+                    )
+                }
+                Woke::Gap => {
+                    gaps_seen = gaps.as_ref().map_or(0, |g| *g.borrow());
+                    let heard = format!(
+                        "no notification, but the GET stream ended {} into the session and was \
+                         re-opened",
+                        elapsed(at)
+                    );
+                    ("stream_gap", heard)
+                }
+            };
+            let rewalk = self.walk(which).await;
             let walk = match &rewalk.report.result {
                 Ok(w) => w,
                 Err(e) => {
                     self.report.row(
                         Status::Fail,
                         "list_changed",
-                        format!(
-                            "received {} into the session, but the re-walk failed: {e} (F5)",
-                            elapsed(at)
-                        ),
+                        format!("{heard}, but the re-walk failed: {e} (F5)"),
                     );
                     return;
                 }
@@ -604,37 +631,84 @@ impl Checker<'_> {
                 self.report.row(
                     Status::Pass,
                     "list_changed",
-                    format!(
-                        "received {} into the session; re-walk: {} tools",
-                        elapsed(at),
-                        walk.tools.len()
-                    ),
+                    format!("{heard}; re-walk: {} tools", walk.tools.len()),
                 );
                 return;
             };
             let drift = ToolSet::diff(&walk.tools, first);
             if drift.is_empty() && tokio::time::Instant::now() < deadline {
-                spurious += 1;
+                spurious += u32::from(matches!(woke, Woke::Notified));
                 continue;
             }
-            let status = if drift.is_empty() {
-                Status::Info
-            } else {
-                Status::Pass
+            let status = match (drift.is_empty(), woke) {
+                (true, _) => Status::Info,
+                (false, Woke::Gap) => Status::Warn,
+                (false, _) => Status::Pass,
             };
-            self.report.row(
-                status,
-                "list_changed",
-                format!(
-                    "received {} into the session; re-walk: {} tools; since the first walk: {}",
-                    elapsed(at),
-                    walk.tools.len(),
-                    describe(&drift)
-                ),
+            let mut detail = format!(
+                "{heard}; re-walk: {} tools; since the first walk: {}",
+                walk.tools.len(),
+                describe(&drift)
             );
+            if status == Status::Warn {
+                detail.push_str(
+                    "; a notification sent in the gap is lost: only a client that re-lists after \
+                     re-opening the stream catches up (F4)",
+                );
+            }
+            self.report.row(status, "list_changed", detail);
             return;
         }
     }
+}
+
+/// What ended a wait of [`Checker::listen`].
+#[derive(Debug, Clone, Copy)]
+enum Woke {
+    Notified,
+    Gap,
+    Deadline,
+}
+
+/// The GET stream, kept the way a correct client keeps it: re-opened after it ends (after the
+/// server's `retry` hint, at most [`MAX_REOPENS`] times). Each end counts as a gap in `gaps`.
+struct Listener {
+    task: tokio::task::JoinHandle<()>,
+    gaps: tokio::sync::watch::Receiver<u32>,
+}
+
+/// How often one check re-opens the GET stream.
+const MAX_REOPENS: u32 = 8;
+
+impl Listener {
+    fn start(session: Arc<Session>, inbox: Arc<Inbox>, mut stream: NotificationStream) -> Self {
+        let (tx, gaps) = tokio::sync::watch::channel(0u32);
+        let task = tokio::spawn(async move {
+            for _ in 0..MAX_REOPENS {
+                let end = stream.run(&inbox).await;
+                tx.send_modify(|n| *n += 1);
+                let wait = end.retry.unwrap_or(Duration::from_secs(1));
+                tokio::time::sleep(wait.min(Duration::from_secs(10))).await;
+                match session.open_stream().await {
+                    Ok(Some(next)) => stream = next,
+                    _ => return,
+                }
+            }
+            stream.run(&inbox).await;
+            tx.send_modify(|n| *n += 1);
+        });
+        Listener { task, gaps }
+    }
+}
+
+/// The next gap; never, when there is no stream or it will not be re-opened again.
+async fn next_gap(gaps: &mut Option<tokio::sync::watch::Receiver<u32>>) {
+    if let Some(g) = gaps
+        && g.changed().await.is_ok()
+    {
+        return;
+    }
+    std::future::pending().await
 }
 
 impl Checker<'_> {
