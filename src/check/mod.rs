@@ -506,15 +506,13 @@ impl Checker<'_> {
             allow_side_effects: call.allow_side_effects,
         };
         if let Err((reason, why)) = functional::guard(&probe, listed) {
-            let status = if reason == ProbeFailure::SideEffectGuard {
-                Status::Error
+            let (status, hint) = if reason == ProbeFailure::SideEffectGuard {
+                (
+                    Status::Error,
+                    " (on the command line: --allow-side-effects)",
+                )
             } else {
-                Status::Fail
-            };
-            let hint = if reason == ProbeFailure::SideEffectGuard {
-                " (on the command line: --allow-side-effects)"
-            } else {
-                ""
+                (Status::Fail, "")
             };
             self.report
                 .row(status, "call", format!("{}: {why}{hint}", reason.as_str()));
@@ -684,9 +682,12 @@ impl Listener {
     fn start(session: Arc<Session>, inbox: Arc<Inbox>, mut stream: NotificationStream) -> Self {
         let (tx, gaps) = tokio::sync::watch::channel(0u32);
         let task = tokio::spawn(async move {
-            for _ in 0..MAX_REOPENS {
+            for reopens in 0.. {
                 let end = stream.run(&inbox).await;
                 tx.send_modify(|n| *n += 1);
+                if reopens == MAX_REOPENS {
+                    return;
+                }
                 let wait = end.retry.unwrap_or(Duration::from_secs(1));
                 tokio::time::sleep(wait.min(Duration::from_secs(10))).await;
                 match session.open_stream().await {
@@ -694,8 +695,6 @@ impl Listener {
                     _ => return,
                 }
             }
-            stream.run(&inbox).await;
-            tx.send_modify(|n| *n += 1);
         });
         Listener { task, gaps }
     }
@@ -885,8 +884,7 @@ impl Recorded {
     }
 
     fn distinct_names(&self) -> usize {
-        let names: std::collections::HashSet<&str> =
-            self.served().map(|(n, _)| n.as_str()).collect();
+        let names: HashSet<&str> = self.served().map(|(n, _)| n.as_str()).collect();
         names.len()
     }
 

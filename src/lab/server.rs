@@ -410,11 +410,7 @@ impl LabState {
             Ok(stream) => stream,
             Err(messages) => {
                 self.resume_counts(profile, |c| c.sent_whole += 1);
-                let body = messages.iter().fold(String::new(), |mut body, m| {
-                    body.push_str(&format!("event: message\ndata: {m}\n\n"));
-                    body
-                });
-                return event_stream(body);
+                return message_stream(&messages);
             }
         };
         self.resume_counts(profile, |c| c.primed += 1);
@@ -568,7 +564,7 @@ impl LabState {
 /// Send one JSON-RPC message as the profile answers: plain JSON or a one-event SSE stream.
 fn reply(b: &Behaviour, msg: Value) -> Response {
     if b.sse_responses {
-        event_stream(format!("event: message\ndata: {msg}\n\n"))
+        message_stream(&[msg.to_string()])
     } else {
         axum::Json(msg).into_response()
     }
@@ -577,6 +573,16 @@ fn reply(b: &Behaviour, msg: Value) -> Response {
 /// A complete SSE body: the stream ends after it.
 fn event_stream(body: String) -> Response {
     ([("content-type", "text/event-stream")], body).into_response()
+}
+
+/// JSON-RPC messages as one `message` event each, in a stream that ends after them.
+fn message_stream(messages: &[String]) -> Response {
+    event_stream(
+        messages
+            .iter()
+            .map(|m| format!("event: message\ndata: {m}\n\n"))
+            .collect(),
+    )
 }
 
 async fn handle_post(
@@ -671,20 +677,18 @@ async fn handle_post(
             announce = true;
         }
     }
+    if !b.resumable_posts && !announce {
+        return reply(&b, answer);
+    }
+    let mut messages = Vec::new();
+    if announce {
+        messages.push(LIST_CHANGED.to_string());
+    }
+    messages.push(answer.to_string());
     if b.resumable_posts {
-        let mut messages = Vec::new();
-        if announce {
-            messages.push(LIST_CHANGED.to_string());
-        }
-        messages.push(answer.to_string());
         return state.prime(&profile, &session.id, messages);
     }
-    if announce {
-        return event_stream(format!(
-            "event: message\ndata: {LIST_CHANGED}\n\nevent: message\ndata: {answer}\n\n"
-        ));
-    }
-    reply(&b, answer)
+    message_stream(&messages)
 }
 
 async fn handle_get(

@@ -364,32 +364,19 @@ pub struct NotificationStream {
 impl NotificationStream {
     /// Read until the stream ends, filing every message into `inbox`. Returns why it ended.
     pub async fn run(mut self, inbox: &Inbox) -> StreamEnd {
-        while let Some(event) = self.events.next().await {
-            match event {
-                Ok(event) => {
-                    if event.data.is_empty() {
-                        continue;
-                    }
-                    match jsonrpc::decode(event.data.as_bytes()) {
-                        Ok(msgs) => msgs.into_iter().for_each(|m| inbox.deliver(m)),
-                        Err(e) => {
-                            return StreamEnd {
-                                error: Some(e),
-                                retry: self.events.cursor().retry,
-                            };
-                        }
-                    }
-                }
-                Err(e) => {
-                    return StreamEnd {
-                        error: Some(e),
-                        retry: self.events.cursor().retry,
-                    };
-                }
+        let error = loop {
+            match self.events.next().await {
+                None => break None,
+                Some(Err(e)) => break Some(e),
+                Some(Ok(event)) if event.data.is_empty() => {}
+                Some(Ok(event)) => match jsonrpc::decode(event.data.as_bytes()) {
+                    Ok(msgs) => msgs.into_iter().for_each(|m| inbox.deliver(m)),
+                    Err(e) => break Some(e),
+                },
             }
-        }
+        };
         StreamEnd {
-            error: None,
+            error,
             retry: self.events.cursor().retry,
         }
     }
