@@ -89,6 +89,9 @@ struct CheckArgs {
     /// Most tools/list pages one walk may take.
     #[arg(long = "max-pages", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     max_pages: u32,
+    /// Most bytes of tools/list answers one walk may read across its pages (256KiB, 1MiB …).
+    #[arg(long = "max-listing-bytes", value_name = "SIZE", default_value = "256KiB", value_parser = listing_bytes)]
+    max_listing_bytes: usize,
     /// After the walks, keep the session this long waiting for notifications/tools/list_changed.
     #[arg(long = "listen-for", value_name = "DURATION", value_parser = listen_window)]
     listen_for: Option<Duration>,
@@ -106,6 +109,13 @@ struct CheckArgs {
     format: check::report::Format,
     /// The MCP endpoint, e.g. https://kb.example.com/mcp (credentials in it are never printed).
     url: String,
+}
+
+fn listing_bytes(s: &str) -> Result<usize, String> {
+    config::parse_bytes(s)
+        .and_then(|n| usize::try_from(n).ok())
+        .filter(|n| *n >= 1024)
+        .ok_or_else(|| format!("{s:?} is not a size of at least 1KiB (bytes, or 256KiB, 1MiB …)"))
 }
 
 fn main() -> ExitCode {
@@ -241,6 +251,7 @@ fn check_options(url: &str, args: &CheckArgs) -> Result<check::Options, String> 
             .map(check::parse_protocol_version)
             .transpose()?,
         max_pages: args.max_pages,
+        max_listing_bytes: args.max_listing_bytes,
         listen_for: args.listen_for,
         call,
     })

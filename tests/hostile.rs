@@ -159,6 +159,13 @@ fn hostile_target(name: &str, url: url::Url) -> TargetConfig {
     c
 }
 
+/// A listing budget above the transport's own 8 MiB body cap, so that cap is what a huge answer
+/// meets (with the default 256 KiB budget the walk would fail as `listing_too_large` first).
+fn with_room_for_a_huge_listing(mut c: TargetConfig) -> TargetConfig {
+    c.max_listing_bytes = 64 * 1024 * 1024;
+    c
+}
+
 fn url(s: &str) -> url::Url {
     url::Url::parse(s).expect("valid URL")
 }
@@ -309,6 +316,30 @@ enum Fault {
     Redirect(SocketAddr),
     /// The correct answer, after a delay.
     Slow(Duration),
+    /// `tools/list` in `pages` pages (cursor `p1`, `p2` …) of `per_page` tools whose names are
+    /// `name_bytes` long and distinct. Each page is built when asked for: a client that refuses
+    /// it early costs the server little.
+    LongNames {
+        pages: u32,
+        per_page: u32,
+        name_bytes: usize,
+    },
+    /// One page of this many small tools.
+    ManyTools(u32),
+    /// A different list on every `tools/list` (300 tools renamed each time), never announced.
+    Churn,
+}
+
+/// What happens to a session after `initialize`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AfterInit {
+    /// Requests are answered (or faulted as `fault` says).
+    Serve,
+    /// Every request and GET carrying the session id gets 404: a load balancer without session
+    /// affinity. Notifications are accepted.
+    NotFound,
+    /// Requests are read and never answered (the connection stays open).
+    Silent,
 }
 
 /// What a GET (the notification stream) gets.
@@ -349,12 +380,15 @@ struct Stats {
     flood_done: AtomicBool,
     /// Bytes of the current never-ending event written so far.
     huge_event_bytes: AtomicU64,
+    /// Lists served by `Fault::Churn`.
+    churn: AtomicU64,
 }
 
 struct Spec {
     fault_on: &'static str,
     fault: Option<Fault>,
     get: GetStream,
+    after_init: AfterInit,
 }
 
 struct Hostile {
@@ -372,14 +406,31 @@ impl Drop for Hostile {
 
 impl Hostile {
     async fn start(fault_on: &'static str, fault: Option<Fault>, get: GetStream) -> Hostile {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr = listener.local_addr().expect("local addr");
-        let stats = Arc::new(Stats::default());
-        let spec = Arc::new(Spec {
+        Self::start_with(Spec {
             fault_on,
             fault,
             get,
-        });
+            after_init: AfterInit::Serve,
+        })
+        .await
+    }
+
+    /// A server that accepts `initialize` and then behaves as `after_init` says.
+    async fn after_init(after_init: AfterInit) -> Hostile {
+        Self::start_with(Spec {
+            fault_on: "",
+            fault: None,
+            get: GetStream::Refuse,
+            after_init,
+        })
+        .await
+    }
+
+    async fn start_with(spec: Spec) -> Hostile {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("local addr");
+        let stats = Arc::new(Stats::default());
+        let spec = Arc::new(spec);
         let st = stats.clone();
         let task = tokio::spawn(async move {
             let mut conns = JoinSet::new();
@@ -496,6 +547,16 @@ async fn respond_json(sock: &mut TcpStream, extra: &[(&str, &str)], msg: &Value)
     respond(sock, "200 OK", &headers, msg.to_string().as_bytes()).await
 }
 
+async fn respond_raw_json(sock: &mut TcpStream, body: &[u8]) -> io::Result<()> {
+    respond(
+        sock,
+        "200 OK",
+        &[("Content-Type", "application/json")],
+        body,
+    )
+    .await
+}
+
 /// One HTTP/1.1 chunk.
 async fn chunk(sock: &mut TcpStream, data: &[u8]) -> io::Result<()> {
     let mut out = format!("{:x}\r\n", data.len()).into_bytes();
@@ -593,6 +654,21 @@ async fn post(sock: &mut TcpStream, req: &Request, spec: &Spec, stats: &Stats) -
         respond(sock, "400 Bad Request", &[], b"").await?;
         return Ok(true);
     }
+    if method != "initialize" && id.is_some() {
+        match spec.after_init {
+            AfterInit::Serve => {}
+            AfterInit::NotFound => {
+                respond(sock, "404 Not Found", &[], b"").await?;
+                return Ok(true);
+            }
+            AfterInit::Silent => {
+                // Hold the request until the client gives up and closes the connection.
+                let mut sink = [0u8; 1024];
+                while sock.read(&mut sink).await? > 0 {}
+                return Ok(false);
+            }
+        }
+    }
     *stats
         .posts
         .lock()
@@ -607,7 +683,7 @@ async fn post(sock: &mut TcpStream, req: &Request, spec: &Spec, stats: &Stats) -
     if method == spec.fault_on
         && let Some(fault) = spec.fault
     {
-        return inject(sock, &method, &id, fault, stats).await;
+        return inject(sock, &method, &id, msg.get("params"), fault, stats).await;
     }
     answer(sock, &method, &id).await?;
     Ok(true)
@@ -646,6 +722,7 @@ async fn inject(
     sock: &mut TcpStream,
     method: &str,
     id: &Value,
+    params: Option<&Value>,
     fault: Fault,
     stats: &Stats,
 ) -> io::Result<bool> {
@@ -768,6 +845,60 @@ async fn inject(
             respond(sock, "302 Found", &[("Location", &location)], b"").await?;
             Ok(true)
         }
+        Fault::LongNames {
+            pages,
+            per_page,
+            name_bytes,
+        } => {
+            let page: u32 = params
+                .and_then(|p| p.get("cursor"))
+                .and_then(Value::as_str)
+                .and_then(|c| c.strip_prefix('p'))
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            // Built as text: a JSON tree of this size is slow to build in a debug test binary.
+            let mut body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":["#);
+            for i in 0..per_page {
+                if i > 0 {
+                    body.push(',');
+                }
+                let name = format!("p{page}t{i}_");
+                body.push_str(r#"{"name":""#);
+                body.push_str(&name);
+                body.push_str(&"n".repeat(name_bytes.saturating_sub(name.len())));
+                body.push_str(r#"","inputSchema":{"type":"object"}}"#);
+            }
+            body.push(']');
+            if page + 1 < pages {
+                body.push_str(&format!(r#","nextCursor":"p{}""#, page + 1));
+            }
+            body.push_str("}}");
+            respond_raw_json(sock, body.as_bytes()).await?;
+            Ok(true)
+        }
+        Fault::ManyTools(n) => {
+            let mut body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"tools":["#);
+            for i in 0..n {
+                if i > 0 {
+                    body.push(',');
+                }
+                body.push_str(&format!(r#"{{"name":"t{i}"}}"#));
+            }
+            body.push_str("]}}");
+            respond_raw_json(sock, body.as_bytes()).await?;
+            Ok(true)
+        }
+        Fault::Churn => {
+            let round = stats.churn.fetch_add(1, Ordering::SeqCst);
+            let tools: Vec<Value> = (0..300)
+                .map(|i| {
+                    let name = format!("churn_{round}_{i}_{}", "x".repeat(100));
+                    json!({"name": name, "inputSchema": {"type": "object"}})
+                })
+                .collect();
+            respond_json(sock, &[], &result(id, json!({ "tools": tools }))).await?;
+            Ok(true)
+        }
         Fault::Slow(delay) => {
             let tracked = method == "tools/list";
             if tracked {
@@ -788,6 +919,10 @@ async fn inject(
 
 /// Handle a GET. Returns whether the connection can be reused.
 async fn get(sock: &mut TcpStream, req: &Request, spec: &Spec, stats: &Stats) -> io::Result<bool> {
+    if spec.after_init == AfterInit::NotFound && has_session(req) {
+        respond(sock, "404 Not Found", &[], b"").await?;
+        return Ok(true);
+    }
     if spec.get == GetStream::Refuse {
         respond(
             sock,
@@ -916,12 +1051,18 @@ async fn plain_tcp_server(
 // The cases
 // ---------------------------------------------------------------------------------------------
 
-/// 1a. `tools/list` declares a 64 MiB JSON body: refused on the header, nothing buffered.
+/// 1a. `tools/list` declares a 64 MiB JSON body: refused on the header, nothing buffered. (With
+/// the default listing budget the same answer is refused even sooner: see
+/// `hostile_huge_listing_is_refused_by_the_listing_budget`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_body_over_cap() {
     assert_rss_bounded("before");
     let hostile = Hostile::start("tools/list", Some(Fault::DeclaredHuge), GetStream::Refuse).await;
-    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    let sc = scene(vec![with_room_for_a_huge_listing(hostile_target(
+        HOSTILE,
+        hostile.url(),
+    ))])
+    .await;
     assert_list_fault(&sc.h, HOSTILE, "body_too_large").await;
     assert!(hostile.posts("tools/list") >= 2);
     assert_rss_bounded("after");
@@ -932,7 +1073,11 @@ async fn hostile_body_over_cap() {
 async fn hostile_chunked_body_over_cap() {
     assert_rss_bounded("before");
     let hostile = Hostile::start("tools/list", Some(Fault::ChunkedHuge), GetStream::Refuse).await;
-    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    let sc = scene(vec![with_room_for_a_huge_listing(hostile_target(
+        HOSTILE,
+        hostile.url(),
+    ))])
+    .await;
     assert_list_fault(&sc.h, HOSTILE, "body_too_large").await;
     assert!(hostile.posts("tools/list") >= 2);
     assert_rss_bounded("after");
@@ -1233,5 +1378,248 @@ async fn hostile_keepalive_comments_are_not_one_big_event() {
     assert_eq!(
         counter(&s, "mcp_probe_notification_stream_up", HOSTILE),
         1.0
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 9: memory, logs, reconnects and liveness against servers that are hostile by accident
+// ---------------------------------------------------------------------------------------------
+
+/// 64 pages of 150 tools with 50 KB names: every page (7.5 MB) is under the 8 MiB body cap, so
+/// only the listing budget stops it. Before, two connections held 6.2 GB; now the first page is
+/// refused on its declared length, the walk fails as `listing_too_large`, and the session stays
+/// up (its pings pass).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_huge_listing_is_refused_by_the_listing_budget() {
+    assert_rss_bounded("before");
+    let fault = Fault::LongNames {
+        pages: 64,
+        per_page: 150,
+        name_bytes: 50_000,
+    };
+    let hostile = Hostile::start("tools/list", Some(fault), GetStream::Refuse).await;
+    let mut target = hostile_target(HOSTILE, hostile.url());
+    target.connections = 2;
+    let sc = scene(vec![target]).await;
+    let h = &sc.h;
+    let too_large = |s: &Scrape, c: &str| {
+        s.get(
+            WALK_FAILURES,
+            &[
+                t(HOSTILE),
+                ("connection", c),
+                ("trigger", "initial"),
+                ("reason", "listing_too_large"),
+            ],
+        )
+        .unwrap_or(0.0)
+    };
+    h.until("both connections refuse the listing", |s| {
+        too_large(s, "0") >= 1.0 && too_large(s, "1") >= 1.0
+    })
+    .await;
+    let s = healthy_keeps_auditing(h, |s| {
+        s.v("mcp_probe_ping_duration_seconds_count", &[t(HOSTILE), C0]) >= 1.0
+    })
+    .await;
+    assert_eq!(s.v("mcp_probe_up", &[t(HOSTILE)]), 1.0, "{}", s.text);
+    assert_eq!(
+        keys(&reasons(&s, WALK_FAILURES, HOSTILE, &[])),
+        only("listing_too_large")
+    );
+    assert_rss_bounded("after the huge listings");
+}
+
+/// 100 000 tools in one page (~1.9 MB, under the body cap): refused before it is parsed (it is
+/// over the listing budget), so nothing of it is kept or even built.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_page_of_a_hundred_thousand_tools() {
+    assert_rss_bounded("before");
+    let hostile = Hostile::start(
+        "tools/list",
+        Some(Fault::ManyTools(100_000)),
+        GetStream::Refuse,
+    )
+    .await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    let h = &sc.h;
+    h.until("the page is refused", |s| {
+        failures(
+            s,
+            WALK_FAILURES,
+            HOSTILE,
+            &[("trigger", "initial"), ("reason", "listing_too_large")],
+        ) >= 1.0
+    })
+    .await;
+    let s = healthy_keeps_auditing(h, |_| true).await;
+    assert_eq!(
+        keys(&reasons(&s, WALK_FAILURES, HOSTILE, &[])),
+        only("listing_too_large")
+    );
+    assert_rss_bounded("after");
+}
+
+/// Names over the spec's 128 characters inside the budget (2 pages of 20 names of 5 000 bytes):
+/// the walk completes, each name is a finding, and what is kept of each is short.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_long_names_are_counted_and_kept_short() {
+    let fault = Fault::LongNames {
+        pages: 2,
+        per_page: 20,
+        name_bytes: 5_000,
+    };
+    let hostile = Hostile::start("tools/list", Some(fault), GetStream::Refuse).await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    let s =
+        sc.h.until("the listing of long names completes", |s| {
+            s.get("mcp_probe_tools", &[t(HOSTILE), C0, ("view", "server")]) == Some(40.0)
+        })
+        .await;
+    assert!(counter(&s, "mcp_probe_tools_list_long_names_total", HOSTILE) >= 40.0);
+    assert_eq!(s.v("mcp_probe_tools_list_pages", &[t(HOSTILE), C0]), 2.0);
+    let status = serde_json::to_string(&sc.h.supervisor.status().snapshot()).expect("json");
+    assert!(
+        !status.contains(&"n".repeat(200)),
+        "a long name reached the status board whole"
+    );
+}
+
+/// A load balancer without session affinity: `initialize` works, every later request gets 404.
+/// Sessions must back off exponentially (before: ~100 new sessions per second), and the target
+/// is never up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_sessions_lost_at_once_back_off() {
+    let hostile = Hostile::after_init(AfterInit::NotFound).await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    let h = &sc.h;
+    let seen_up = AtomicBool::new(false);
+    h.until("three sessions expired", |s| {
+        if s.get("mcp_probe_up", &[t(HOSTILE)]) == Some(1.0) {
+            seen_up.store(true, Ordering::SeqCst);
+        }
+        counter(s, "mcp_probe_session_expiries_total", HOSTILE) >= 3.0
+    })
+    .await;
+    // Ten more audits of the healthy target take four seconds at least. Backing off from 0.5 s
+    // with doubling (jitter 0.5-1), the hostile target opens a handful of sessions in that time;
+    // without backoff it opened hundreds.
+    let before = hostile.posts("initialize");
+    let checks0 = checks(&h.scrape(), "kb");
+    h.until("the healthy target completes 10 audits", |s| {
+        if s.get("mcp_probe_up", &[t(HOSTILE)]) == Some(1.0) {
+            seen_up.store(true, Ordering::SeqCst);
+        }
+        checks(s, "kb") >= checks0 + 10.0
+    })
+    .await;
+    let opened = hostile.posts("initialize") - before;
+    assert!(
+        opened <= 8,
+        "{opened} sessions opened during 10 audits of the healthy target: no backoff"
+    );
+    assert!(
+        !seen_up.load(Ordering::SeqCst),
+        "a session that never answered a request after initialize showed as up"
+    );
+}
+
+/// A server that answers `initialize` and then nothing (pings and pages time out): the target is
+/// never up, whatever the moment of the scrape (before: up ~45 % of the time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_silent_after_initialize_is_never_up() {
+    let hostile = Hostile::after_init(AfterInit::Silent).await;
+    let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
+    let seen_up = AtomicBool::new(false);
+    let s =
+        sc.h.until("two sessions died of failed pings", |s| {
+            if s.get("mcp_probe_up", &[t(HOSTILE)]) == Some(1.0) {
+                seen_up.store(true, Ordering::SeqCst);
+            }
+            counter(s, "mcp_probe_sessions_started_total", HOSTILE) >= 2.0
+                && counter(s, "mcp_probe_ping_failures_total", HOSTILE) >= 4.0
+        })
+        .await;
+    assert!(
+        !seen_up.load(Ordering::SeqCst),
+        "up was 1 for a server that never answered a ping\n{}",
+        s.text
+    );
+    assert_eq!(s.v("mcp_probe_up", &[t(HOSTILE)]), 0.0);
+}
+
+/// Series that exist from the start: a connection that never failed exports
+/// `mcp_probe_session_failures_total` at 0 for every reason, so alerts and dashboards see 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_failure_series_exist_before_any_failure() {
+    let sc = scene(vec![]).await;
+    let s =
+        sc.h.until("kb is up", |s| {
+            s.get("mcp_probe_up", &[t("kb")]) == Some(1.0)
+        })
+        .await;
+    for reason in mcp_exporter::mcp::Reason::ALL {
+        assert_eq!(
+            s.get(
+                SESSION_FAILURES,
+                &[t("kb"), C0, ("reason", reason.as_str())]
+            ),
+            Some(0.0),
+            "{SESSION_FAILURES}{{reason=\"{reason}\"}} missing\n{}",
+            s.text
+        );
+    }
+}
+
+/// Logs bounded: a server whose list changes on every audit (300 renamed tools, 110-byte names,
+/// never announced) made one "cache differs" line per audit listing every name (1.9 GB in 80 s at
+/// default intervals). Now: names per line are capped, and the repeated state is logged once,
+/// then summarised at most every five minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_churn_logs_once_per_state_change() {
+    let hostile = Hostile::start("tools/list", Some(Fault::Churn), GetStream::Refuse).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = dir.path().join("churn.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  audit_interval: 200ms\n  ping_interval: 200ms\n  request_timeout: 200ms\n  notification_grace: 100ms\n\
+             targets:\n  - name: churny\n    url: {}\n",
+            hostile.url()
+        ),
+    )
+    .expect("config");
+    let exporter = common::Exporter::spawn(&[format!("--config.file={}", config.display())], &[]);
+    exporter
+        .until_metrics("20 audits of the churning server", |s| {
+            s.get(
+                "mcp_probe_cache_consistency_checks_total",
+                &[t("churny"), C0],
+            )
+            .is_some_and(|n| n >= 20.0)
+        })
+        .await;
+    let logs = exporter.logs();
+    let differs: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("cache differs from server"))
+        .collect();
+    assert_eq!(
+        differs.len(),
+        1,
+        "one line for one ongoing state:\n{}",
+        differs.join("\n")
+    );
+    assert!(differs[0].contains("and 295 more"), "{}", differs[0]);
+    assert!(differs[0].len() < 2_000, "{} bytes", differs[0].len());
+    let unannounced = logs
+        .lines()
+        .filter(|l| l.contains("without list_changed"))
+        .count();
+    assert_eq!(unannounced, 1, "{logs}");
+    assert!(
+        logs.len() < 64 * 1024,
+        "{} bytes of logs for 20 audits",
+        logs.len()
     );
 }

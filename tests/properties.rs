@@ -410,7 +410,11 @@ struct ScriptPager {
 }
 
 impl Pager for ScriptPager {
-    async fn page(&mut self, cursor: Option<&str>) -> Result<Value, McpError> {
+    async fn page(
+        &mut self,
+        cursor: Option<&str>,
+        _max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
         // Termination: a walk that keeps asking past any cap is a failure, not a hang.
         assert!(
             self.asked.len() < self.limit,
@@ -419,7 +423,7 @@ impl Pager for ScriptPager {
         );
         let index = self.asked.len();
         self.asked.push(cursor.map(str::to_string));
-        serve(&self.script, self.tail, index).result
+        serve(&self.script, self.tail, index).result.map(|v| (v, 0))
     }
 }
 
@@ -435,7 +439,11 @@ fn run_walk(
         asked: vec![],
         limit: 1000,
     };
-    let report = rt.block_on(walk(&mut pager, max_pages));
+    let limits = mcp_exporter::probe::walker::WalkLimits {
+        max_pages,
+        max_bytes: usize::MAX,
+    };
+    let report = rt.block_on(walk(&mut pager, limits));
     (report, pager.asked)
 }
 
@@ -527,6 +535,9 @@ fn check_walk(script: &[PageSpec], tail: Tail, max_pages: u32) -> Result<(), Tes
         }
         Err(WalkError::TooManyTools) => {
             prop_assert!(seen_names.len() > MAX_TOOLS_PER_WALK);
+        }
+        Err(WalkError::ListingTooLarge { .. }) => {
+            prop_assert!(false, "these walks have no byte budget: {:?}", asked);
         }
     }
     // A repeated cursor always ends the walk as RepeatedCursor.
@@ -682,7 +693,7 @@ fn tool_set(entries: &[(usize, u64)]) -> (ToolSet, BTreeMap<String, u64>) {
     let mut model = BTreeMap::new();
     for &(n, fp) in entries {
         let name = format!("tool{n}");
-        let inserted = set.insert(name.clone(), fp);
+        let inserted = set.insert(name.as_str().into(), fp);
         // The first definition wins.
         assert_eq!(inserted, !model.contains_key(&name), "insert of {name}");
         model.entry(name).or_insert(fp);
@@ -839,6 +850,7 @@ fn generators_reach_every_outcome() {
             Err(e) if e.is_cursor_error() => "cursor error",
             Err(WalkError::Request { .. }) => "first-page error",
             Err(WalkError::TooManyTools) => "too many tools",
+            Err(WalkError::ListingTooLarge { .. }) => "listing too large",
         });
     }
     let want = [

@@ -27,7 +27,7 @@ use crate::config::{Expect, ProbeConfig, Secret, redact_url, valid_tool_name};
 use crate::mcp::http::NotificationStream;
 use crate::mcp::session::LEGACY_VERSIONS;
 use crate::mcp::{HttpTransport, Inbox, Limits, McpError, Session, truncate};
-use crate::probe::catalog::{Drift, ToolSet, tool_fingerprint};
+use crate::probe::catalog::{Drift, ToolSet, kept_name, tool_fingerprint};
 use crate::probe::functional::{self, ProbeFailure};
 use crate::probe::walker::{self, Pager, WalkError, WalkReport};
 
@@ -46,6 +46,8 @@ pub struct Options {
     pub protocol_version: Option<String>,
     /// Page cap of each walk.
     pub max_pages: u32,
+    /// Byte cap of each walk's listing, across its pages.
+    pub max_listing_bytes: usize,
     /// Keep the session this long waiting for `notifications/tools/list_changed`.
     pub listen_for: Option<Duration>,
     /// Call one tool, behind the side-effect guard.
@@ -396,7 +398,11 @@ impl Checker<'_> {
             pages: Vec::new(),
             kept: 0,
         };
-        let report = walker::walk(&mut pager, self.opts.max_pages).await;
+        let limits = walker::WalkLimits {
+            max_pages: self.opts.max_pages,
+            max_bytes: self.opts.max_listing_bytes,
+        };
+        let report = walker::walk(&mut pager, limits).await;
         let recorded = Recorded {
             report,
             pages: pager.pages,
@@ -787,9 +793,16 @@ struct Page {
 }
 
 impl Pager for Recorder<'_> {
-    async fn page(&mut self, cursor: Option<&str>) -> Result<Value, McpError> {
+    async fn page(
+        &mut self,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
         let params = cursor.map(|c| json!({ "cursor": c }));
-        let page = self.session.request("tools/list", params).await?;
+        let (page, bytes) = self
+            .session
+            .request_within("tools/list", params, max_bytes)
+            .await?;
         let named = page
             .get("tools")
             .and_then(Value::as_array)
@@ -802,11 +815,11 @@ impl Pager for Recorder<'_> {
             served += 1;
             if self.kept < MAX_KEPT {
                 self.kept += 1;
-                tools.push((name.to_string(), tool_fingerprint(t)));
+                tools.push((kept_name(name).0.into(), tool_fingerprint(t)));
             }
         }
         self.pages.push(Page { served, tools });
-        Ok(page)
+        Ok((page, bytes))
     }
 }
 
@@ -1025,7 +1038,7 @@ mod tests {
         let mut tools = ToolSet::new();
         let mut duplicates = 0;
         for (n, f) in pages.iter().flatten() {
-            if !tools.insert(n.clone(), *f) {
+            if !tools.insert(n.as_str().into(), *f) {
                 duplicates += 1;
             }
         }
@@ -1041,7 +1054,10 @@ mod tests {
             report: WalkReport {
                 result,
                 requests: pages.len() as u32,
+                answered: pages.len() as u32,
                 duplicates,
+                long_names: 0,
+                bytes: 0,
             },
             pages: pages
                 .into_iter()

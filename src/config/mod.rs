@@ -38,6 +38,14 @@ const MIN_DURATION: Duration = Duration::from_millis(100);
 const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 const MAX_PAGES_LIMIT: i64 = 10_000;
 const CONNECTIONS_LIMIT: i64 = 16;
+/// Default `max_listing_bytes`: some twenty times the demo's 14-tool listing (~10 KiB) and above
+/// the large public servers' listings, yet small enough that 10,000 connections at this worst
+/// case fit in memory (docs/reliability.md).
+pub const DEFAULT_MAX_LISTING_BYTES: usize = 256 * 1024;
+/// `max_listing_bytes` range: a page with one tool fits in 4 KiB; past 64 MiB the bound no
+/// longer protects anything.
+const MIN_LISTING_BYTES: u64 = 4 * 1024;
+const MAX_LISTING_BYTES: u64 = 64 * 1024 * 1024;
 const MAX_NAME_LEN: usize = 64;
 /// Largest `header_files` file accepted (a header value, not a document).
 const MAX_HEADER_FILE_BYTES: u64 = 64 * 1024;
@@ -72,6 +80,8 @@ pub struct Defaults {
     pub request_timeout: Duration,
     pub notification_grace: Duration,
     pub max_pages: u32,
+    /// Most bytes of `tools/list` answers one walk may read across its pages.
+    pub max_listing_bytes: usize,
     pub connections: u16,
 }
 
@@ -83,6 +93,7 @@ impl Default for Defaults {
             request_timeout: Duration::from_secs(10),
             notification_grace: Duration::from_secs(5),
             max_pages: 64,
+            max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
             connections: 1,
         }
     }
@@ -105,6 +116,8 @@ pub struct TargetConfig {
     pub request_timeout: Duration,
     pub notification_grace: Duration,
     pub max_pages: u32,
+    /// Most bytes of `tools/list` answers one walk may read across its pages.
+    pub max_listing_bytes: usize,
     /// Functional probes (`tools/call`), run on connection 0.
     pub probes: Vec<ProbeConfig>,
 }
@@ -122,6 +135,7 @@ impl fmt::Debug for TargetConfig {
             .field("request_timeout", &self.request_timeout)
             .field("notification_grace", &self.notification_grace)
             .field("max_pages", &self.max_pages)
+            .field("max_listing_bytes", &self.max_listing_bytes)
             .field("probes", &self.probes)
             .finish()
     }
@@ -310,6 +324,7 @@ struct RawGlobal {
     request_timeout: Option<String>,
     notification_grace: Option<String>,
     max_pages: Option<i64>,
+    max_listing_bytes: Option<RawBytes>,
     connections: Option<i64>,
 }
 
@@ -330,7 +345,20 @@ struct RawTarget {
     request_timeout: Option<String>,
     notification_grace: Option<String>,
     max_pages: Option<i64>,
+    max_listing_bytes: Option<RawBytes>,
     probes: Option<Vec<probes::RawProbe>>,
+}
+
+/// A size: a plain number of bytes, or a string with a unit (`512KiB`, `1MiB`; `KB`/`MB` mean
+/// the same powers of two, as in Prometheus' `body_size_limit`).
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a size: bytes as a number, or a string like 256KiB or 1MiB"
+)]
+enum RawBytes {
+    Number(i64),
+    Text(String),
 }
 
 /// A string → string mapping that keeps file order and repeated keys (so that duplicates,
@@ -435,6 +463,9 @@ impl Validator<'_> {
                 .duration(p, "notification_grace", raw.notification_grace)?
                 .unwrap_or(d.notification_grace),
             max_pages: self.max_pages(p, raw.max_pages)?.unwrap_or(d.max_pages),
+            max_listing_bytes: self
+                .listing_bytes(p, raw.max_listing_bytes)?
+                .unwrap_or(d.max_listing_bytes),
             connections: self
                 .connections(p, raw.connections)?
                 .unwrap_or(d.connections),
@@ -482,6 +513,9 @@ impl Validator<'_> {
         let max_pages = self
             .max_pages(p, raw.max_pages)?
             .unwrap_or(global.max_pages);
+        let max_listing_bytes = self
+            .listing_bytes(p, raw.max_listing_bytes)?
+            .unwrap_or(global.max_listing_bytes);
         let connections = self
             .connections(p, raw.connections)?
             .unwrap_or(global.connections);
@@ -500,6 +534,7 @@ impl Validator<'_> {
             request_timeout: timeout.0,
             notification_grace: grace,
             max_pages,
+            max_listing_bytes,
             probes,
         })
     }
@@ -629,6 +664,30 @@ impl Validator<'_> {
     fn max_pages(&self, p: &str, raw: Option<i64>) -> Result<Option<u32>, ConfigError> {
         self.in_range(p, "max_pages", raw, MAX_PAGES_LIMIT)
             .map(|v| v.map(|n| u32::try_from(n).expect("checked range")))
+    }
+
+    fn listing_bytes(&self, p: &str, raw: Option<RawBytes>) -> Result<Option<usize>, ConfigError> {
+        let Some(raw) = raw else {
+            return Ok(None);
+        };
+        let field = format!("{p}.max_listing_bytes");
+        let n = match raw {
+            RawBytes::Number(n) => u64::try_from(n).ok(),
+            RawBytes::Text(t) => parse_bytes(&t),
+        }
+        .ok_or_else(|| {
+            self.err(
+                &field,
+                "not a size; write bytes as a number, or a number with a unit: 256KiB, 1MiB",
+            )
+        })?;
+        if !(MIN_LISTING_BYTES..=MAX_LISTING_BYTES).contains(&n) {
+            return Err(self.err(
+                field,
+                format!("{n} bytes is out of range; must be between 4KiB and 64MiB"),
+            ));
+        }
+        Ok(Some(usize::try_from(n).expect("checked range")))
     }
 
     fn connections(&self, p: &str, raw: Option<i64>) -> Result<Option<u16>, ConfigError> {
@@ -880,6 +939,21 @@ fn expand_env(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Strin
     Ok(out)
 }
 
+/// `1048576`, `512KiB`, `512KB`, `1MiB`, `1MB`, `64B` → bytes (units are powers of two).
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "KB" => 1 << 10,
+        "MiB" | "MB" => 1 << 20,
+        _ => return None,
+    };
+    n.checked_mul(scale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -996,6 +1070,7 @@ mod tests {
                 request_timeout: s(10),
                 notification_grace: s(5),
                 max_pages: 64,
+                max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
                 probes: vec![],
             }]
         );

@@ -82,6 +82,7 @@ pub fn config(lab: &Lab) -> Config {
             request_timeout: global.request_timeout,
             notification_grace: global.notification_grace,
             max_pages: global.max_pages,
+            max_listing_bytes: global.max_listing_bytes,
             probes: probes(&name),
             name,
         })

@@ -107,11 +107,21 @@ pub struct McpError {
     pub rpc_code: Option<i64>,
 }
 
+/// Longest detail kept: details end up in logs, the status page and `check` reports, and some
+/// quote what a server sent.
+pub const MAX_DETAIL_BYTES: usize = 512;
+
 impl McpError {
     pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
+        let detail = detail.into();
+        let detail = if detail.len() <= MAX_DETAIL_BYTES && !detail.chars().any(unprintable) {
+            detail
+        } else {
+            truncate(&detail, MAX_DETAIL_BYTES)
+        };
         McpError {
             reason,
-            detail: detail.into(),
+            detail,
             rpc_code: None,
         }
     }
@@ -186,16 +196,32 @@ fn strip_urls(text: &str) -> String {
         .join(" ")
 }
 
-/// Cut a detail string to at most `max` bytes on a char boundary.
+/// Characters that must not reach a terminal, a log line or a page as they are: C0 and C1
+/// controls, DEL, and the Unicode bidirectional controls that reorder what a reader sees.
+pub fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A server-supplied string made safe to show: every [`unprintable`] character written as
+/// `\u{…}`, then cut to at most `max` bytes on a char boundary (with `…` when cut).
 pub fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_string();
+    let mut out = String::with_capacity(text.len().min(max) + 3);
+    for c in text.chars() {
+        let before = out.len();
+        if unprintable(c) {
+            use std::fmt::Write;
+            let _ = write!(out, "\\u{{{:x}}}", c as u32);
+        } else {
+            out.push(c);
+        }
+        if out.len() > max {
+            out.truncate(before);
+            out.push('…');
+            break;
+        }
     }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
+    out
 }
 
 #[cfg(test)]
@@ -225,5 +251,24 @@ mod tests {
     fn truncate_respects_char_boundaries() {
         assert_eq!(truncate("ééé", 3), "é…");
         assert_eq!(truncate("abc", 3), "abc");
+    }
+
+    #[test]
+    fn truncate_escapes_controls_and_bidi_overrides() {
+        assert_eq!(
+            truncate("a\0b\x1b[31mc\x07\u{202E}d", 100),
+            "a\\u{0}b\\u{1b}[31mc\\u{7}\\u{202e}d"
+        );
+        // An escape is never cut in half.
+        assert_eq!(truncate("ab\x1b", 4), "ab…");
+    }
+
+    #[test]
+    fn details_are_bounded_and_printable() {
+        let e = McpError::rpc(-32000, &"\x1b".repeat(10_000));
+        assert!(e.detail.len() <= MAX_DETAIL_BYTES + 3, "{}", e.detail.len());
+        assert!(!e.detail.chars().any(unprintable));
+        let e = McpError::new(Reason::InvalidResponse, "x".repeat(1 << 20));
+        assert!(e.detail.len() <= MAX_DETAIL_BYTES + 3);
     }
 }

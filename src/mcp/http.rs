@@ -32,13 +32,27 @@ pub struct Limits {
     pub max_events_per_answer: usize,
 }
 
+/// The default cap on one answer: a 14-tool page is ~10 KiB; large catalogs with rich schemas
+/// stay far below this.
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            // A 14-tool page is ~10 KiB; large catalogs with rich schemas stay far below this.
-            max_body_bytes: 8 * 1024 * 1024,
+            max_body_bytes: MAX_BODY_BYTES,
             max_event_bytes: 4 * 1024 * 1024,
             max_events_per_answer: 4096,
+        }
+    }
+}
+
+impl Limits {
+    /// These limits, with one answer held to at most `max_bytes` (body and every event).
+    pub fn within(self, max_bytes: usize) -> Limits {
+        Limits {
+            max_body_bytes: self.max_body_bytes.min(max_bytes),
+            max_event_bytes: self.max_event_bytes.min(max_bytes),
+            ..self
         }
     }
 }
@@ -83,6 +97,8 @@ pub enum PostReply {
     Response {
         outcome: Result<Value, jsonrpc::RpcError>,
         session_id: Option<HeaderValue>,
+        /// Bytes the server sent for this answer (the JSON body, or every SSE byte read).
+        bytes: usize,
     },
 }
 
@@ -127,6 +143,11 @@ impl HttpTransport {
         })
     }
 
+    /// The caps every answer is held to.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
     fn builder(&self, method: Method, session: &SessionHeaders) -> reqwest::RequestBuilder {
         let mut b = self
             .client
@@ -150,6 +171,20 @@ impl HttpTransport {
         expect_id: Option<u64>,
         inbox: &Inbox,
     ) -> Result<PostReply, McpError> {
+        self.post_within(session, body, expect_id, inbox, self.limits)
+            .await
+    }
+
+    /// [`HttpTransport::post`] under tighter `limits` (a walk's remaining listing budget): an
+    /// answer over them fails with `body_too_large` before it is parsed, or read whole.
+    pub async fn post_within(
+        &self,
+        session: &SessionHeaders,
+        body: Vec<u8>,
+        expect_id: Option<u64>,
+        inbox: &Inbox,
+        limits: Limits,
+    ) -> Result<PostReply, McpError> {
         let resp = self
             .builder(Method::POST, session)
             .header(ACCEPT, "application/json, text/event-stream")
@@ -163,7 +198,7 @@ impl HttpTransport {
         let Some(sent) = expect_id else {
             // Body (if any) of an accepted notification is irrelevant; drain a bounded amount so
             // the connection can be reused.
-            drain(resp, self.limits.max_body_bytes).await;
+            drain(resp, limits.max_body_bytes).await;
             return Ok(PostReply::Accepted);
         };
         if resp.status() == StatusCode::ACCEPTED {
@@ -172,12 +207,14 @@ impl HttpTransport {
                 "202 Accepted for a request that needs a response",
             ));
         }
-        let outcome = match content_kind(resp.headers()) {
+        let (outcome, bytes) = match content_kind(resp.headers()) {
             ContentKind::Json => {
-                let body = read_capped(resp, self.limits.max_body_bytes).await?;
-                find_response(jsonrpc::decode(&body)?, sent, inbox)?.ok_or_else(|| {
-                    McpError::new(Reason::InvalidResponse, "JSON body holds no response")
-                })?
+                let body = read_capped(resp, limits.max_body_bytes).await?;
+                let outcome =
+                    find_response(jsonrpc::decode(&body)?, sent, inbox)?.ok_or_else(|| {
+                        McpError::new(Reason::InvalidResponse, "JSON body holds no response")
+                    })?;
+                (outcome, body.len())
             }
             ContentKind::EventStream => {
                 // The answer to `initialize` is resumed inside the session it just opened: a GET
@@ -191,7 +228,7 @@ impl HttpTransport {
                     }),
                     Some(_) => None,
                 };
-                self.read_sse_answer(resume_as.as_ref(), resp, sent, inbox)
+                self.read_sse_answer(resume_as.as_ref(), resp, sent, inbox, limits)
                     .await?
             }
             ContentKind::Other => {
@@ -204,6 +241,7 @@ impl HttpTransport {
         Ok(PostReply::Response {
             outcome,
             session_id: new_session_id,
+            bytes,
         })
     }
 
@@ -220,8 +258,9 @@ impl HttpTransport {
         resp: reqwest::Response,
         sent: u64,
         inbox: &Inbox,
-    ) -> Result<Result<Value, jsonrpc::RpcError>, McpError> {
-        let mut events = CappedEvents::new(resp, self.limits.max_event_bytes, Cursor::default());
+        limits: Limits,
+    ) -> Result<(Result<Value, jsonrpc::RpcError>, usize), McpError> {
+        let mut events = CappedEvents::new(resp, limits.max_event_bytes, Cursor::default());
         let mut earlier_bytes = 0usize;
         let mut count = 0usize;
         for resumption in 0..=MAX_RESUMPTIONS {
@@ -262,18 +301,18 @@ impl HttpTransport {
                 tokio::time::sleep(wait).await;
                 earlier_bytes += events.total();
                 let resp = self.resume(session, last_id).await?;
-                events = CappedEvents::new(resp, self.limits.max_event_bytes, cursor);
+                events = CappedEvents::new(resp, limits.max_event_bytes, cursor);
             }
             while let Some(event) = events.next().await {
                 let event = event?;
-                if earlier_bytes + events.total() > self.limits.max_body_bytes {
+                if earlier_bytes + events.total() > limits.max_body_bytes {
                     return Err(McpError::new(
                         Reason::BodyTooLarge,
                         "SSE answer over the size cap",
                     ));
                 }
                 count += 1;
-                if count > self.limits.max_events_per_answer {
+                if count > limits.max_events_per_answer {
                     return Err(McpError::new(
                         Reason::BodyTooLarge,
                         "SSE answer has too many events",
@@ -285,7 +324,7 @@ impl HttpTransport {
                 if let Some(outcome) =
                     find_response(jsonrpc::decode(event.data.as_bytes())?, sent, inbox)?
                 {
-                    return Ok(outcome);
+                    return Ok((outcome, earlier_bytes + events.total()));
                 }
             }
         }

@@ -80,6 +80,7 @@ impl Session {
         let PostReply::Response {
             outcome,
             session_id,
+            ..
         } = reply
         else {
             unreachable!("post with an expected id returns a response")
@@ -134,16 +135,32 @@ impl Session {
 
     /// Send a request and wait (at most the session timeout) for its result.
     pub async fn request(&self, method: &str, params: Option<Value>) -> Result<Value, McpError> {
+        self.request_within(method, params, usize::MAX)
+            .await
+            .map(|(result, _)| result)
+    }
+
+    /// [`Session::request`] whose answer may be at most `max_bytes` (else `body_too_large`,
+    /// refused before it is parsed); returns the result and the bytes the answer took.
+    pub async fn request_within(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = jsonrpc::request(id, method, params);
+        let limits = self.transport.limits().within(max_bytes);
         let reply = deadline(
             self.timeout,
             self.transport
-                .post(&self.headers, body, Some(id), &self.inbox),
+                .post_within(&self.headers, body, Some(id), &self.inbox, limits),
         )
         .await?;
         match reply {
-            PostReply::Response { outcome, .. } => outcome.map_err(McpError::from),
+            PostReply::Response { outcome, bytes, .. } => {
+                outcome.map(|r| (r, bytes)).map_err(McpError::from)
+            }
             PostReply::Accepted => unreachable!("post with an expected id returns a response"),
         }
     }

@@ -4,7 +4,7 @@
 //! connection in kilobytes while still catching a changed `inputSchema` (F13). Fingerprints are
 //! truncated to 53 bits so a list fingerprint is exact as a Prometheus float gauge.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -88,12 +88,52 @@ pub fn read_only_hinted(tool: &Value) -> bool {
     hint("readOnlyHint") == Some(true) && hint("destructiveHint") != Some(true)
 }
 
+/// The spec's longest tool name (`tools` § Tool Names: 1 to 128 characters).
+pub const MAX_NAME_CHARS: usize = 128;
+/// How much of an over-long name is kept in front of its hash: enough to recognise it on the
+/// status page, small enough that a hostile server's megabyte names cost a few dozen bytes each.
+const LONG_NAME_PREFIX_CHARS: usize = 48;
+
+/// A tool name as a connection keeps it. Names within the spec's 128 characters are kept as
+/// they are; a longer one (a finding in itself) is kept as its first 48 characters, `…#` and 16
+/// hex digits of its hash, so that distinct long names stay distinct while each costs at most
+/// ~215 bytes whatever the server sent. Returns whether the name was shortened.
+pub fn kept_name(name: &str) -> (Box<str>, bool) {
+    match name.char_indices().nth(MAX_NAME_CHARS) {
+        None => (name.into(), false),
+        Some(_) => {
+            let cut = name
+                .char_indices()
+                .nth(LONG_NAME_PREFIX_CHARS)
+                .map_or(name.len(), |(i, _)| i);
+            let digest = Sha256::digest(name.as_bytes());
+            let mut kept = String::with_capacity(cut + 24);
+            kept.push_str(&name[..cut]);
+            kept.push_str("…#");
+            for b in &digest[..8] {
+                kept.push_str(&format!("{b:02x}"));
+            }
+            (kept.into_boxed_str(), true)
+        }
+    }
+}
+
+/// What a connection keeps of one tool: its definition fingerprint and whether the definition
+/// is hinted read-only (see [`read_only_hinted`]; covered by the fingerprint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Kept {
+    fingerprint: u64,
+    read_only: bool,
+}
+
+/// Heap bytes one kept tool costs beyond its name: the B-tree slot (key and value) and the
+/// name's allocation header, rounded up. Used to account what a connection holds.
+pub const BYTES_PER_TOOL: usize = 64;
+
 /// A tool list as name → definition fingerprint, plus which tools are hinted read-only.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolSet {
-    tools: BTreeMap<String, u64>,
-    /// Names whose definition passed [`read_only_hinted`] (covered by the fingerprint).
-    read_only: BTreeSet<String>,
+    tools: BTreeMap<Box<str>, Kept>,
 }
 
 impl ToolSet {
@@ -103,22 +143,28 @@ impl ToolSet {
 
     /// Insert a tool; returns false when the name was already present (a duplicate).
     /// The first definition seen wins, as a client that de-duplicates by name would keep it.
-    pub fn insert(&mut self, name: String, fingerprint: u64) -> bool {
+    pub fn insert(&mut self, name: Box<str>, fingerprint: u64) -> bool {
         self.insert_tool(name, fingerprint, false)
     }
 
     /// [`ToolSet::insert`], recording whether the definition is hinted read-only.
-    pub fn insert_tool(&mut self, name: String, fingerprint: u64, read_only: bool) -> bool {
-        if read_only && !self.tools.contains_key(&name) {
-            self.read_only.insert(name.clone());
-        }
+    pub fn insert_tool(&mut self, name: Box<str>, fingerprint: u64, read_only: bool) -> bool {
         match self.tools.entry(name) {
             std::collections::btree_map::Entry::Occupied(_) => false,
             std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(fingerprint);
+                v.insert(Kept {
+                    fingerprint,
+                    read_only,
+                });
                 true
             }
         }
+    }
+
+    /// Heap bytes this set holds: names plus [`BYTES_PER_TOOL`] each. Bounded by the walker's
+    /// caps (tools per walk, name length), so it bounds what one connection keeps.
+    pub fn heap_bytes(&self) -> usize {
+        self.tools.keys().map(|n| n.len() + BYTES_PER_TOOL).sum()
     }
 
     pub fn len(&self) -> usize {
@@ -135,16 +181,16 @@ impl ToolSet {
 
     /// Whether `name` is listed and hinted read-only (see [`read_only_hinted`]).
     pub fn is_read_only(&self, name: &str) -> bool {
-        self.read_only.contains(name)
+        self.tools.get(name).is_some_and(|k| k.read_only)
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tools.keys().map(String::as_str)
+        self.tools.keys().map(|n| &**n)
     }
 
     /// The list fingerprint: a hash over the sorted tool fingerprints (each covers its name).
     pub fn fingerprint(&self) -> u64 {
-        let mut fps: Vec<u64> = self.tools.values().copied().collect();
+        let mut fps: Vec<u64> = self.tools.values().map(|k| k.fingerprint).collect();
         fps.sort_unstable();
         let mut hasher = Sha256::new();
         for fp in fps {
@@ -156,16 +202,18 @@ impl ToolSet {
     /// How `cache` differs from `server`.
     pub fn diff(server: &ToolSet, cache: &ToolSet) -> Drift {
         let mut drift = Drift::default();
-        for (name, fp) in &server.tools {
+        for (name, kept) in &server.tools {
             match cache.tools.get(name) {
-                None => drift.missing.push(name.clone()),
-                Some(c) if c != fp => drift.changed.push(name.clone()),
+                None => drift.missing.push(name.to_string()),
+                Some(c) if c.fingerprint != kept.fingerprint => {
+                    drift.changed.push(name.to_string())
+                }
                 Some(_) => {}
             }
         }
         for name in cache.tools.keys() {
             if !server.tools.contains_key(name) {
-                drift.extra.push(name.clone());
+                drift.extra.push(name.to_string());
             }
         }
         drift

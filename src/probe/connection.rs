@@ -11,6 +11,14 @@
 //! }
 //! ```
 //!
+//! A session is *up* only once a request after `initialize` has been answered (a page, a ping or
+//! a tool call): a server that accepts `initialize` and then answers nothing, or 404 to
+//! everything, never shows as up. Likewise the reconnect backoff is reset only by such an
+//! answer, so a server whose sessions die right after opening is retried ever more slowly
+//! (exponential, with jitter) instead of a hundred times a second.
+//!
+//! Repeated failures are logged once per change of state (see [`super::repeats`]).
+//!
 //! Everything that waits (walks, pings, stream (re)opens) is a future the loop polls beside the
 //! others, so a slow server never stops the connection from hearing a notification, and each
 //! connection is its own task, so it never delays another.
@@ -27,8 +35,9 @@ use super::Trigger;
 use super::backoff::Backoff;
 use super::catalog::{Drift, ToolSet};
 use super::functional::{self, Failed};
+use super::repeats::{Line, Repeats, name_list};
 use super::status::{ConnState, ConnStatusHandle};
-use super::walker::{self, Pager, WalkReport};
+use super::walker::{self, Pager, WalkLimits, WalkReport};
 use crate::config::{ProbeConfig, ProtocolChoice, TargetConfig};
 use crate::mcp::http::StreamEnd;
 use crate::mcp::{HttpTransport, Inbox, Limits, McpError, Reason, Session};
@@ -90,6 +99,16 @@ enum SessionEnd {
     Dead(McpError),
 }
 
+/// The failing streaks whose log lines are rate-limited, one per kind of event.
+#[derive(Default)]
+struct Logs {
+    session: Repeats,
+    walk: Repeats,
+    drift: Repeats,
+    unannounced: Repeats,
+    probes: Vec<Repeats>,
+}
+
 /// A server change seen by the audit and not yet announced.
 struct Divergence {
     server_fingerprint: u64,
@@ -112,6 +131,11 @@ pub struct Connection {
     server: Option<ToolSet>,
     divergence: Option<Divergence>,
     sessions: u64,
+    /// Whether the current session has answered a request after `initialize`.
+    alive: bool,
+    logs: Logs,
+    /// Wait before the first session, so that many targets starting together are spread out.
+    start_delay: Duration,
     index: u16,
 }
 
@@ -122,13 +146,17 @@ struct SessionPager {
 }
 
 impl Pager for SessionPager {
-    async fn page(&mut self, cursor: Option<&str>) -> Result<serde_json::Value, McpError> {
+    async fn page(
+        &mut self,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(serde_json::Value, usize), McpError> {
         self.metrics.tools_list_request();
         let params = cursor.map(|c| serde_json::json!({ "cursor": c }));
         timed(
             &self.metrics,
             "tools/list",
-            self.session.request("tools/list", params),
+            self.session.request_within("tools/list", params, max_bytes),
         )
         .await
     }
@@ -168,6 +196,10 @@ impl Connection {
         } else {
             Vec::new()
         };
+        let logs = Logs {
+            probes: probes.iter().map(|_| Repeats::default()).collect(),
+            ..Logs::default()
+        };
         Ok(Connection {
             config,
             metrics: Arc::new(metrics),
@@ -178,8 +210,17 @@ impl Connection {
             server: None,
             divergence: None,
             sessions: 0,
+            alive: false,
+            logs,
+            start_delay: Duration::ZERO,
             index,
         })
+    }
+
+    /// Open the first session only after `delay`.
+    pub fn starting_after(mut self, delay: Duration) -> Self {
+        self.start_delay = delay;
+        self
     }
 
     fn preferred_version(&self) -> &'static str {
@@ -193,6 +234,10 @@ impl Connection {
     /// Run until `shutdown` turns true.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let mut backoff = Backoff::default();
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = tokio::time::sleep(self.start_delay) => {}
+        }
         loop {
             if *shutdown.borrow() {
                 return;
@@ -212,7 +257,7 @@ impl Connection {
                 Ok(session) => {
                     let session = Arc::new(session);
                     self.metrics.session_opened(session.era(), session.info());
-                    tracing::info!(target = %self.config.name, connection = self.index, protocol_version = %session.info().protocol_version, "session opened");
+                    tracing::debug!(target = %self.config.name, connection = self.index, protocol_version = %session.info().protocol_version, "session opened");
                     let trigger = if self.sessions == 0 {
                         Trigger::Initial
                     } else {
@@ -221,12 +266,16 @@ impl Connection {
                     self.status
                         .session_opened(session.era(), session.info(), trigger);
                     self.sessions += 1;
-                    backoff.reset();
+                    self.alive = false;
                     let responder = spawn_responder(session.clone(), requests);
                     let end = self
                         .run_session(&session, &inbox, trigger, &mut shutdown)
                         .await;
                     drop(responder);
+                    if self.alive {
+                        // The session worked: whatever ended it is news, not a storm.
+                        backoff.reset();
+                    }
                     self.metrics.session_closed();
                     if !self.probes.is_empty() {
                         self.metrics.target().probes_down();
@@ -243,22 +292,32 @@ impl Connection {
                     SessionEnd::Dead(e)
                 }
             };
+            self.alive = false;
             let delay = match end {
                 SessionEnd::Shutdown => return,
                 SessionEnd::Expired => {
                     self.metrics.session_expired();
-                    self.status.session_ended(
-                        "session_expired",
-                        "HTTP 404 on the session id; opening a new session",
-                    );
-                    tracing::info!(target = %self.config.name, connection = self.index, "session expired; re-initializing");
-                    // Re-initialize at once, but an expiry storm still backs off.
-                    if backoff.attempts() == 0 {
+                    // Re-initialize at once after a session that worked; sessions that expire
+                    // before answering anything back off (a load balancer without affinity).
+                    let d = if backoff.attempts() == 0 {
                         backoff.next_delay();
                         Duration::ZERO
                     } else {
                         backoff.next_delay()
-                    }
+                    };
+                    self.status.session_ended(
+                        "session_expired",
+                        format!("HTTP 404 on the session id; opening a new session in {d:?}"),
+                    );
+                    let line = self.logs.session.failed(Reason::SessionExpired.as_str());
+                    self.log_session_end(
+                        line,
+                        "session expired; re-initializing",
+                        Reason::SessionExpired,
+                        "HTTP 404 on the session id",
+                        d,
+                    );
+                    d
                 }
                 SessionEnd::Dead(e) => {
                     let d = backoff.next_delay();
@@ -266,7 +325,8 @@ impl Connection {
                         "session_closed",
                         format!("{}: {}; retry in {d:?}", e.reason, e.detail),
                     );
-                    tracing::warn!(target = %self.config.name, connection = self.index, reason = %e.reason, error = %e.detail, retry_in = ?d, "session failed");
+                    let line = self.logs.session.failed(e.reason.as_str());
+                    self.log_session_end(line, "session failed", e.reason, &e.detail, d);
                     d
                 }
             };
@@ -375,6 +435,9 @@ impl Connection {
                     let expired = report.result.as_ref().err()
                         .and_then(|e| e.mcp_error())
                         .is_some_and(|e| e.reason == Reason::SessionExpired);
+                    if report.answered > 0 {
+                        self.confirm_alive();
+                    }
                     let ok = self.on_walk(trigger, report, elapsed, pending.is_some(), inbox.list_changed_count());
                     if expired {
                         return SessionEnd::Expired;
@@ -405,8 +468,8 @@ impl Connection {
                         Ok(d) => {
                             ping_failures = 0;
                             self.metrics.ping(Ok(d));
-                            self.metrics.set_up(true);
-                            self.status.state(ConnState::Up);
+                            self.alive = false;
+                            self.confirm_alive();
                         }
                         Err(e) => {
                             self.metrics.ping(Err(()));
@@ -482,9 +545,46 @@ impl Connection {
                 }
                 (i, elapsed, verdict) = poll_slot(&mut probe) => {
                     probe = None;
+                    if verdict.is_ok() {
+                        self.confirm_alive();
+                    }
                     self.probe_done(i, elapsed, verdict);
                 }
             }
+        }
+    }
+
+    /// The session answered a request after `initialize`: it is up, and whatever failed before
+    /// has recovered. Idempotent within a session.
+    fn confirm_alive(&mut self) {
+        if self.alive {
+            return;
+        }
+        self.alive = true;
+        self.metrics.set_up(true);
+        self.status.state(ConnState::Up);
+        if let Some(failures) = self.logs.session.recovered() {
+            tracing::info!(target = %self.config.name, connection = self.index, failures, "session works again");
+        }
+    }
+
+    fn log_session_end(
+        &self,
+        line: Line,
+        what: &str,
+        reason: Reason,
+        detail: &str,
+        retry_in: Duration,
+    ) {
+        let (name, index) = (&self.config.name, self.index);
+        match line {
+            Line::First => {
+                tracing::warn!(target = %name, connection = index, reason = %reason, error = %detail, retry_in = ?retry_in, "{what}")
+            }
+            Line::Repeated(n) => {
+                tracing::warn!(target = %name, connection = index, reason = %reason, error = %detail, retry_in = ?retry_in, repeated = n, "{what} (again; repeated since the last line)")
+            }
+            Line::Quiet => {}
         }
     }
 
@@ -499,10 +599,13 @@ impl Connection {
             session: session.clone(),
             metrics: self.metrics.clone(),
         };
-        let max_pages = self.config.max_pages;
+        let limits = WalkLimits {
+            max_pages: self.config.max_pages,
+            max_bytes: self.config.max_listing_bytes,
+        };
         Box::pin(async move {
             let t = Instant::now();
-            let report = walker::walk(&mut pager, max_pages).await;
+            let report = walker::walk(&mut pager, limits).await;
             (trigger, report, t.elapsed())
         })
     }
@@ -525,7 +628,16 @@ impl Connection {
         let walk = match report.result {
             Ok(w) => w,
             Err(e) => {
-                tracing::warn!(target = %self.config.name, trigger = trigger.as_str(), reason = e.reason(), error = %e, "walk failed");
+                let (name, index) = (&self.config.name, self.index);
+                match self.logs.walk.failed(e.reason()) {
+                    Line::First => {
+                        tracing::warn!(target = %name, connection = index, trigger = trigger.as_str(), reason = e.reason(), error = %e, "walk failed")
+                    }
+                    Line::Repeated(n) => {
+                        tracing::warn!(target = %name, connection = index, trigger = trigger.as_str(), reason = e.reason(), error = %e, repeated = n, "walk failed (again; repeated since the last line)")
+                    }
+                    Line::Quiet => {}
+                }
                 if trigger.refreshes_cache() {
                     self.metrics.cache_refresh(trigger, false);
                 } else {
@@ -534,6 +646,9 @@ impl Connection {
                 return false;
             }
         };
+        if let Some(failures) = self.logs.walk.recovered() {
+            tracing::info!(target = %self.config.name, connection = self.index, failures, "walks complete again");
+        }
         if trigger.refreshes_cache() {
             if trigger == Trigger::Notification && self.cache.as_ref() == Some(&walk.tools) {
                 self.metrics.list_changed_without_change();
@@ -551,6 +666,10 @@ impl Connection {
         self.status.drift(&drift);
         if drift.is_empty() {
             self.divergence = None;
+            self.logs.unannounced.recovered();
+            if self.logs.drift.recovered().is_some() {
+                tracing::info!(target = %self.config.name, connection = self.index, "cache matches the server again");
+            }
         } else if trigger == Trigger::Audit && !notified_meanwhile {
             self.diverged(&drift, notifications);
         }
@@ -578,9 +697,24 @@ impl Connection {
         })
     }
 
-    fn probe_done(&self, index: usize, elapsed: Duration, verdict: Result<(), Failed>) {
-        if let Err((reason, detail)) = &verdict {
-            tracing::warn!(target = %self.config.name, tool = %self.probes[index].tool, reason = reason.as_str(), error = %detail, "functional probe failed");
+    fn probe_done(&mut self, index: usize, elapsed: Duration, verdict: Result<(), Failed>) {
+        let (name, tool) = (&self.config.name, &self.probes[index].tool);
+        let log = &mut self.logs.probes[index];
+        match &verdict {
+            Err((reason, detail)) => match log.failed(reason.as_str()) {
+                Line::First => {
+                    tracing::warn!(target = %name, tool = %tool, reason = reason.as_str(), error = %detail, "functional probe failed")
+                }
+                Line::Repeated(n) => {
+                    tracing::warn!(target = %name, tool = %tool, reason = reason.as_str(), error = %detail, repeated = n, "functional probe failed (again; repeated since the last line)")
+                }
+                Line::Quiet => {}
+            },
+            Ok(()) => {
+                if let Some(failures) = log.recovered() {
+                    tracing::info!(target = %name, tool = %tool, failures, "functional probe passes again");
+                }
+            }
         }
         self.metrics.target().probe_result(
             index,
@@ -613,7 +747,22 @@ impl Connection {
         {
             return;
         }
-        tracing::info!(target = %self.config.name, missing = ?drift.missing, extra = ?drift.extra, changed = ?drift.changed, "cache differs from server");
+        let repeated = match self.logs.drift.failed("drift") {
+            Line::First => Some(0),
+            Line::Repeated(n) => Some(n),
+            Line::Quiet => None,
+        };
+        if let Some(repeated) = repeated {
+            tracing::info!(
+                target = %self.config.name,
+                connection = self.index,
+                missing = %name_list(&drift.missing),
+                extra = %name_list(&drift.extra),
+                changed = %name_list(&drift.changed),
+                repeated,
+                "cache differs from server"
+            );
+        }
         self.divergence = Some(Divergence {
             server_fingerprint: fp,
             deadline: tokio::time::Instant::now() + self.config.notification_grace,
@@ -640,7 +789,16 @@ impl Connection {
                 humantime::format_duration(self.config.notification_grace)
             ),
         );
-        tracing::warn!(target = %self.config.name, "server list changed without list_changed within notification_grace");
+        let (name, index) = (&self.config.name, self.index);
+        match self.logs.unannounced.failed("unannounced") {
+            Line::First => {
+                tracing::warn!(target = %name, connection = index, "server list changed without list_changed within notification_grace")
+            }
+            Line::Repeated(n) => {
+                tracing::warn!(target = %name, connection = index, repeated = n, "server list changed without list_changed within notification_grace (again; repeated since the last line)")
+            }
+            Line::Quiet => {}
+        }
     }
 }
 

@@ -13,6 +13,7 @@ pub mod backoff;
 pub mod catalog;
 pub mod connection;
 pub mod functional;
+pub mod repeats;
 pub mod status;
 pub mod supervisor;
 mod trigger;

@@ -360,7 +360,7 @@ impl ConnStatusHandle {
             );
             Self::push(s, "session_opened", detail);
         });
-        self.state(ConnState::Up);
+        // Up only once the session answers a request after initialize (the connection says so).
     }
 
     /// The session ended (`kind` = `session_expired`, `session_closed`, …) or failed to open.
@@ -528,6 +528,7 @@ mod tests {
             request_timeout: Duration::from_secs(10),
             notification_grace: Duration::from_secs(5),
             max_pages: 64,
+            max_listing_bytes: crate::config::DEFAULT_MAX_LISTING_BYTES,
             probes: vec![ProbeConfig {
                 tool: "kb_stats".into(),
                 arguments: Default::default(),

@@ -18,6 +18,11 @@ use crate::telemetry::Telemetry;
 
 /// How long stopping connections get to end their sessions (DELETE) before they are aborted.
 const STOP_GRACE: Duration = Duration::from_secs(3);
+/// Connections started together open their first sessions this far apart (at most 100 per
+/// second), spread over no more than their first audit interval: a restart with thousands of
+/// connections does not hit every server, nor this process, at the same instant, and a small
+/// configuration still starts at once.
+const START_SPACING: Duration = Duration::from_millis(10);
 
 struct Running {
     config: TargetConfig,
@@ -76,12 +81,18 @@ impl Supervisor {
                 }
             }
         }
-        for t in &config.targets {
-            if !self.running.contains_key(&t.name) {
-                self.start(t);
-                if !applied.restarted.contains(&t.name) {
-                    applied.started.push(t.name.clone());
-                }
+        let new: Vec<&TargetConfig> = config
+            .targets
+            .iter()
+            .filter(|t| !self.running.contains_key(&t.name))
+            .collect();
+        let total: u32 = new.iter().map(|t| u32::from(t.connections)).sum();
+        let mut k = 0u32;
+        for t in new {
+            self.start(t, k, total);
+            k += u32::from(t.connections);
+            if !applied.restarted.contains(&t.name) {
+                applied.started.push(t.name.clone());
             }
         }
         applied
@@ -92,20 +103,22 @@ impl Supervisor {
         self.running.values().map(|r| &r.config)
     }
 
-    fn start(&mut self, t: &TargetConfig) {
+    /// Start `t`, whose connections are number `first` onwards of `total` started together.
+    fn start(&mut self, t: &TargetConfig, first: u32, total: u32) {
         let probes: Vec<String> = t.probes.iter().map(|p| p.tool.clone()).collect();
         let metrics = self.telemetry.add_target(&t.name, t.connections, &probes);
         let status = self.status.add(t);
         let (tx, rx) = watch::channel(false);
         let mut tasks = Vec::with_capacity(t.connections as usize);
         for index in 0..t.connections {
+            let delay = start_delay(first + u32::from(index), total, t.audit_interval);
             match Connection::new(
                 t.clone(),
                 index,
                 metrics.connection(index),
                 status.connection(index),
             ) {
-                Ok(conn) => tasks.push(tokio::spawn(conn.run(rx.clone()))),
+                Ok(conn) => tasks.push(tokio::spawn(conn.starting_after(delay).run(rx.clone()))),
                 Err(e) => tracing::error!(target = %t.name, error = %e, "cannot build HTTP client"),
             }
         }
@@ -141,10 +154,33 @@ impl Supervisor {
     }
 }
 
+/// When the `k`-th of `total` connections started together opens its first session.
+fn start_delay(k: u32, total: u32, audit_interval: Duration) -> Duration {
+    let window = START_SPACING.saturating_mul(total).min(audit_interval);
+    window.mul_f64(f64::from(k) / f64::from(total.max(1)))
+}
+
 async fn join_or_abort(tasks: Vec<JoinHandle<()>>) {
     let aborts: Vec<_> = tasks.iter().map(JoinHandle::abort_handle).collect();
     let all = futures_util::future::join_all(tasks);
     if tokio::time::timeout(STOP_GRACE, all).await.is_err() {
         aborts.iter().for_each(|a| a.abort());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_are_spread_over_at_most_the_audit_interval() {
+        let audit = Duration::from_secs(30);
+        // A small configuration starts at once (within 10 ms per connection).
+        assert_eq!(start_delay(0, 5, audit), Duration::ZERO);
+        assert_eq!(start_delay(4, 5, audit), Duration::from_millis(40));
+        // 16 000 connections: 100 per second would take 160 s; the window is the audit interval.
+        let last = start_delay(15_999, 16_000, audit);
+        assert!(last < audit && last > audit.mul_f64(0.99), "{last:?}");
+        assert_eq!(start_delay(8_000, 16_000, audit), Duration::from_secs(15));
     }
 }

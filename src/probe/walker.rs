@@ -4,7 +4,12 @@
 //! - follows `nextCursor` until it is absent (an empty string is a cursor, not the end);
 //! - stops at `max_pages` (F10) and on a cursor seen before in this walk (F9);
 //! - counts names that appear twice (F11) and keeps the first definition;
-//! - an error on a request that carried a cursor is a cursor error (F8).
+//! - an error on a request that carried a cursor is a cursor error (F8);
+//! - holds the whole listing to a byte budget (`max_listing_bytes`): each page is asked for with
+//!   what is left of it, so an oversized page is refused before it is parsed, and what one walk
+//!   reads and keeps is bounded by bytes, not only by pages (each tool is charged at least what
+//!   a connection keeps of it);
+//! - keeps names over the spec's 128 characters shortened (see [`kept_name`]) and counts them.
 //!
 //! The walker knows nothing about HTTP: it drives a [`Pager`], which is how the property tests
 //! feed it arbitrary page sequences.
@@ -13,7 +18,8 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::catalog::{ToolSet, read_only_hinted, tool_fingerprint};
+use super::catalog::{BYTES_PER_TOOL, ToolSet, kept_name, read_only_hinted, tool_fingerprint};
+use crate::mcp::http::MAX_BODY_BYTES;
 use crate::mcp::{McpError, Reason};
 
 /// Hard cap on tools in one walk, whatever `max_pages` allows: bounds memory per connection.
@@ -23,10 +29,23 @@ const MAX_CURSOR_BYTES: usize = 4096;
 
 /// Fetches one page of `tools/list`.
 pub trait Pager {
+    /// The page at `cursor`, and the bytes its answer took. An answer over `max_bytes` (what is
+    /// left of the walk's listing budget) must fail with [`Reason::BodyTooLarge`] without being
+    /// read whole.
     fn page(
         &mut self,
         cursor: Option<&str>,
-    ) -> impl Future<Output = Result<Value, McpError>> + Send;
+        max_bytes: usize,
+    ) -> impl Future<Output = Result<(Value, usize), McpError>> + Send;
+}
+
+/// How far one walk may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WalkLimits {
+    /// Most pages (`max_pages`).
+    pub max_pages: u32,
+    /// Most bytes of `tools/list` answers across all pages (`max_listing_bytes`).
+    pub max_bytes: usize,
 }
 
 /// A complete walk.
@@ -47,6 +66,9 @@ pub enum WalkError {
     LoopCap,
     /// More than [`MAX_TOOLS_PER_WALK`] tools.
     TooManyTools,
+    /// The pages together are over `max_listing_bytes` (the page that crossed it was not read
+    /// whole).
+    ListingTooLarge { max_bytes: usize },
 }
 
 impl WalkError {
@@ -57,6 +79,7 @@ impl WalkError {
             WalkError::RepeatedCursor => "repeated_cursor",
             WalkError::LoopCap => "loop_cap",
             WalkError::TooManyTools => "too_many_tools",
+            WalkError::ListingTooLarge { .. } => "listing_too_large",
         }
     }
 
@@ -96,6 +119,10 @@ impl std::fmt::Display for WalkError {
                 f.write_str("max_pages reached and the server still sent nextCursor")
             }
             WalkError::TooManyTools => write!(f, "more than {MAX_TOOLS_PER_WALK} tools"),
+            WalkError::ListingTooLarge { max_bytes } => write!(
+                f,
+                "the listing is over max_listing_bytes ({max_bytes} bytes across its pages)"
+            ),
         }
     }
 }
@@ -106,76 +133,85 @@ pub struct WalkReport {
     pub result: Result<Walk, WalkError>,
     /// `tools/list` requests sent (one per page attempted).
     pub requests: u32,
+    /// Pages the server answered with a well-formed `ListToolsResult`.
+    pub answered: u32,
     /// Tool names that appeared more than once.
     pub duplicates: u32,
+    /// Tool names over the spec's 128 characters (kept shortened).
+    pub long_names: u32,
+    /// Bytes charged to the listing budget: each page's answer, and at least
+    /// [`BYTES_PER_TOOL`] per tool it listed.
+    pub bytes: usize,
 }
 
 /// Walk the whole list.
-pub async fn walk<P: Pager>(pager: &mut P, max_pages: u32) -> WalkReport {
+pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
     let mut tools = ToolSet::new();
     let mut seen_cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
-    let mut requests = 0u32;
-    let mut duplicates = 0u32;
-    let max_pages = max_pages.max(1);
-    let report = |result, requests, duplicates| WalkReport {
-        result,
-        requests,
-        duplicates,
+    let mut report = WalkReport {
+        result: Err(WalkError::LoopCap),
+        requests: 0,
+        answered: 0,
+        duplicates: 0,
+        long_names: 0,
+        bytes: 0,
+    };
+    let max_pages = limits.max_pages.max(1);
+    let done = |mut report: WalkReport, result| {
+        report.result = result;
+        report
     };
     loop {
-        if requests >= max_pages {
-            return report(Err(WalkError::LoopCap), requests, duplicates);
+        if report.requests >= max_pages {
+            return done(report, Err(WalkError::LoopCap));
         }
-        requests += 1;
+        report.requests += 1;
         let with_cursor = cursor.is_some();
-        let page = match pager.page(cursor.as_deref()).await {
-            Ok(v) => v,
-            Err(error) => {
-                return report(
-                    Err(WalkError::Request { error, with_cursor }),
-                    requests,
-                    duplicates,
-                );
+        let request_error = |error| Err(WalkError::Request { error, with_cursor });
+        let budget = limits.max_bytes.saturating_sub(report.bytes);
+        let (page, bytes) = match pager.page(cursor.as_deref(), budget).await {
+            Ok(answer) => answer,
+            // The budget, not the transport's own cap, stopped this page: the listing is too
+            // large, whatever this one page would have weighed.
+            Err(e) if e.reason == Reason::BodyTooLarge && budget < MAX_BODY_BYTES => {
+                let max_bytes = limits.max_bytes;
+                return done(report, Err(WalkError::ListingTooLarge { max_bytes }));
             }
+            Err(error) => return done(report, request_error(error)),
         };
-        let parsed = match parse_page(&page) {
+        let parsed = match parse_page(&page, MAX_TOOLS_PER_WALK - tools.len()) {
             Ok(p) => p,
-            Err(error) => {
-                return report(
-                    Err(WalkError::Request { error, with_cursor }),
-                    requests,
-                    duplicates,
-                );
-            }
+            Err(PageFault::Invalid(error)) => return done(report, request_error(error)),
+            Err(PageFault::TooManyTools) => return done(report, Err(WalkError::TooManyTools)),
         };
-        for (name, fp, read_only) in parsed.tools {
-            if !tools.insert_tool(name, fp, read_only) {
-                duplicates += 1;
-            }
+        drop(page);
+        // A tool costs what the connection keeps of it even when its JSON is tiny, so the
+        // budget bounds memory, not only the wire: many one-letter tools cannot slip past it.
+        report.bytes += bytes.max(parsed.tools.len() * BYTES_PER_TOOL);
+        if report.bytes > limits.max_bytes {
+            let max_bytes = limits.max_bytes;
+            return done(report, Err(WalkError::ListingTooLarge { max_bytes }));
         }
-        if tools.len() > MAX_TOOLS_PER_WALK {
-            return report(Err(WalkError::TooManyTools), requests, duplicates);
+        report.answered += 1;
+        for tool in parsed.tools {
+            report.long_names += u32::from(tool.shortened);
+            if !tools.insert_tool(tool.name, tool.fingerprint, tool.read_only) {
+                report.duplicates += 1;
+            }
         }
         match parsed.next_cursor {
             None => {
-                let walk = Walk {
-                    tools,
-                    pages: requests,
-                };
-                return report(Ok(walk), requests, duplicates);
+                let pages = report.requests;
+                return done(report, Ok(Walk { tools, pages }));
             }
             Some(next) => {
                 if next.len() > MAX_CURSOR_BYTES {
                     let error = McpError::new(Reason::InvalidResponse, "nextCursor over 4 KiB");
-                    return report(
-                        Err(WalkError::Request { error, with_cursor }),
-                        requests,
-                        duplicates,
-                    );
+                    return done(report, request_error(error));
                 }
                 if !seen_cursors.insert(next.clone()) {
-                    return report(Err(WalkError::RepeatedCursor), requests, duplicates);
+                    return done(report, Err(WalkError::RepeatedCursor));
                 }
                 cursor = Some(next);
             }
@@ -183,29 +219,54 @@ pub async fn walk<P: Pager>(pager: &mut P, max_pages: u32) -> WalkReport {
     }
 }
 
+/// One tool as a page lists it, reduced to what a connection keeps.
+struct PageTool {
+    name: Box<str>,
+    shortened: bool,
+    fingerprint: u64,
+    read_only: bool,
+}
+
 struct Page {
-    tools: Vec<(String, u64, bool)>,
+    tools: Vec<PageTool>,
     next_cursor: Option<String>,
 }
 
-fn parse_page(result: &Value) -> Result<Page, McpError> {
-    let bad =
-        |what: &str| McpError::new(Reason::InvalidResponse, format!("ListToolsResult: {what}"));
+enum PageFault {
+    Invalid(McpError),
+    /// More tools than the walk has room left for.
+    TooManyTools,
+}
+
+/// Read one `ListToolsResult` holding at most `room` tools.
+fn parse_page(result: &Value, room: usize) -> Result<Page, PageFault> {
+    let bad = |what: &str| {
+        PageFault::Invalid(McpError::new(
+            Reason::InvalidResponse,
+            format!("ListToolsResult: {what}"),
+        ))
+    };
     let list = result
         .get("tools")
         .and_then(Value::as_array)
         .ok_or_else(|| bad("no tools array"))?;
-    let mut tools = Vec::with_capacity(list.len());
+    let mut tools = Vec::with_capacity(list.len().min(room));
     for tool in list {
         let name = tool
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| bad("a tool without a string name"))?;
-        tools.push((
-            name.to_string(),
-            tool_fingerprint(tool),
-            read_only_hinted(tool),
-        ));
+        if tools.len() == room {
+            // Past the cap the walk fails anyway; reading on would only cost memory.
+            return Err(PageFault::TooManyTools);
+        }
+        let (name, shortened) = kept_name(name);
+        tools.push(PageTool {
+            name,
+            shortened,
+            fingerprint: tool_fingerprint(tool),
+            read_only: read_only_hinted(tool),
+        });
     }
     let next_cursor = match result.get("nextCursor") {
         None | Some(Value::Null) => None,
@@ -228,11 +289,30 @@ mod tests {
     }
 
     impl Pager for Script {
-        async fn page(&mut self, cursor: Option<&str>) -> Result<Value, McpError> {
+        async fn page(
+            &mut self,
+            cursor: Option<&str>,
+            max_bytes: usize,
+        ) -> Result<(Value, usize), McpError> {
             self.asked.push(cursor.map(str::to_string));
-            self.pages
+            let page = self
+                .pages
                 .pop_front()
-                .unwrap_or_else(|| Ok(json!({"tools": [], "nextCursor": "again"})))
+                .unwrap_or_else(|| Ok(json!({"tools": [], "nextCursor": "again"})))?;
+            // As the transport does: an answer over the budget is refused, not returned.
+            let bytes = page.to_string().len();
+            if bytes > max_bytes {
+                return Err(McpError::new(Reason::BodyTooLarge, "over the cap"));
+            }
+            Ok((page, bytes))
+        }
+    }
+
+    /// Limits with `pages` pages and room for any test listing.
+    fn pages(pages: u32) -> WalkLimits {
+        WalkLimits {
+            max_pages: pages,
+            max_bytes: 1 << 20,
         }
     }
 
@@ -257,7 +337,7 @@ mod tests {
             Ok(json!({"tools": tools(&["c"]), "nextCursor": ""})),
             Ok(json!({"tools": tools(&["d"])})),
         ]);
-        let r = walk(&mut s, 64).await;
+        let r = walk(&mut s, pages(64)).await;
         let w = r.result.unwrap();
         assert_eq!(w.pages, 3);
         assert_eq!(w.tools.len(), 4);
@@ -272,7 +352,7 @@ mod tests {
             Ok(json!({"tools": tools(&["a"]), "nextCursor": "x"})),
             Ok(json!({"tools": tools(&["b"]), "nextCursor": "x"})),
         ]);
-        let r = walk(&mut s, 64).await;
+        let r = walk(&mut s, pages(64)).await;
         assert_eq!(r.result, Err(WalkError::RepeatedCursor));
         assert_eq!(r.requests, 2);
     }
@@ -280,14 +360,14 @@ mod tests {
     #[tokio::test]
     async fn endless_cursors_hit_the_loop_cap() {
         let mut n = 0;
-        let pages = std::iter::from_fn(|| {
+        let script_pages = std::iter::from_fn(|| {
             n += 1;
             Some(Ok(json!({"tools": [], "nextCursor": format!("c{n}")})))
         })
         .take(100)
         .collect();
-        let mut s = script(pages);
-        let r = walk(&mut s, 5).await;
+        let mut s = script(script_pages);
+        let r = walk(&mut s, pages(5)).await;
         assert_eq!(r.result, Err(WalkError::LoopCap));
         assert_eq!(r.requests, 5);
     }
@@ -298,7 +378,7 @@ mod tests {
             Ok(json!({"tools": tools(&["a", "b"]), "nextCursor": "2"})),
             Ok(json!({"tools": tools(&["b", "c"])})),
         ]);
-        let r = walk(&mut s, 64).await;
+        let r = walk(&mut s, pages(64)).await;
         assert_eq!(r.duplicates, 1);
         assert_eq!(r.result.unwrap().tools.len(), 3);
     }
@@ -307,7 +387,7 @@ mod tests {
     async fn errors_are_cursor_errors_only_after_the_first_page() {
         let err = || McpError::rpc(-32602, "Invalid cursor");
         let mut first = script(vec![Err(err())]);
-        let r = walk(&mut first, 64).await.result.unwrap_err();
+        let r = walk(&mut first, pages(64)).await.result.unwrap_err();
         assert!(!r.is_cursor_error());
         assert_eq!(r.reason(), "jsonrpc_error");
 
@@ -315,8 +395,94 @@ mod tests {
             Ok(json!({"tools": tools(&["a"]), "nextCursor": "2"})),
             Err(err()),
         ]);
-        let r = walk(&mut later, 64).await.result.unwrap_err();
+        let r = walk(&mut later, pages(64)).await.result.unwrap_err();
         assert!(r.is_cursor_error());
+    }
+
+    #[tokio::test]
+    async fn the_listing_is_held_to_its_byte_budget_across_pages() {
+        let page = |names: &[&str], next: Option<&str>| {
+            let mut p = json!({"tools": tools(names)});
+            if let Some(c) = next {
+                p["nextCursor"] = json!(c);
+            }
+            p
+        };
+        let first = page(&["a", "b"], Some("2"));
+        let second = page(&["c", "d"], None);
+        // Each page is charged its bytes, and at least what the connection keeps of its tools.
+        let charge = |p: &Value| p.to_string().len().max(2 * BYTES_PER_TOOL);
+        let (b1, b2) = (charge(&first), charge(&second));
+        let within = |max_bytes| WalkLimits {
+            max_pages: 64,
+            max_bytes,
+        };
+        // Exactly enough: the walk completes and reports what it read.
+        let mut s = script(vec![Ok(first.clone()), Ok(second.clone())]);
+        let r = walk(&mut s, within(b1 + b2)).await;
+        assert_eq!(r.bytes, b1 + b2);
+        assert_eq!(r.answered, 2);
+        assert_eq!(r.result.unwrap().tools.len(), 4);
+        // One byte short: the second page is refused, the walk fails as listing_too_large.
+        let mut s = script(vec![Ok(first), Ok(second)]);
+        let r = walk(&mut s, within(b1 + b2 - 1)).await;
+        assert_eq!(
+            r.result,
+            Err(WalkError::ListingTooLarge {
+                max_bytes: b1 + b2 - 1
+            })
+        );
+        assert_eq!(r.result.as_ref().unwrap_err().reason(), "listing_too_large");
+        assert_eq!((r.requests, r.answered), (2, 1));
+    }
+
+    #[tokio::test]
+    async fn many_tiny_tools_are_charged_what_they_cost_to_keep() {
+        let names: Vec<String> = (0..100).map(|i| format!("{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let page = json!({"tools": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()});
+        let wire = page.to_string().len();
+        assert!(wire < 100 * BYTES_PER_TOOL, "the wire alone would pass");
+        let mut s = script(vec![Ok(page)]);
+        let limits = WalkLimits {
+            max_pages: 64,
+            max_bytes: 100 * BYTES_PER_TOOL - 1,
+        };
+        let r = walk(&mut s, limits).await;
+        assert_eq!(r.result.unwrap_err().reason(), "listing_too_large");
+    }
+
+    #[tokio::test]
+    async fn over_long_names_are_kept_short_distinct_and_counted() {
+        let long_a = format!("a{}", "x".repeat(50_000));
+        let long_b = format!("a{}y", "x".repeat(50_000));
+        let ok = "n".repeat(128);
+        let mut s = script(vec![Ok(
+            json!({"tools": tools(&[&long_a, &long_b, &ok, "short"])}),
+        )]);
+        let r = walk(&mut s, pages(64)).await;
+        assert_eq!(r.long_names, 2);
+        let w = r.result.unwrap();
+        assert_eq!(w.tools.len(), 4, "distinct long names stay distinct");
+        assert!(w.tools.contains(&ok) && w.tools.contains("short"));
+        assert!(
+            w.tools.names().all(|n| n.len() <= 128 + 30),
+            "{:?}",
+            w.tools
+        );
+    }
+
+    #[tokio::test]
+    async fn a_page_past_the_tool_cap_fails_without_keeping_it() {
+        let names: Vec<String> = (0..=MAX_TOOLS_PER_WALK).map(|i| format!("t{i}")).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let mut s = script(vec![Ok(json!({"tools": tools(&names)}))]);
+        let limits = WalkLimits {
+            max_pages: 64,
+            max_bytes: 64 << 20,
+        };
+        let r = walk(&mut s, limits).await;
+        assert_eq!(r.result, Err(WalkError::TooManyTools));
     }
 
     #[tokio::test]
@@ -327,7 +493,7 @@ mod tests {
             json!({"tools": [], "nextCursor": 3}),
         ] {
             let mut s = script(vec![Ok(bad)]);
-            let r = walk(&mut s, 64).await.result.unwrap_err();
+            let r = walk(&mut s, pages(64)).await.result.unwrap_err();
             assert_eq!(r.reason(), "invalid_response");
         }
     }

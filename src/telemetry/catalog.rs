@@ -93,6 +93,8 @@ metrics_catalog! {
         "Walks aborted because the server returned a cursor it had already returned.";
     DUPLICATE_TOOLS = "mcp_probe_tools_list_duplicate_tools_total", Counter, ["target", "connection"],
         "Tool names seen more than once within one walk.";
+    LONG_NAMES = "mcp_probe_tools_list_long_names_total", Counter, ["target", "connection"],
+        "Tool names longer than the spec's 128 characters seen in walks (kept shortened).";
     FINGERPRINT = "mcp_probe_tools_list_fingerprint", Gauge, ["target", "connection", "view"],
         "53-bit fingerprint of the tool list by view (server, cache); equal values mean equal lists.";
     DRIFT = "mcp_probe_cache_drift_tools", Gauge, ["target", "connection", "kind"],

@@ -1,8 +1,9 @@
 //! The handles one connection task records through.
 //!
 //! Series with fixed label values are registered up front (so they exist at 0 from the start,
-//! as Prometheus conventions ask); those labelled by `reason` or `method` are registered on first
-//! use, since most of their combinations never happen.
+//! as Prometheus conventions ask), and so is `mcp_probe_session_failures_total` for every
+//! reason; the other series labelled by `reason` or `method` are registered on first use, since
+//! most of their combinations never happen.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -39,6 +40,7 @@ pub struct ConnMetrics {
     loop_cap_hits: Counter,
     repeated_cursors: Counter,
     duplicate_tools: Counter,
+    long_names: Counter,
     fp_server: Gauge,
     fp_cache: Gauge,
     drift: [Gauge; 3],
@@ -81,6 +83,12 @@ impl ConnMetrics {
             g
         };
         let histogram = |name| target.histogram(&key(name, &with(&[])));
+        // Sessions can fail for any reason of the fixed set: every series exists from the start,
+        // so dashboards and alerts see 0, not "no data" (other failure series are lazy: their
+        // method x reason x trigger combinations would multiply the series per connection).
+        for reason in Reason::ALL {
+            let _ = counter(m::SESSION_FAILURES, &[("reason", reason.as_str())]);
+        }
         let by_trigger = |name, t: Trigger| counter(name, &[("trigger", t.as_str())]);
         ConnMetrics {
             up: gauge(m::CONNECTION_UP, &[]),
@@ -102,6 +110,7 @@ impl ConnMetrics {
             loop_cap_hits: counter(m::LOOP_CAP_HITS, &[]),
             repeated_cursors: counter(m::REPEATED_CURSORS, &[]),
             duplicate_tools: counter(m::DUPLICATE_TOOLS, &[]),
+            long_names: counter(m::LONG_NAMES, &[]),
             fp_server: gauge(m::FINGERPRINT, &[("view", "server")]),
             fp_cache: gauge(m::FINGERPRINT, &[("view", "cache")]),
             drift: ["missing", "extra", "changed"].map(|k| gauge(m::DRIFT, &[("kind", k)])),
@@ -170,7 +179,6 @@ impl ConnMetrics {
                 ("server_version", &info.version),
             ])),
         );
-        self.set_up(true);
     }
 
     /// The session is gone (failure, expiry or shutdown).
@@ -225,6 +233,7 @@ impl ConnMetrics {
     /// A walk ended; records its anomalies and, when it completed, the server view.
     pub fn walk_finished(&self, trigger: Trigger, report: &WalkReport, elapsed: Duration) {
         self.duplicate_tools.increment(u64::from(report.duplicates));
+        self.long_names.increment(u64::from(report.long_names));
         self.target.set_walk_ok(self.index, report.result.is_ok());
         match &report.result {
             Ok(walk) => {

@@ -79,6 +79,7 @@ pub fn target(name: &str, url: url::Url) -> TargetConfig {
         request_timeout: Duration::from_secs(5),
         notification_grace: Duration::from_millis(300),
         max_pages: 64,
+        max_listing_bytes: mcp_exporter::config::DEFAULT_MAX_LISTING_BYTES,
         probes: vec![],
     }
 }
