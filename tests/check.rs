@@ -171,6 +171,19 @@ async fn broken_pagination_and_duplicates_exit_1_naming_the_problem() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listing_over_the_byte_cap_fails_naming_the_cap() {
+    let lab = lab(&["healthy"]).await;
+    // The 14 tools take a few KiB over two pages; 1 KiB does not hold them.
+    let run = check(&["--max-listing-bytes", "1KiB", &url(&lab, "healthy")], &[]).await;
+    run.ended(1, "fail");
+    let detail = run.expect("FAIL", "tools_list");
+    assert!(detail.contains("max_listing_bytes"), "{detail}");
+    let bad = check(&["--max-listing-bytes", "lots", &url(&lab, "healthy")], &[]).await;
+    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    assert!(bad.stderr.contains("not a size"), "{}", bad.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_without_a_get_stream_is_a_warning() {
     let lab = lab(&["no-get-stream"]).await;
     let run = check(&[&url(&lab, "no-get-stream")], &[]).await;

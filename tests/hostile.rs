@@ -1427,6 +1427,10 @@ async fn hostile_huge_listing_is_refused_by_the_listing_budget() {
         keys(&reasons(&s, WALK_FAILURES, HOSTILE, &[])),
         only("listing_too_large")
     );
+    eprintln!(
+        "measured: test process RSS {} MiB after the huge listings",
+        rss_mib()
+    );
     assert_rss_bounded("after the huge listings");
 }
 
@@ -1514,6 +1518,7 @@ async fn hostile_sessions_lost_at_once_back_off() {
     })
     .await;
     let opened = hostile.posts("initialize") - before;
+    eprintln!("measured: {opened} sessions opened during 10 audits of the healthy target");
     assert!(
         opened <= 8,
         "{opened} sessions opened during 10 audits of the healthy target: no backoff"
@@ -1600,6 +1605,11 @@ async fn hostile_churn_logs_once_per_state_change() {
         })
         .await;
     let logs = exporter.logs();
+    eprintln!(
+        "measured: {} bytes, {} lines of logs over 20 audits of a churning server",
+        logs.len(),
+        logs.lines().count()
+    );
     let differs: Vec<&str> = logs
         .lines()
         .filter(|l| l.contains("cache differs from server"))
