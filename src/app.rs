@@ -71,6 +71,13 @@ impl Daemon {
             Ok(config) => {
                 let applied = self.supervisor.apply(&config);
                 tracing::info!(started = ?applied.started, restarted = ?applied.restarted, stopped = ?applied.stopped, kept = applied.kept.len(), "configuration applied");
+                // Valid, but no MCP server is watched: say so (alert McpExporterNoTargets).
+                if config.targets.is_empty() {
+                    tracing::warn!(
+                        stopped = applied.stopped.len(),
+                        "configuration has no targets; no MCP server is being watched"
+                    );
+                }
                 ok_gauge.set(1.0);
                 let now = SystemTime::now()
                     .duration_since(UNIX_EPOCH)

@@ -17,9 +17,11 @@
 //!
 //! The file format is documented in `docs/configuration.md`; `example.yml` is a full example.
 
+mod limits;
 mod probes;
 mod secret;
 
+pub use limits::{MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_TOTAL_CONNECTIONS};
 pub use probes::{Expect, MAX_PROBES, ProbeConfig, valid_tool_name};
 pub use secret::{Secret, redact_url};
 
@@ -47,8 +49,11 @@ pub const DEFAULT_MAX_LISTING_BYTES: usize = 256 * 1024;
 const MIN_LISTING_BYTES: u64 = 4 * 1024;
 const MAX_LISTING_BYTES: u64 = 64 * 1024 * 1024;
 const MAX_NAME_LEN: usize = 64;
-/// Largest `header_files` file accepted (a header value, not a document).
-const MAX_HEADER_FILE_BYTES: u64 = 64 * 1024;
+/// Largest header value accepted, inline (after `${VAR}` expansion), from a `header_files` file
+/// or from `--header`: 64 KiB. A header value, not a document; HTTP servers refuse request
+/// headers far smaller (8 to 64 KiB in total is common), and every request of every session
+/// carries it.
+const MAX_HEADER_VALUE_BYTES: u64 = 64 * 1024;
 
 /// Header names the MCP client sets itself; configuring them would break the protocol.
 const RESERVED_HEADERS: &[&str] = &[
@@ -200,6 +205,11 @@ enum ErrorKind {
     },
     /// A value that parsed but is not valid.
     Field { field: String, message: String },
+    /// Refused before parsing: too large or nested too deep (see `limits`).
+    Refused {
+        location: Option<(usize, usize)>,
+        message: String,
+    },
 }
 
 impl ConfigError {
@@ -215,6 +225,35 @@ impl ConfigError {
                 message: message.into(),
             },
         }
+    }
+
+    /// Refuses a file larger than [`MAX_CONFIG_BYTES`].
+    fn check_size(file: &str, len: usize) -> Result<(), ConfigError> {
+        if len <= MAX_CONFIG_BYTES {
+            return Ok(());
+        }
+        Err(ConfigError {
+            file: file.to_owned(),
+            kind: ErrorKind::Refused {
+                location: None,
+                message: format!(
+                    "configuration file is larger than {MAX_CONFIG_BYTES} bytes ({} MiB), the \
+                     limit; refused before parsing",
+                    MAX_CONFIG_BYTES >> 20
+                ),
+            },
+        })
+    }
+
+    /// Refuses text nested deeper than [`MAX_NESTING_DEPTH`], with the place it gets too deep.
+    fn check_nesting(file: &str, text: &str) -> Result<(), ConfigError> {
+        limits::check_nesting(text).map_err(|deep| ConfigError {
+            file: file.to_owned(),
+            kind: ErrorKind::Refused {
+                location: Some((deep.line, deep.column)),
+                message: deep.to_string(),
+            },
+        })
     }
 
     fn yaml(file: &str, err: &yaml_serde::Error) -> ConfigError {
@@ -242,10 +281,11 @@ impl ConfigError {
         }
     }
 
-    /// `(line, column)`, both 1-based, for errors reported by the YAML parser.
+    /// `(line, column)`, both 1-based, for errors reported by the YAML parser and for text
+    /// refused before parsing (nested too deep).
     pub fn location(&self) -> Option<(usize, usize)> {
         match &self.kind {
-            ErrorKind::Yaml { location, .. } => *location,
+            ErrorKind::Yaml { location, .. } | ErrorKind::Refused { location, .. } => *location,
             _ => None,
         }
     }
@@ -258,8 +298,16 @@ impl fmt::Display for ConfigError {
             ErrorKind::Yaml {
                 location: Some((line, column)),
                 message,
+            }
+            | ErrorKind::Refused {
+                location: Some((line, column)),
+                message,
             } => write!(f, "{}: line {line} column {column}: {message}", self.file),
             ErrorKind::Yaml {
+                location: None,
+                message,
+            }
+            | ErrorKind::Refused {
                 location: None,
                 message,
             } => write!(f, "{}: {message}", self.file),
@@ -280,11 +328,23 @@ impl std::error::Error for ConfigError {
 impl Config {
     /// Reads and validates the file at `path`, expanding `${VAR}` from the process
     /// environment. Relative `header_files` paths are resolved against the file's directory.
+    /// Reads at most [`MAX_CONFIG_BYTES`] (plus one, to tell a larger file).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|err| ConfigError {
+        let read_error = |err| ConfigError {
             file: file.clone(),
             kind: ErrorKind::Read(err),
+        };
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_CONFIG_BYTES as u64 + 1).read_to_end(&mut bytes))
+            .map_err(read_error)?;
+        ConfigError::check_size(&file, bytes.len())?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            read_error(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            ))
         })?;
         let env = |name: &str| std::env::var(name).ok();
         parse_with_base(&text, &file, path.parent(), &env)
@@ -394,6 +454,9 @@ fn parse_with_base(
     base_dir: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
+    // Bounded before the parser sees the text: its cost grows with the nesting depth.
+    ConfigError::check_size(source, text.len())?;
+    ConfigError::check_nesting(source, text)?;
     // `Option` so that an empty document (or a bare `null`) is an empty configuration.
     let raw: Option<RawConfig> =
         yaml_serde::from_str(text).map_err(|err| ConfigError::yaml(source, &err))?;
@@ -405,11 +468,23 @@ fn parse_with_base(
         base_dir,
         env,
     };
-    let global = v.global(raw.global)?;
+    let (global, inherited_timeout) = v.global(raw.global)?;
     let mut targets = Vec::new();
     let mut first_use: HashMap<String, usize> = HashMap::new();
+    let mut connections: u32 = 0;
     for (index, raw_target) in raw.targets.unwrap_or_default().into_iter().enumerate() {
-        let target = v.target(index, raw_target, &global)?;
+        let target = v.target(index, raw_target, &global, inherited_timeout)?;
+        connections += u32::from(target.connections);
+        if connections > MAX_TOTAL_CONNECTIONS {
+            return Err(v.err(
+                format!("targets[{index}].connections"),
+                format!(
+                    "targets[0] to targets[{index}] open {connections} connections in total; \
+                     one exporter runs at most {MAX_TOTAL_CONNECTIONS} (the sum of `connections` \
+                     over all targets): split the targets over more exporters"
+                ),
+            ));
+        }
         if let Some(first) = first_use.get(&target.name) {
             return Err(v.err(
                 format!("targets[{index}].name"),
@@ -434,8 +509,12 @@ struct Validator<'a> {
 /// Where a resolved value came from, for messages about combinations of values.
 #[derive(Clone, Copy, PartialEq)]
 enum Origin {
+    /// Set at this level (the target, or `global` for the global section).
     Here,
+    /// Inherited from `global`.
     Global,
+    /// Not set anywhere: the built-in default.
+    Default,
 }
 
 impl Validator<'_> {
@@ -443,22 +522,34 @@ impl Validator<'_> {
         ConfigError::field_error(self.file, field, message)
     }
 
-    fn global(&self, raw: Option<RawGlobal>) -> Result<Defaults, ConfigError> {
+    /// The `global` section, and the request timeout a target inherits when it sets none:
+    /// the one written in `global`, else the built-in default (not lowered to the global
+    /// intervals, which a target may override).
+    fn global(&self, raw: Option<RawGlobal>) -> Result<(Defaults, Duration), ConfigError> {
         let d = Defaults::default();
         let Some(raw) = raw else {
-            return Ok(d);
+            let inherited = d.request_timeout;
+            return Ok((d, inherited));
         };
         let p = "global";
+        let here_or_default = |value: Option<Duration>, default: Duration| match value {
+            Some(v) => (v, Origin::Here),
+            None => (default, Origin::Default),
+        };
+        let audit = here_or_default(
+            self.duration(p, "audit_interval", raw.audit_interval)?,
+            d.audit_interval,
+        );
+        let ping = here_or_default(
+            self.duration(p, "ping_interval", raw.ping_interval)?,
+            d.ping_interval,
+        );
+        let timeout = self.duration(p, "request_timeout", raw.request_timeout)?;
+        let inherited = timeout.unwrap_or(d.request_timeout);
         let g = Defaults {
-            audit_interval: self
-                .duration(p, "audit_interval", raw.audit_interval)?
-                .unwrap_or(d.audit_interval),
-            ping_interval: self
-                .duration(p, "ping_interval", raw.ping_interval)?
-                .unwrap_or(d.ping_interval),
-            request_timeout: self
-                .duration(p, "request_timeout", raw.request_timeout)?
-                .unwrap_or(d.request_timeout),
+            audit_interval: audit.0,
+            ping_interval: ping.0,
+            request_timeout: self.request_timeout(p, timeout, inherited, ping, audit)?,
             notification_grace: self
                 .duration(p, "notification_grace", raw.notification_grace)?
                 .unwrap_or(d.notification_grace),
@@ -470,13 +561,7 @@ impl Validator<'_> {
                 .connections(p, raw.connections)?
                 .unwrap_or(d.connections),
         };
-        self.timeout_fits(
-            p,
-            (g.request_timeout, Origin::Here),
-            (g.ping_interval, Origin::Here),
-            (g.audit_interval, Origin::Here),
-        )?;
-        Ok(g)
+        Ok((g, inherited))
     }
 
     fn target(
@@ -484,6 +569,7 @@ impl Validator<'_> {
         index: usize,
         raw: RawTarget,
         global: &Defaults,
+        inherited_timeout: Duration,
     ) -> Result<TargetConfig, ConfigError> {
         let p = format!("targets[{index}]");
         let p = p.as_str();
@@ -503,10 +589,7 @@ impl Validator<'_> {
             self.duration(p, "ping_interval", raw.ping_interval)?,
             global.ping_interval,
         );
-        let timeout = pick(
-            self.duration(p, "request_timeout", raw.request_timeout)?,
-            global.request_timeout,
-        );
+        let timeout = self.duration(p, "request_timeout", raw.request_timeout)?;
         let grace = self
             .duration(p, "notification_grace", raw.notification_grace)?
             .unwrap_or(global.notification_grace);
@@ -519,7 +602,7 @@ impl Validator<'_> {
         let connections = self
             .connections(p, raw.connections)?
             .unwrap_or(global.connections);
-        self.timeout_fits(p, timeout, ping, audit)?;
+        let timeout = self.request_timeout(p, timeout, inherited_timeout, ping, audit)?;
 
         let headers = self.headers(p, raw.headers, raw.header_files)?;
         let probes = self.probes(p, raw.probes)?;
@@ -531,7 +614,7 @@ impl Validator<'_> {
             connections,
             audit_interval: audit.0,
             ping_interval: ping.0,
-            request_timeout: timeout.0,
+            request_timeout: timeout,
             notification_grace: grace,
             max_pages,
             max_listing_bytes,
@@ -594,6 +677,14 @@ impl Validator<'_> {
             url::Url::parse(&text).map_err(|e| self.err(&field, format!("invalid URL: {e}")))?;
         if url.scheme() != "http" && url.scheme() != "https" {
             return Err(self.err(field, "URL scheme must be http or https"));
+        }
+        if !has_authority_host(&text) {
+            // The URL parser would accept `http:///mcp` and `http:mcp` as `http://mcp/`.
+            return Err(self.err(
+                field,
+                "URL has no host: write scheme://host[:port]/path, with a host between '//' and \
+                 the path",
+            ));
         }
         if url.host().is_none() {
             return Err(self.err(field, "URL has no host"));
@@ -711,44 +802,50 @@ impl Validator<'_> {
         }
     }
 
-    /// A request must be able to time out before the next ping or audit is due.
-    fn timeout_fits(
+    /// The request timeout of a level (`global` or a target). A request must be able to time
+    /// out before the next ping or audit is due. As Prometheus does for `scrape_timeout`: a
+    /// timeout set at this level that does not fit an interval is an error; one not set here
+    /// (`inherited`: from `global` or the built-in default) is lowered to fit.
+    fn request_timeout(
         &self,
         p: &str,
-        timeout: (Duration, Origin),
+        here: Option<Duration>,
+        inherited: Duration,
         ping: (Duration, Origin),
         audit: (Duration, Origin),
-    ) -> Result<(), ConfigError> {
+    ) -> Result<Duration, ConfigError> {
+        let Some(timeout) = here else {
+            return Ok(inherited.min(ping.0).min(audit.0));
+        };
         let show = |key: &str, (d, origin): (Duration, Origin)| {
-            let from = if origin == Origin::Global {
-                " (from global)"
-            } else {
-                ""
+            let from = match origin {
+                Origin::Here => "",
+                Origin::Global => " (from global)",
+                Origin::Default => " (default)",
             };
             format!("{key} {}{from}", humantime::format_duration(d))
         };
         let field = format!("{p}.request_timeout");
-        if timeout.0 > ping.0 {
+        let shown = format!("request_timeout {}", humantime::format_duration(timeout));
+        if timeout > ping.0 {
             return Err(self.err(
                 field,
                 format!(
-                    "{} is longer than {}; a ping must time out before the next one is due",
-                    show("request_timeout", timeout),
+                    "{shown} is longer than {}; a ping must time out before the next one is due",
                     show("ping_interval", ping)
                 ),
             ));
         }
-        if timeout.0 > audit.0 {
+        if timeout > audit.0 {
             return Err(self.err(
                 field,
                 format!(
-                    "{} is longer than {}; an audit's requests must time out before the next audit is due",
-                    show("request_timeout", timeout),
+                    "{shown} is longer than {}; an audit's requests must time out before the next audit is due",
                     show("audit_interval", audit)
                 ),
             ));
         }
-        Ok(())
+        Ok(timeout)
     }
 
     fn headers(
@@ -812,13 +909,13 @@ impl Validator<'_> {
         let file = std::fs::File::open(&path)
             .map_err(|e| self.err(field, format!("cannot read {shown}: {e}")))?;
         let mut bytes = Vec::new();
-        file.take(MAX_HEADER_FILE_BYTES + 1)
+        file.take(MAX_HEADER_VALUE_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| self.err(field, format!("cannot read {shown}: {e}")))?;
-        if bytes.len() as u64 > MAX_HEADER_FILE_BYTES {
+        if bytes.len() as u64 > MAX_HEADER_VALUE_BYTES {
             return Err(self.err(
                 field,
-                format!("{shown} is larger than {MAX_HEADER_FILE_BYTES} bytes"),
+                format!("{shown} is larger than {MAX_HEADER_VALUE_BYTES} bytes"),
             ));
         }
         let mut text = String::from_utf8(bytes)
@@ -852,10 +949,29 @@ fn check_header_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A header value: not empty, no control characters. The message never contains the value.
+/// Whether the URL text has `://` after its scheme and a non-empty host after it (past any
+/// `user:password@`). Only the form is checked here; the URL parser checks the rest.
+fn has_authority_host(text: &str) -> bool {
+    let Some((_, rest)) = text.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?', '#', '\\']).next().unwrap_or_default();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    !host.is_empty() && !host.starts_with(':')
+}
+
+/// A header value: not empty, at most [`MAX_HEADER_VALUE_BYTES`], no control characters. The
+/// message never contains the value.
 fn check_header_value(value: &str) -> Result<(), String> {
     if value.is_empty() {
         return Err("header value is empty".into());
+    }
+    if value.len() as u64 > MAX_HEADER_VALUE_BYTES {
+        return Err(format!(
+            "header value is larger than {MAX_HEADER_VALUE_BYTES} bytes"
+        ));
     }
     if value.chars().any(|c| c.is_control() && c != '\t') {
         return Err(
@@ -1482,17 +1598,24 @@ targets:
         let e = err("global:\n  request_timeout: 20s\n");
         assert_eq!(
             e,
-            "test.yml: global.request_timeout: request_timeout 20s is longer than ping_interval 15s; a ping must time out before the next one is due"
+            "test.yml: global.request_timeout: request_timeout 20s is longer than ping_interval 15s (default); a ping must time out before the next one is due"
         );
-        let e = err(&one_target("    ping_interval: 5s\n"));
-        assert_eq!(
-            e,
-            "test.yml: targets[0].request_timeout: request_timeout 10s (from global) is longer than ping_interval 5s; a ping must time out before the next one is due"
+        let e = err("global:\n  request_timeout: 20s\n  ping_interval: 15s\n");
+        assert_has(
+            &e,
+            "global.request_timeout: request_timeout 20s is longer than ping_interval 15s;",
         );
         let e = err(&one_target("    request_timeout: 16s\n"));
         assert_has(
             &e,
             "targets[0].request_timeout: request_timeout 16s is longer than ping_interval 15s (from global)",
+        );
+        let e = err(&one_target(
+            "    ping_interval: 5s\n    request_timeout: 10s\n",
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].request_timeout: request_timeout 10s is longer than ping_interval 5s; a ping must time out before the next one is due"
         );
         // equal is fine
         ok(&one_target("    request_timeout: 15s\n"));
@@ -1507,10 +1630,51 @@ targets:
             e,
             "test.yml: targets[0].request_timeout: request_timeout 9s is longer than audit_interval 8s; an audit's requests must time out before the next audit is due"
         );
-        let e = err("global:\n  audit_interval: 5s\n");
+        let e = err("global:\n  audit_interval: 5s\n  request_timeout: 6s\n  ping_interval: 6s\n");
         assert_has(
             &e,
-            "global.request_timeout: request_timeout 10s is longer than audit_interval 5s",
+            "global.request_timeout: request_timeout 6s is longer than audit_interval 5s;",
+        );
+    }
+
+    /// Like Prometheus' `scrape_timeout`: a timeout nobody wrote is lowered to the intervals it
+    /// must fit; only a timeout written at that level is checked against them.
+    #[test]
+    fn a_defaulted_request_timeout_is_lowered_to_fit() {
+        // a target's own ping_interval below the default timeout (10s)
+        let c = ok(&one_target("    ping_interval: 5s\n"));
+        assert_eq!(c.targets[0].request_timeout, s(5));
+        let c = ok(&one_target("    audit_interval: 2s\n"));
+        assert_eq!(c.targets[0].request_timeout, s(2));
+        // in global: the global value is lowered; targets start again from the default
+        let c = ok(
+            "global:\n  ping_interval: 5s\ntargets:\n  - {name: a, url: 'http://a.example/'}\n  - {name: b, url: 'http://b.example/', ping_interval: 1m}\n",
+        );
+        assert_eq!(c.global.request_timeout, s(5));
+        assert_eq!(c.targets[0].request_timeout, s(5));
+        assert_eq!(c.targets[1].request_timeout, s(10));
+        let c = ok("global:\n  audit_interval: 3s\n");
+        assert_eq!(c.global.request_timeout, s(3));
+        // a timeout written in global is inherited, and lowered where a target's interval is shorter
+        let c = ok(
+            "global:\n  request_timeout: 12s\n  ping_interval: 20s\ntargets:\n  - {name: a, url: 'http://a.example/'}\n  - {name: b, url: 'http://b.example/', ping_interval: 4s}\n",
+        );
+        assert_eq!(c.targets[0].request_timeout, s(12));
+        assert_eq!(c.targets[1].request_timeout, s(4));
+        // untouched when it fits
+        assert_eq!(ok(&one_target("")).targets[0].request_timeout, s(10));
+    }
+
+    #[test]
+    fn a_defaulted_probe_timeout_is_lowered_to_fit() {
+        let probe =
+            |extra: &str| one_target(&format!("    probes:\n      - tool: kb_stats\n{extra}"));
+        let c = ok(&probe("        interval: 2s\n"));
+        assert_eq!(c.targets[0].probes[0].timeout, s(2));
+        assert_eq!(ok(&probe("")).targets[0].probes[0].timeout, s(5));
+        assert_eq!(
+            err(&probe("        interval: 2s\n        timeout: 3s\n")),
+            "test.yml: targets[0].probes[0].timeout: timeout (3s) must not exceed interval (2s)"
         );
     }
 
@@ -2074,24 +2238,172 @@ targets:
         assert!(e.location().is_some());
     }
 
+    // --- bounds on hostile files ----------------------------------------------------------
+
+    #[test]
+    fn deep_nesting_is_refused_before_parsing() {
+        // The file of the report: a flow sequence 100,000 deep (200 KB). The old code handed it
+        // to the parser (83 s of CPU) and never produced this message.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let e = parse(&deep).unwrap_err();
+        assert_eq!(e.location(), Some((1, 65)));
+        assert_eq!(e.field(), None);
+        assert_eq!(
+            e.to_string(),
+            "test.yml: line 1 column 65: nested deeper than 64 levels (lists and mappings inside each other); refused before parsing, a configuration needs fewer than 10"
+        );
+        // inside a target, in block style, and in probe arguments
+        let block = one_target(&format!(
+            "    headers:\n      X:\n        {}x\n",
+            "- ".repeat(100)
+        ));
+        assert_has(&err(&block), "nested deeper than 64 levels");
+        let args = format!("{}1{}", "{a: ".repeat(70), "}".repeat(70));
+        let probes = one_target(&format!(
+            "    probes:\n      - tool: t\n        arguments: {args}\n"
+        ));
+        assert_has(&err(&probes), "test.yml: line 6 column ");
+        // probe arguments 50 deep are fine
+        let args = format!("{}1{}", "{a: ".repeat(50), "}".repeat(50));
+        ok(&one_target(&format!(
+            "    probes:\n      - tool: t\n        arguments: {args}\n"
+        )));
+    }
+
+    #[test]
+    fn brackets_in_strings_are_not_nesting() {
+        let many = "[".repeat(100);
+        let c = ok(&one_target(&format!(
+            "    # {many}\n    headers:\n      X-A: \"{many}\"\n      X-B: '{many}'\n      X-C: a{many}\n    probes:\n      - tool: t\n        expect:\n          text_contains: |\n            {many}\n",
+        )));
+        assert_eq!(c.targets[0].headers[0].1.expose(), many);
+        assert_eq!(
+            c.targets[0].probes[0].expect.text_contains.as_deref(),
+            Some(format!("{many}\n").as_str())
+        );
+    }
+
+    #[test]
+    fn files_over_the_size_cap_are_refused() {
+        let big = format!("# {}\n", "x".repeat(MAX_CONFIG_BYTES));
+        let e = parse(&big).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "test.yml: configuration file is larger than 4194304 bytes (4 MiB), the limit; refused before parsing"
+        );
+        // load reads no more than the cap (plus one byte) and says the same
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "big.yml", big.as_bytes());
+        let e = Config::load(&path).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: configuration file is larger than 4194304 bytes (4 MiB), the limit; refused before parsing",
+                path.display()
+            )
+        );
+        // just under the cap is parsed
+        let fits = format!("# {}\n", "x".repeat(MAX_CONFIG_BYTES - 3));
+        assert_eq!(fits.len(), MAX_CONFIG_BYTES);
+        assert_eq!(ok(&fits), Config::default());
+    }
+
+    #[test]
+    fn inline_header_values_are_capped_like_header_files() {
+        let at_cap = "a".repeat(64 * 1024);
+        ok(&one_target(&format!(
+            "    headers:\n      X-Key: {at_cap}\n"
+        )));
+        let over = "a".repeat(64 * 1024 + 1);
+        assert_eq!(
+            err(&one_target(&format!("    headers:\n      X-Key: {over}\n"))),
+            "test.yml: targets[0].headers.X-Key: header value is larger than 65536 bytes"
+        );
+        // 50 MB from the environment
+        let env = |name: &str| (name == "BIG").then(|| "a".repeat(50 << 20));
+        let e = Config::parse(
+            &one_target("    headers:\n      X-Key: \"${BIG}\"\n"),
+            "test.yml",
+            &env,
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "test.yml: targets[0].headers.X-Key: header value is larger than 65536 bytes"
+        );
+        assert_eq!(e.field(), Some("targets[0].headers.X-Key"));
+        // and on the command line
+        let e = header_flag(&format!("X-Key: {over}")).unwrap_err();
+        assert_eq!(e, "header X-Key: header value is larger than 65536 bytes");
+    }
+
+    #[test]
+    fn url_with_an_empty_host_is_refused() {
+        // `http:///mcp` used to run as `http://mcp/`
+        for url in ["http:///mcp", "https:///mcp", "http:/mcp", "http:mcp"] {
+            assert_eq!(
+                err(&format!("targets:\n  - name: kb\n    url: '{url}'\n")),
+                "test.yml: targets[0].url: URL has no host: write scheme://host[:port]/path, with a host between '//' and the path",
+                "{url}"
+            );
+        }
+        let e = err(&format!(
+            "targets:\n  - name: kb\n    url: 'https://u:{SENTINEL}@/mcp?k={SENTINEL}'\n"
+        ));
+        assert_has(&e, "targets[0].url: ");
+        ok("targets:\n  - name: kb\n    url: 'http://u:p@kb.example:8080/mcp?a=b'\n");
+        ok("targets:\n  - name: kb\n    url: 'http://[::1]:8080/mcp'\n");
+    }
+
+    #[test]
+    fn total_connections_are_capped() {
+        // 625 targets of 16 connections: exactly 10,000
+        let mut text = String::from("global:\n  connections: 16\ntargets:\n");
+        for i in 0..625 {
+            text.push_str(&format!(
+                "  - {{name: t{i}, url: 'http://t{i}.example/'}}\n"
+            ));
+        }
+        let c = ok(&text);
+        let total: u32 = c.targets.iter().map(|t| u32::from(t.connections)).sum();
+        assert_eq!(total, MAX_TOTAL_CONNECTIONS);
+        text.push_str("  - {name: one-more, url: 'http://x.example/', connections: 1}\n");
+        assert_eq!(
+            err(&text),
+            "test.yml: targets[625].connections: targets[0] to targets[625] open 10001 connections in total; one exporter runs at most 10000 (the sum of `connections` over all targets): split the targets over more exporters"
+        );
+    }
+
     // --- example.yml ----------------------------------------------------------------------
 
     #[test]
     fn example_config_parses() {
-        let env = |name: &str| match name {
-            "KB_TOKEN" => Some(SENTINEL.to_owned()),
-            _ => None,
-        };
-        let c = Config::parse(include_str!("../../example.yml"), "example.yml", &env).unwrap();
+        // As shipped: valid with no environment at all.
+        let c = Config::parse(include_str!("../../example.yml"), "example.yml", &|_| None).unwrap();
         assert_eq!(c.targets.len(), 2);
         let kb = &c.targets[0];
         assert_eq!(kb.name, "kb");
-        assert_eq!(kb.headers[0].0, "Authorization");
-        assert_eq!(kb.headers[0].1.expose(), "Bearer s3cr3t-token");
+        assert_eq!(kb.headers[0].0, "X-Client-Team");
         let tickets = &c.targets[1];
         assert_eq!(tickets.connections, 2);
         assert_ne!(tickets.audit_interval, c.global.audit_interval);
+
+        // With the token line uncommented, as its comment says: the token is used and redacted.
+        let uncommented = include_str!("../../example.yml").replace(
+            "# Authorization: \"Bearer ${KB_TOKEN}\"",
+            "Authorization: \"Bearer ${KB_TOKEN}\"",
+        );
+        let env = |name: &str| (name == "KB_TOKEN").then(|| SENTINEL.to_owned());
+        let c = Config::parse(&uncommented, "example.yml", &env).unwrap();
+        let kb = &c.targets[0];
+        assert_eq!(kb.headers[1].0, "Authorization");
+        assert_eq!(kb.headers[1].1.expose(), "Bearer s3cr3t-token");
         assert!(!format!("{c:?}").contains(SENTINEL));
+        let e = Config::parse(&uncommented, "example.yml", &|_| None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "example.yml: targets[0].headers.Authorization: environment variable KB_TOKEN is not set"
+        );
     }
 
     #[test]

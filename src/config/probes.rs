@@ -137,19 +137,22 @@ impl Validator<'_> {
         let interval = self
             .duration(q, "interval", r.interval)?
             .unwrap_or(DEFAULT_INTERVAL);
-        let timeout = self
-            .duration(q, "timeout", r.timeout)?
-            .unwrap_or(DEFAULT_TIMEOUT);
-        if timeout > interval {
-            return Err(self.err(
-                format!("{q}.timeout"),
-                format!(
-                    "timeout ({}) must not exceed interval ({})",
-                    humantime::format_duration(timeout),
-                    humantime::format_duration(interval)
-                ),
-            ));
-        }
+        // As for request_timeout: a timeout written here must fit the interval, the default is
+        // lowered to fit.
+        let timeout = match self.duration(q, "timeout", r.timeout)? {
+            None => DEFAULT_TIMEOUT.min(interval),
+            Some(timeout) if timeout > interval => {
+                return Err(self.err(
+                    format!("{q}.timeout"),
+                    format!(
+                        "timeout ({}) must not exceed interval ({})",
+                        humantime::format_duration(timeout),
+                        humantime::format_duration(interval)
+                    ),
+                ));
+            }
+            Some(timeout) => timeout,
+        };
         let expect = match r.expect {
             None => Expect::default(),
             Some(e) => self.expect(q, e)?,
