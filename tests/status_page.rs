@@ -330,9 +330,17 @@ async fn the_demo_reads_worst_first_with_causes_in_the_page_and_the_json() {
             );
             assert!(row.contains("<td class=\"warn\">stale</td>"), "{row}");
             assert!(row.contains("<td class=\"ok\">ready</td>"), "{row}");
-            assert!(row.contains("stale since "), "{row}");
+            let since = row.split("<td class=\"since\">").nth(1).unwrap_or("");
+            assert!(
+                since.contains(" UTC<br><small>") && since.contains(" ago</small>"),
+                "{row}"
+            );
         }
     }
+    assert!(
+        page.contains("<b>stale since "),
+        "no sticky since in the details"
+    );
     assert!(page.contains("no listChanged capability; cache differs: "));
     assert!(page.contains("no notification stream: server offers no GET stream (405)"));
 }
@@ -419,7 +427,7 @@ async fn hostile_names_reach_neither_page_nor_json_raw_or_large() {
     std::fs::write(
         &path,
         format!(
-            "global:\n  audit_interval: 2s\n  ping_interval: 2s\n  request_timeout: 2s\ntargets:\n  - name: hostile\n    url: http://{addr}/mcp\n"
+            "global:\n  audit_interval: 4s\n  ping_interval: 4s\n  request_timeout: 4s\ntargets:\n  - name: hostile\n    url: http://{addr}/mcp\n"
         ),
     )
     .unwrap();

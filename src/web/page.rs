@@ -36,7 +36,8 @@ text-align:left;vertical-align:top}th{background:#f3f3f3}code{font-size:.95em}\
 .sev{display:inline-block;padding:0 .45em;border-radius:.25em;color:#fff;font-weight:600;\
 font-size:.9em;white-space:nowrap}.sev.down{background:#b00020}.sev.not_ready{background:#c43e00}\
 .sev.stale{background:#9a6700}.sev.at_risk{background:#6b6b00}.sev.healthy{background:#1b5e20}\
-h2{margin-top:1.5em;border-bottom:1px solid #ddd}small{color:#666}ul.causes{margin:.25em 0}";
+h2{margin-top:1.5em;border-bottom:1px solid #ddd}small{color:#666}ul.causes{margin:.25em 0}\
+td.since{white-space:nowrap}td.cause{min-width:16em}td ul.causes{margin:0;padding-left:1.1em}";
 
 /// The page under construction: pieces are added whole or not at all, so the byte cap never
 /// cuts inside an element.
@@ -181,7 +182,7 @@ fn summary(p: &mut Page, s: &Snapshot, now: SystemTime) -> usize {
     let shown = p.table(
         "<h2>Targets</h2>\n<table id=\"summary\"><tr><th>Target</th><th>Status</th><th>Up</th>\
          <th>Ready</th><th>Cache</th><th>Cause</th><th>Since</th><th>Connections</th>\
-         <th>Stale cache (extra / missing / changed)</th><th>Probes</th></tr>\n",
+         <th>Drift (extra / missing / changed)</th><th>Probes</th></tr>\n",
         or_else(
             s.targets.is_empty(),
             "<tr><td colspan=\"10\">no targets configured</td></tr>\n",
@@ -211,16 +212,16 @@ fn summary_row(t: &TargetSnapshot, generated_at: &str, now: SystemTime) -> Strin
     let causes = if t.causes.is_empty() {
         "—".to_string()
     } else {
-        t.causes
-            .iter()
-            .map(|c| escape(c))
-            .collect::<Vec<_>>()
-            .join("<br>")
+        causes_list(&t.causes)
     };
-    let (since, ago) = since(t, generated_at, now);
+    // The Status column names the severity; the Since column is its time.
+    let (since, ago) = (
+        escape(&clock(&t.since, generated_at)),
+        escape(&ago(&t.since, now)),
+    );
     format!(
         "<tr class=\"target\"><td><a href=\"#target-{n}\">{n}</a></td><td>{}</td>{}{}{}\
-         <td>{causes}</td><td>{since}<br><small>{ago}</small></td><td>{}</td>\
+         <td class=\"cause\">{causes}</td><td class=\"since\">{since}<br><small>{ago}</small></td><td>{}</td>\
          <td class=\"{drift_class}\">{x} / {m} / {c}</td>\
          <td class=\"{probe_class}\">{passing} of {} passing</td></tr>\n",
         sev_badge(t),
@@ -231,6 +232,15 @@ fn summary_row(t: &TargetSnapshot, generated_at: &str, now: SystemTime) -> Strin
         t.probes.len(),
         n = escape(&t.name),
     )
+}
+
+fn causes_list(causes: &[String]) -> String {
+    let mut out = String::from("<ul class=\"causes\">");
+    for c in causes {
+        let _ = write!(out, "<li>{}</li>", escape(c));
+    }
+    out.push_str("</ul>");
+    out
 }
 
 /// One target's details; false when the page ran out of room.
@@ -250,11 +260,8 @@ fn target(p: &mut Page, t: &TargetSnapshot, generated_at: &str, now: SystemTime)
         n = escape(&t.name),
     );
     if !t.causes.is_empty() {
-        head.push_str("<ul class=\"causes\">");
-        for c in &t.causes {
-            let _ = write!(head, "<li>{}</li>", escape(c));
-        }
-        head.push_str("</ul>\n");
+        head.push_str(&causes_list(&t.causes));
+        head.push('\n');
     }
     let _ = writeln!(head, "<p><code>{}</code></p>", escape(&t.url));
     if !p.add(&head) {

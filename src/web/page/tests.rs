@@ -53,5 +53,5 @@ fn a_stale_ready_target_is_never_green() {
     );
     assert!(row.contains("<td class=\"warn\">stale</td>"), "{row}");
     assert!(row.contains("cache behind the server"), "{row}");
-    assert!(row.contains("stale since "), "{row}");
+    assert!(row.contains(" UTC<br><small>0 s ago</small>"), "{row}");
 }
