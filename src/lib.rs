@@ -27,5 +27,7 @@ pub mod mcp;
 pub mod probe;
 /// Metric catalog, per-target recorders and the merged exposition.
 pub mod telemetry;
+/// Server-supplied text made safe to show: bounded in bytes, control and bidi characters escaped.
+pub mod text;
 /// The exporter's HTTP endpoints.
 pub mod web;

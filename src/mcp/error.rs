@@ -114,10 +114,9 @@ pub const MAX_DETAIL_BYTES: usize = 512;
 impl McpError {
     pub fn new(reason: Reason, detail: impl Into<String>) -> Self {
         let detail = detail.into();
-        let detail = if detail.len() <= MAX_DETAIL_BYTES && !detail.chars().any(unprintable) {
-            detail
-        } else {
-            truncate(&detail, MAX_DETAIL_BYTES)
+        let detail = match crate::text::bounded(&detail, MAX_DETAIL_BYTES) {
+            std::borrow::Cow::Borrowed(_) => detail,
+            std::borrow::Cow::Owned(bounded) => bounded,
         };
         McpError {
             reason,
@@ -196,32 +195,10 @@ fn strip_urls(text: &str) -> String {
         .join(" ")
 }
 
-/// Characters that must not reach a terminal, a log line or a page as they are: C0 and C1
-/// controls, DEL, and the Unicode bidirectional controls that reorder what a reader sees.
-pub fn unprintable(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{200E}' | '\u{200F}' | '\u{061C}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
-
-/// A server-supplied string made safe to show: every [`unprintable`] character written as
-/// `\u{…}`, then cut to at most `max` bytes on a char boundary (with `…` when cut).
+/// A server-supplied string cut to at most `max` bytes and made printable (see
+/// [`crate::text::bounded`]): details quote what servers send.
 pub fn truncate(text: &str, max: usize) -> String {
-    let mut out = String::with_capacity(text.len().min(max) + 3);
-    for c in text.chars() {
-        let before = out.len();
-        if unprintable(c) {
-            use std::fmt::Write;
-            let _ = write!(out, "\\u{{{:x}}}", c as u32);
-        } else {
-            out.push(c);
-        }
-        if out.len() > max {
-            out.truncate(before);
-            out.push('…');
-            break;
-        }
-    }
-    out
+    crate::text::bounded(text, max).into_owned()
 }
 
 #[cfg(test)]
@@ -248,27 +225,11 @@ mod tests {
     }
 
     #[test]
-    fn truncate_respects_char_boundaries() {
-        assert_eq!(truncate("ééé", 3), "é…");
-        assert_eq!(truncate("abc", 3), "abc");
-    }
-
-    #[test]
-    fn truncate_escapes_controls_and_bidi_overrides() {
-        assert_eq!(
-            truncate("a\0b\x1b[31mc\x07\u{202E}d", 100),
-            "a\\u{0}b\\u{1b}[31mc\\u{7}\\u{202e}d"
-        );
-        // An escape is never cut in half.
-        assert_eq!(truncate("ab\x1b", 4), "ab…");
-    }
-
-    #[test]
     fn details_are_bounded_and_printable() {
         let e = McpError::rpc(-32000, &"\x1b".repeat(10_000));
-        assert!(e.detail.len() <= MAX_DETAIL_BYTES + 3, "{}", e.detail.len());
-        assert!(!e.detail.chars().any(unprintable));
+        assert!(e.detail.len() <= MAX_DETAIL_BYTES, "{}", e.detail.len());
+        assert!(!e.detail.chars().any(crate::text::is_hostile));
         let e = McpError::new(Reason::InvalidResponse, "x".repeat(1 << 20));
-        assert!(e.detail.len() <= MAX_DETAIL_BYTES + 3);
+        assert!(e.detail.len() <= MAX_DETAIL_BYTES);
     }
 }

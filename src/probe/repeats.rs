@@ -76,7 +76,7 @@ pub fn name_list(names: &[String]) -> String {
     let mut out: Vec<String> = names
         .iter()
         .take(NAMES_PER_LINE)
-        .map(|n| crate::mcp::truncate(n, LOG_STRING_BYTES))
+        .map(|n| crate::text::bounded(n, LOG_STRING_BYTES).into_owned())
         .collect();
     if names.len() > NAMES_PER_LINE {
         out.push(format!("… and {} more", names.len() - NAMES_PER_LINE));

@@ -5,11 +5,23 @@
 //! connection keeps its state, its last walk, the drift by tool name and a bounded timeline of
 //! events — list_changed received, walk started and finished, cache replaced, reconnects,
 //! errors — so "the notification never arrived" and "it arrived but the re-list failed" read
-//! differently. Everything here is bounded (events, names per drift kind, detail length) and
-//! nothing here holds a secret: URLs are redacted, error details never carry header values.
+//! differently. The latest event of each kind is kept apart from the timeline, so the fact a
+//! first look needs ("stale since 12:03:04", "unannounced change 3 min ago") never scrolls out.
+//! Each target is judged ([`verdict`]): a severity, up, ready, stale, the causes in words and
+//! since when, worst targets first.
+//!
+//! Everything here is bounded and clean at the point it is stored: every server-supplied string
+//! (tool names, server name and version, error and event details) passes [`crate::text::bounded`]
+//! (a byte cap, control and bidi characters escaped), names per drift kind and events per
+//! connection are capped in count, and the rendered page and JSON have a byte cap of their own
+//! ([`MAX_RESPONSE_BYTES`]). Nothing here holds a secret: URLs are redacted, error details never
+//! carry header values.
+
+mod json;
+pub mod verdict;
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -18,27 +30,39 @@ use super::Trigger;
 use super::catalog::{Drift, ToolSet};
 use crate::config::{TargetConfig, redact_url};
 use crate::mcp::{Era, ServerInfo};
+use crate::text;
+pub use verdict::Severity;
 
 /// Events kept per connection; older ones are dropped.
 pub const EVENTS_PER_CONNECTION: usize = 100;
 /// Tool names kept per drift kind; the rest are counted.
 pub const MAX_DRIFT_NAMES: usize = 100;
-/// Longest event or error detail kept.
-const MAX_DETAIL: usize = 300;
+/// Longest event or error detail kept, in bytes: an error's reason and its first sentence or
+/// two; 100 events of it stay under 40 KB per connection.
+pub const MAX_DETAIL: usize = 300;
+/// Longest tool name kept, in bytes: every name the spec allows (1–128 characters of
+/// `A-Za-z0-9_-.`) fits whole; a longer one keeps its start and its original length.
+pub const MAX_NAME: usize = 160;
+/// Longest server name, server version or protocol version kept, in bytes: real ones are short
+/// (`kb-lab`, `1.4.0`, `2025-11-25`); these are labels, not documents.
+pub const MAX_LABEL: usize = 128;
+/// The most `/` or `/status.json` ever sends, in bytes. The page reloads itself every 10 s, often
+/// through a port-forward; 1 MiB holds the summary of every target and the details of the worst
+/// ones for any realistic fleet, and keeps a hostile server from making each reload megabytes.
+pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
 
 fn now() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+    stamp(SystemTime::now())
 }
 
-fn bounded(s: &str) -> String {
-    if s.len() <= MAX_DETAIL {
-        return s.to_string();
-    }
-    let mut end = MAX_DETAIL;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
+fn stamp(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+/// A server-supplied string as it is kept: at most `max` bytes, control and bidi characters
+/// escaped.
+fn keep(s: &str, max: usize) -> String {
+    text::bounded(s, max).into_owned()
 }
 
 /// Where a connection is in its life.
@@ -53,6 +77,17 @@ pub enum ConnState {
     Unresponsive,
     /// The last attempt failed; waiting (backoff) before the next.
     Down,
+}
+
+impl ConnState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnState::Connecting => "connecting",
+            ConnState::Up => "up",
+            ConnState::Unresponsive => "unresponsive",
+            ConnState::Down => "down",
+        }
+    }
 }
 
 /// The negotiated session.
@@ -87,6 +122,20 @@ pub struct WalkStatus {
     pub error: Option<String>,
 }
 
+/// How many names each drift kind had, before [`MAX_DRIFT_NAMES`] cut the lists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DriftCounts {
+    pub missing: usize,
+    pub extra: usize,
+    pub changed: usize,
+}
+
+impl DriftCounts {
+    pub fn total(&self) -> usize {
+        self.missing + self.extra + self.changed
+    }
+}
+
 /// The cache-vs-server difference by tool name.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct DriftStatus {
@@ -96,27 +145,51 @@ pub struct DriftStatus {
     pub extra: Vec<String>,
     /// Same name, different definition.
     pub changed: Vec<String>,
-    /// Names left out because a kind had more than [`MAX_DRIFT_NAMES`].
+    /// Names left out of the lists above (a kind had more than [`MAX_DRIFT_NAMES`]).
     pub omitted: usize,
+    /// Names of each kind, listed or not.
+    pub counts: DriftCounts,
 }
 
 impl DriftStatus {
     fn from(d: &Drift) -> Self {
-        let mut omitted = 0;
-        let mut take = |names: &[String]| {
-            omitted += names.len().saturating_sub(MAX_DRIFT_NAMES);
-            names.iter().take(MAX_DRIFT_NAMES).cloned().collect()
+        let take = |names: &[String]| -> Vec<String> {
+            names
+                .iter()
+                .take(MAX_DRIFT_NAMES)
+                .map(|n| keep(n, MAX_NAME))
+                .collect()
         };
-        DriftStatus {
+        let counts = DriftCounts {
+            missing: d.missing.len(),
+            extra: d.extra.len(),
+            changed: d.changed.len(),
+        };
+        let mut s = DriftStatus {
             missing: take(&d.missing),
             extra: take(&d.extra),
             changed: take(&d.changed),
-            omitted,
+            omitted: 0,
+            counts,
+        };
+        s.omitted = counts.total() - s.listed();
+        s
+    }
+
+    fn listed(&self) -> usize {
+        self.missing.len() + self.extra.len() + self.changed.len()
+    }
+
+    /// Keep at most `n` names per kind (the counts stay).
+    fn cut(&mut self, n: usize) {
+        for names in [&mut self.missing, &mut self.extra, &mut self.changed] {
+            names.truncate(n);
         }
+        self.omitted = self.counts.total() - self.listed();
     }
 
     pub fn is_empty(&self) -> bool {
-        self.missing.is_empty() && self.extra.is_empty() && self.changed.is_empty()
+        self.counts.total() == 0
     }
 }
 
@@ -152,8 +225,47 @@ pub struct ConnStatus {
     pub last_walk: Option<WalkStatus>,
     pub cache: CacheStatus,
     pub drift: DriftStatus,
+    /// Since when the cache has differed from the server; absent while it matches.
+    pub stale_since: Option<String>,
+    /// Refresh walks (every trigger but `audit`) that failed since the cache was last replaced.
+    pub refresh_failures: u32,
+    /// The latest event of each kind, kept when the timeline has scrolled past it.
+    pub last_events: BTreeMap<&'static str, Event>,
     /// Oldest first.
     pub events: VecDeque<Event>,
+}
+
+impl ConnStatus {
+    fn new(connection: u16, at: &str) -> Self {
+        ConnStatus {
+            connection,
+            state: ConnState::Connecting,
+            state_since: at.to_string(),
+            session: None,
+            notification_stream: false,
+            list_changed_received: 0,
+            last_walk: None,
+            cache: CacheStatus::default(),
+            drift: DriftStatus::default(),
+            stale_since: None,
+            refresh_failures: 0,
+            last_events: BTreeMap::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The latest event of `kind`.
+    pub fn last(&self, kind: &str) -> Option<&Event> {
+        self.last_events.get(kind)
+    }
+
+    /// Keep the newest `events` entries and `names` names per drift kind: the light form
+    /// `/status.json` falls back to when the whole does not fit.
+    fn trim(&mut self, events: usize, names: usize) {
+        let drop = self.events.len().saturating_sub(events);
+        self.events.drain(..drop);
+        self.drift.cut(names);
+    }
 }
 
 /// The last run of a functional probe.
@@ -169,14 +281,53 @@ pub struct ProbeStatus {
     pub duration_seconds: Option<f64>,
 }
 
+/// When the target's judgement last changed: the sticky "since" facts.
+#[derive(Debug, Clone)]
+struct Since {
+    up: (bool, String),
+    ready: (bool, String),
+    severity: (Severity, String),
+}
+
+impl Since {
+    fn update(&mut self, v: &verdict::Verdict, at: &str) {
+        fn flip<T: PartialEq>(slot: &mut (T, String), value: T, at: &str) {
+            if slot.0 != value {
+                *slot = (value, at.to_string());
+            }
+        }
+        flip(&mut self.up, v.up, at);
+        flip(&mut self.ready, v.ready, at);
+        flip(&mut self.severity, v.severity, at);
+    }
+
+    /// When the condition `severity` names began: down since the target stopped being up, not
+    /// ready since it stopped being ready, stale since the first connection's cache fell
+    /// behind; otherwise since the target reached this severity.
+    fn of(&self, severity: Severity, conns: &[&ConnStatus]) -> String {
+        match severity {
+            Severity::Down => self.up.1.clone(),
+            Severity::NotReady => self.ready.1.clone(),
+            Severity::Stale => conns
+                .iter()
+                .filter_map(|c| c.stale_since.clone())
+                .min()
+                .unwrap_or_else(|| self.severity.1.clone()),
+            Severity::AtRisk | Severity::Healthy => self.severity.1.clone(),
+        }
+    }
+}
+
 /// One target.
-#[derive(Debug, Serialize)]
+#[derive(Debug)]
 pub struct TargetStatus {
     pub name: String,
     /// Redacted.
     pub url: String,
     pub connections: Vec<Mutex<ConnStatus>>,
     pub probes: Mutex<Vec<ProbeStatus>>,
+    /// Locked before any connection (see [`TargetStatus::judge`]).
+    since: Mutex<Since>,
 }
 
 impl TargetStatus {
@@ -186,26 +337,13 @@ impl TargetStatus {
             name: t.name.clone(),
             url: redact_url(&t.url),
             connections: (0..t.connections)
-                .map(|i| {
-                    Mutex::new(ConnStatus {
-                        connection: i,
-                        state: ConnState::Connecting,
-                        state_since: at.clone(),
-                        session: None,
-                        notification_stream: false,
-                        list_changed_received: 0,
-                        last_walk: None,
-                        cache: CacheStatus::default(),
-                        drift: DriftStatus::default(),
-                        events: VecDeque::new(),
-                    })
-                })
+                .map(|i| Mutex::new(ConnStatus::new(i, &at)))
                 .collect(),
             probes: Mutex::new(
                 t.probes
                     .iter()
                     .map(|p| ProbeStatus {
-                        tool: p.tool.clone(),
+                        tool: keep(&p.tool, MAX_NAME),
                         interval_seconds: p.interval.as_secs_f64(),
                         last_run_at: None,
                         success: false,
@@ -215,6 +353,11 @@ impl TargetStatus {
                     })
                     .collect(),
             ),
+            since: Mutex::new(Since {
+                up: (false, at.clone()),
+                ready: (false, at.clone()),
+                severity: (Severity::Down, at),
+            }),
         }
     }
 
@@ -225,6 +368,28 @@ impl TargetStatus {
             index,
         }
     }
+
+    /// Judge the target as it is now, record when its judgement changed, and hand everything to
+    /// `f`. Locks the "since" facts, then every connection in order, then the probes; nothing
+    /// else takes two of these locks, so this cannot deadlock with a connection's writes.
+    fn judge<R>(
+        &self,
+        f: impl FnOnce(&verdict::Verdict, String, &[&ConnStatus], &[ProbeStatus]) -> R,
+    ) -> R {
+        let mut since = lock(&self.since);
+        let guards: Vec<MutexGuard<'_, ConnStatus>> = self.connections.iter().map(lock).collect();
+        let conns: Vec<&ConnStatus> = guards.iter().map(|g| &**g).collect();
+        let probes = lock(&self.probes);
+        let at = SystemTime::now();
+        let v = verdict::assess(&conns, &probes, at);
+        since.update(&v, &stamp(at));
+        let began = since.of(v.severity, &conns);
+        f(&v, began, &conns, &probes)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().expect("status lock poisoned")
 }
 
 /// Every running target, as the supervisor started them.
@@ -238,13 +403,35 @@ pub struct StatusBoard {
 pub struct Snapshot {
     pub version: &'static str,
     pub generated_at: String,
+    /// Some targets were trimmed or left out to keep the JSON under [`MAX_RESPONSE_BYTES`].
+    pub truncated: bool,
+    /// Targets sent in their light form (newest events and a few drift names only).
+    pub targets_trimmed: usize,
+    /// Targets left out (the healthiest, at the end of the order).
+    pub targets_omitted: usize,
+    /// Worst first (see [`Severity`]), then by name.
     pub targets: Vec<TargetSnapshot>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct TargetSnapshot {
     pub name: String,
     pub url: String,
+    /// `down`, `not_ready`, `stale`, `at_risk` or `healthy`.
+    pub severity: Severity,
+    /// Some connection is up (as `mcp_probe_up`).
+    pub up: bool,
+    /// Up with a complete last walk and every probe passing on the current session (as
+    /// `mcp_probe_ready`). A stale cache does not make a target unready; see `stale`.
+    pub ready: bool,
+    /// Some connection's cache differs from the server.
+    pub stale: bool,
+    /// When the condition `severity` names began (see docs/health.md).
+    pub since: String,
+    /// Why, in words, worst first; at most [`verdict::MAX_CAUSES`] entries.
+    pub causes: Vec<String>,
+    /// This target is in its light form (see [`Snapshot::targets_trimmed`]).
+    pub trimmed: bool,
     pub connections: Vec<ConnStatus>,
     pub probes: Vec<ProbeStatus>,
 }
@@ -266,7 +453,7 @@ impl StatusBoard {
             .remove(name);
     }
 
-    /// A consistent copy of everything, targets sorted by name.
+    /// A consistent copy of everything, worst targets first.
     pub fn snapshot(&self) -> Snapshot {
         let targets: Vec<Arc<TargetStatus>> = self
             .targets
@@ -275,22 +462,33 @@ impl StatusBoard {
             .values()
             .cloned()
             .collect();
+        let mut targets: Vec<TargetSnapshot> = targets
+            .iter()
+            .map(|t| {
+                t.judge(|v, since, conns, probes| TargetSnapshot {
+                    name: t.name.clone(),
+                    url: t.url.clone(),
+                    severity: v.severity,
+                    up: v.up,
+                    ready: v.ready,
+                    stale: v.stale,
+                    since,
+                    causes: v.causes.clone(),
+                    trimmed: false,
+                    connections: conns.iter().map(|c| (*c).clone()).collect(),
+                    probes: probes.to_vec(),
+                })
+            })
+            .collect();
+        // Stable: equal severities keep the name order of the map.
+        targets.sort_by_key(|t| t.severity);
         Snapshot {
             version: env!("CARGO_PKG_VERSION"),
             generated_at: now(),
-            targets: targets
-                .iter()
-                .map(|t| TargetSnapshot {
-                    name: t.name.clone(),
-                    url: t.url.clone(),
-                    connections: t
-                        .connections
-                        .iter()
-                        .map(|c| c.lock().expect("status lock poisoned").clone())
-                        .collect(),
-                    probes: t.probes.lock().expect("status lock poisoned").clone(),
-                })
-                .collect(),
+            truncated: false,
+            targets_trimmed: 0,
+            targets_omitted: 0,
+            targets,
         }
     }
 }
@@ -303,54 +501,58 @@ pub struct ConnStatusHandle {
 
 impl ConnStatusHandle {
     fn with<R>(&self, f: impl FnOnce(&mut ConnStatus) -> R) -> Option<R> {
-        self.target
+        let r = self
+            .target
             .connections
             .get(self.index as usize)
-            .map(|c| f(&mut c.lock().expect("status lock poisoned")))
+            .map(|c| f(&mut lock(c)));
+        self.rejudge();
+        r
     }
 
-    fn push(s: &mut ConnStatus, kind: &'static str, detail: String) {
+    /// Record when the target's judgement changes, as it changes (not when someone looks).
+    fn rejudge(&self) {
+        self.target.judge(|_, _, _, _| ());
+    }
+
+    fn push(s: &mut ConnStatus, kind: &'static str, detail: &str) {
         if s.events.len() >= EVENTS_PER_CONNECTION {
             s.events.pop_front();
         }
-        s.events.push_back(Event {
+        let e = Event {
             at: now(),
             kind,
-            detail: bounded(&detail),
-        });
+            detail: keep(detail, MAX_DETAIL),
+        };
+        s.last_events.insert(kind, e.clone());
+        s.events.push_back(e);
     }
 
     /// Append a timeline entry.
     pub fn event(&self, kind: &'static str, detail: impl Into<String>) {
         let detail = detail.into();
-        self.with(|s| Self::push(s, kind, detail));
+        self.with(|s| Self::push(s, kind, &detail));
     }
 
     pub fn state(&self, state: ConnState) {
-        self.with(|s| {
-            if s.state != state {
-                s.state = state;
-                s.state_since = now();
-            }
-        });
+        self.with(|s| Self::set_state(s, state));
     }
 
+    fn set_state(s: &mut ConnStatus, state: ConnState) {
+        if s.state != state {
+            s.state = state;
+            s.state_since = now();
+        }
+    }
+
+    /// A session opened. The connection stays `connecting` until a first request on the session
+    /// is answered and [`ConnStatusHandle::state`] says `Up` (as `mcp_probe_up`).
     pub fn session_opened(&self, era: Era, info: &ServerInfo, trigger: Trigger) {
+        let state = ConnState::Connecting;
         self.with(|s| {
-            s.session = Some(SessionStatus {
-                era: era.as_str(),
-                protocol_version: info.protocol_version.clone(),
-                server_name: info.name.clone(),
-                server_version: info.version.clone(),
-                opened_at: now(),
-                capabilities: Capabilities {
-                    tools: info.tools,
-                    list_changed: info.list_changed,
-                },
-            });
+            let protocol_version = keep(&info.protocol_version, MAX_LABEL);
             let detail = format!(
-                "protocol {}, listChanged {}{}",
-                info.protocol_version,
+                "protocol {protocol_version}, listChanged {}{}",
                 info.list_changed,
                 if trigger == Trigger::Reconnect {
                     " (reconnect: re-listing)"
@@ -358,9 +560,20 @@ impl ConnStatusHandle {
                     ""
                 }
             );
-            Self::push(s, "session_opened", detail);
+            s.session = Some(SessionStatus {
+                era: era.as_str(),
+                protocol_version,
+                server_name: keep(&info.name, MAX_LABEL),
+                server_version: keep(&info.version, MAX_LABEL),
+                opened_at: now(),
+                capabilities: Capabilities {
+                    tools: info.tools,
+                    list_changed: info.list_changed,
+                },
+            });
+            Self::push(s, "session_opened", &detail);
+            Self::set_state(s, state);
         });
-        // Up only once the session answers a request after initialize (the connection says so).
     }
 
     /// The session ended (`kind` = `session_expired`, `session_closed`, …) or failed to open.
@@ -369,9 +582,9 @@ impl ConnStatusHandle {
         self.with(|s| {
             s.session = None;
             s.notification_stream = false;
-            Self::push(s, kind, detail);
+            Self::push(s, kind, &detail);
+            Self::set_state(s, ConnState::Down);
         });
-        self.state(ConnState::Down);
     }
 
     pub fn stream(&self, up: bool, detail: &str) {
@@ -379,7 +592,7 @@ impl ConnStatusHandle {
             if s.notification_stream != up {
                 s.notification_stream = up;
                 let kind = if up { "stream_opened" } else { "stream_lost" };
-                Self::push(s, kind, detail.to_string());
+                Self::push(s, kind, detail);
             }
         });
     }
@@ -387,7 +600,7 @@ impl ConnStatusHandle {
     pub fn list_changed(&self, n: u64) {
         self.with(|s| {
             s.list_changed_received += n;
-            Self::push(s, "list_changed", format!("{n} notification(s) received"));
+            Self::push(s, "list_changed", &format!("{n} notification(s) received"));
         });
     }
 
@@ -408,8 +621,11 @@ impl ConnStatusHandle {
         self.with(|s| {
             let (pages, tools, error) = match &result {
                 Ok((p, t)) => (*p, Some(*t), None),
-                Err((p, e)) => (*p, None, Some(bounded(e))),
+                Err((p, e)) => (*p, None, Some(keep(e, MAX_DETAIL))),
             };
+            if error.is_some() && trigger.refreshes_cache() {
+                s.refresh_failures += 1;
+            }
             s.last_walk = Some(WalkStatus {
                 trigger: trigger.as_str(),
                 finished_at: now(),
@@ -423,12 +639,12 @@ impl ConnStatusHandle {
                 Some(e) => Self::push(
                     s,
                     "walk_failed",
-                    format!("trigger {}: {e}", trigger.as_str()),
+                    &format!("trigger {}: {e}", trigger.as_str()),
                 ),
                 None if trigger != Trigger::Audit => Self::push(
                     s,
                     "walk_finished",
-                    format!(
+                    &format!(
                         "trigger {}: {pages} page(s), {} tools in {:.0} ms",
                         trigger.as_str(),
                         tools.unwrap_or(0),
@@ -447,10 +663,11 @@ impl ConnStatusHandle {
                 replaced_at: Some(now()),
                 replaced_by: Some(trigger.as_str()),
             };
+            s.refresh_failures = 0;
             Self::push(
                 s,
                 "cache_replaced",
-                format!("{} tools after {} walk", tools.len(), trigger.as_str()),
+                &format!("{} tools after {} walk", tools.len(), trigger.as_str()),
             );
         });
     }
@@ -459,21 +676,29 @@ impl ConnStatusHandle {
     pub fn drift(&self, drift: &Drift) {
         let d = DriftStatus::from(drift);
         self.with(|s| {
-            let changed = s.drift.missing != d.missing
+            let changed = s.drift.counts != d.counts
+                || s.drift.missing != d.missing
                 || s.drift.extra != d.extra
                 || s.drift.changed != d.changed;
             if changed {
                 let detail = if d.is_empty() {
                     "cache matches the server again".to_string()
                 } else {
+                    // The detail is cut at MAX_DETAIL anyway: a few names say enough.
+                    const NAMES: usize = 5;
                     format!(
                         "missing [{}] extra [{}] changed [{}]",
-                        d.missing.join(", "),
-                        d.extra.join(", "),
-                        d.changed.join(", ")
+                        text::list(&d.missing, NAMES),
+                        text::list(&d.extra, NAMES),
+                        text::list(&d.changed, NAMES)
                     )
                 };
-                Self::push(s, "drift", detail);
+                Self::push(s, "drift", &detail);
+            }
+            match (d.is_empty(), &s.stale_since) {
+                (true, _) => s.stale_since = None,
+                (false, None) => s.stale_since = Some(now()),
+                (false, Some(_)) => {}
             }
             s.drift = d;
         });
@@ -487,7 +712,7 @@ impl ConnStatusHandle {
         elapsed: Duration,
         result: Result<(), (&'static str, String)>,
     ) {
-        let mut probes = self.target.probes.lock().expect("status lock poisoned");
+        let mut probes = lock(&self.target.probes);
         let Some(p) = probes.get_mut(index) else {
             return;
         };
@@ -497,99 +722,24 @@ impl ConnStatusHandle {
         p.success = result.is_ok();
         (p.reason, p.detail) = match &result {
             Ok(()) => (None, None),
-            Err((r, d)) => (Some(*r), Some(bounded(d))),
+            Err((r, d)) => (Some(*r), Some(keep(d, MAX_DETAIL))),
         };
         let flipped = was != (true, p.success, p.reason);
-        let line = match &result {
-            Ok(()) => ("probe_passed", p.tool.clone()),
-            Err((r, d)) => ("probe_failed", format!("{}: {r}: {}", p.tool, bounded(d))),
+        let line = match &p.reason {
+            None => ("probe_passed", p.tool.clone()),
+            Some(r) => (
+                "probe_failed",
+                format!("{}: {r}: {}", p.tool, p.detail.as_deref().unwrap_or("")),
+            ),
         };
         drop(probes);
         if flipped {
             self.event(line.0, line.1);
+        } else {
+            self.rejudge();
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{Expect, ProbeConfig, ProtocolChoice};
-
-    fn target() -> TargetConfig {
-        TargetConfig {
-            name: "kb".into(),
-            url: "https://user:pw@kb.example/mcp?key=k".parse().unwrap(),
-            protocol_version: ProtocolChoice::Auto,
-            headers: vec![],
-            connections: 1,
-            audit_interval: Duration::from_secs(30),
-            ping_interval: Duration::from_secs(15),
-            request_timeout: Duration::from_secs(10),
-            notification_grace: Duration::from_secs(5),
-            max_pages: 64,
-            max_listing_bytes: crate::config::DEFAULT_MAX_LISTING_BYTES,
-            probes: vec![ProbeConfig {
-                tool: "kb_stats".into(),
-                arguments: Default::default(),
-                interval: Duration::from_secs(60),
-                timeout: Duration::from_secs(5),
-                expect: Expect::default(),
-                allow_side_effects: false,
-            }],
-        }
-    }
-
-    #[test]
-    fn events_are_bounded_and_urls_redacted() {
-        let board = StatusBoard::default();
-        let t = board.add(&target());
-        let c = t.connection(0);
-        for i in 0..(EVENTS_PER_CONNECTION + 10) {
-            c.event("list_changed", format!("n{i}"));
-        }
-        c.event("walk_failed", "x".repeat(10_000));
-        let snap = board.snapshot();
-        let conn = &snap.targets[0].connections[0];
-        assert_eq!(conn.events.len(), EVENTS_PER_CONNECTION);
-        assert_eq!(conn.events[0].detail, "n11");
-        assert!(conn.events.back().unwrap().detail.len() <= MAX_DETAIL + 3);
-        let json = serde_json::to_string(&snap).unwrap();
-        assert!(!json.contains("pw@") && !json.contains("key=k"), "{json}");
-    }
-
-    #[test]
-    fn drift_names_are_capped_and_changes_logged_once() {
-        let board = StatusBoard::default();
-        let c = board.add(&target()).connection(0);
-        let drift = Drift {
-            extra: (0..150).map(|i| format!("t{i}")).collect(),
-            ..Drift::default()
-        };
-        c.drift(&drift);
-        c.drift(&drift);
-        let conn = &board.snapshot().targets[0].connections[0];
-        assert_eq!(conn.drift.extra.len(), MAX_DRIFT_NAMES);
-        assert_eq!(conn.drift.omitted, 50);
-        assert_eq!(conn.events.iter().filter(|e| e.kind == "drift").count(), 1);
-    }
-
-    #[test]
-    fn probe_flips_are_logged_steady_results_are_not() {
-        let board = StatusBoard::default();
-        let c = board.add(&target()).connection(0);
-        let ms = Duration::from_millis(3);
-        c.probe(0, ms, Ok(()));
-        c.probe(0, ms, Ok(()));
-        c.probe(0, ms, Err(("unknown_tool", "gone".into())));
-        c.probe(0, ms, Err(("unknown_tool", "gone".into())));
-        let snap = board.snapshot();
-        let kinds: Vec<_> = snap.targets[0].connections[0]
-            .events
-            .iter()
-            .map(|e| e.kind)
-            .collect();
-        assert_eq!(kinds, ["probe_passed", "probe_failed"]);
-        assert_eq!(snap.targets[0].probes[0].reason, Some("unknown_tool"));
-    }
-}
+pub(crate) mod tests;

@@ -15,7 +15,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::probe::status::StatusBoard;
+use crate::probe::status::{MAX_RESPONSE_BYTES, StatusBoard};
 use crate::telemetry::Telemetry;
 
 /// A reload request and where to send its outcome.
@@ -72,5 +72,6 @@ async fn status_page(State(s): State<WebState>) -> Html<String> {
 }
 
 async fn status_json(State(s): State<WebState>) -> Response {
-    axum::Json(s.status.snapshot()).into_response()
+    let body = s.status.snapshot().to_json(MAX_RESPONSE_BYTES);
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }

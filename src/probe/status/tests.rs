@@ -1,0 +1,486 @@
+use super::*;
+use crate::config::{Expect, ProbeConfig, ProtocolChoice};
+use crate::text::is_hostile;
+
+fn target() -> TargetConfig {
+    TargetConfig {
+        name: "kb".into(),
+        url: "https://user:pw@kb.example/mcp?key=k".parse().unwrap(),
+        protocol_version: ProtocolChoice::Auto,
+        headers: vec![],
+        connections: 1,
+        audit_interval: Duration::from_secs(30),
+        ping_interval: Duration::from_secs(15),
+        request_timeout: Duration::from_secs(10),
+        notification_grace: Duration::from_secs(5),
+        max_pages: 64,
+        max_listing_bytes: crate::config::DEFAULT_MAX_LISTING_BYTES,
+        probes: vec![ProbeConfig {
+            tool: "kb_stats".into(),
+            arguments: Default::default(),
+            interval: Duration::from_secs(60),
+            timeout: Duration::from_secs(5),
+            expect: Expect::default(),
+            allow_side_effects: false,
+        }],
+    }
+}
+
+fn named(name: &str, connections: u16, probes: bool) -> TargetConfig {
+    let mut t = target();
+    t.name = name.into();
+    t.connections = connections;
+    if !probes {
+        t.probes.clear();
+    }
+    t
+}
+
+fn info(list_changed: bool) -> ServerInfo {
+    ServerInfo {
+        protocol_version: "2025-11-25".into(),
+        name: "kb-lab".into(),
+        version: "0.1.0".into(),
+        tools: true,
+        list_changed,
+    }
+}
+
+/// Session open, stream open, initial walk complete, cache replaced, no drift: healthy.
+fn healthy(c: &ConnStatusHandle) {
+    c.session_opened(Era::Legacy, &info(true), Trigger::Initial);
+    c.state(ConnState::Up); // the connection confirms it
+    c.stream(true, "GET stream open");
+    c.walk_finished(Trigger::Initial, Ok((2, 14)), Duration::from_millis(3));
+    c.cache_replaced(Trigger::Initial, &ToolSet::new());
+    c.drift(&Drift::default());
+}
+
+fn stale_drift() -> Drift {
+    Drift {
+        extra: vec!["search_legacy".into()],
+        missing: vec!["search_v2".into()],
+        ..Drift::default()
+    }
+}
+
+fn snap_target(board: &StatusBoard, name: &str) -> TargetSnapshot {
+    board
+        .snapshot()
+        .targets
+        .into_iter()
+        .find(|t| t.name == name)
+        .expect("target")
+}
+
+#[test]
+fn events_are_bounded_and_urls_redacted() {
+    let board = StatusBoard::default();
+    let t = board.add(&target());
+    let c = t.connection(0);
+    for i in 0..(EVENTS_PER_CONNECTION + 10) {
+        c.event("list_changed", format!("n{i}"));
+    }
+    c.event("walk_failed", "x".repeat(10_000));
+    let snap = board.snapshot();
+    let conn = &snap.targets[0].connections[0];
+    assert_eq!(conn.events.len(), EVENTS_PER_CONNECTION);
+    assert_eq!(conn.events[0].detail, "n11");
+    assert!(conn.events.back().unwrap().detail.len() <= MAX_DETAIL);
+    // The latest of each kind outlives the timeline.
+    assert_eq!(conn.last("list_changed").unwrap().detail, "n109");
+    let json = serde_json::to_string(&snap).unwrap();
+    assert!(!json.contains("pw@") && !json.contains("key=k"), "{json}");
+}
+
+#[test]
+fn drift_names_are_capped_and_changes_logged_once() {
+    let board = StatusBoard::default();
+    let c = board.add(&target()).connection(0);
+    let drift = Drift {
+        extra: (0..150).map(|i| format!("t{i}")).collect(),
+        ..Drift::default()
+    };
+    c.drift(&drift);
+    c.drift(&drift);
+    let conn = &board.snapshot().targets[0].connections[0];
+    assert_eq!(conn.drift.extra.len(), MAX_DRIFT_NAMES);
+    assert_eq!(conn.drift.omitted, 50);
+    assert_eq!(conn.drift.counts.extra, 150);
+    assert_eq!(conn.events.iter().filter(|e| e.kind == "drift").count(), 1);
+}
+
+#[test]
+fn probe_flips_are_logged_steady_results_are_not() {
+    let board = StatusBoard::default();
+    let c = board.add(&target()).connection(0);
+    let ms = Duration::from_millis(3);
+    c.probe(0, ms, Ok(()));
+    c.probe(0, ms, Ok(()));
+    c.probe(0, ms, Err(("unknown_tool", "gone".into())));
+    c.probe(0, ms, Err(("unknown_tool", "gone".into())));
+    let snap = board.snapshot();
+    let kinds: Vec<_> = snap.targets[0].connections[0]
+        .events
+        .iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["probe_passed", "probe_failed"]);
+    assert_eq!(snap.targets[0].probes[0].reason, Some("unknown_tool"));
+}
+
+/// Every string in a JSON value, keys included.
+fn strings(v: &serde_json::Value, out: &mut Vec<String>) {
+    match v {
+        serde_json::Value::String(s) => out.push(s.clone()),
+        serde_json::Value::Array(a) => a.iter().for_each(|v| strings(v, out)),
+        serde_json::Value::Object(o) => o.iter().for_each(|(k, v)| {
+            out.push(k.clone());
+            strings(v, out)
+        }),
+        _ => {}
+    }
+}
+
+/// 1 MiB with NUL, ESC, BEL and U+202E in it.
+fn evil(tag: &str) -> String {
+    format!("{tag}\0\x1b[2J\x07\u{202e}{}", "x".repeat(1 << 20))
+}
+
+/// Feed every server-supplied string the board keeps a hostile value.
+pub(crate) fn hostile_board() -> StatusBoard {
+    let board = StatusBoard::default();
+    let c = board.add(&target()).connection(0);
+    let server = ServerInfo {
+        protocol_version: evil("pv"),
+        name: evil("name"),
+        version: evil("version"),
+        tools: true,
+        list_changed: true,
+    };
+    c.session_opened(Era::Legacy, &server, Trigger::Initial);
+    c.state(ConnState::Up); // the connection confirms it
+    c.stream(true, &evil("stream"));
+    c.walk_finished(
+        Trigger::Initial,
+        Err((3, evil("walk"))),
+        Duration::from_millis(1),
+    );
+    c.event("ping_failed", evil("ping"));
+    c.drift(&Drift {
+        missing: (0..7).map(|i| evil(&format!("m{i}"))).collect(),
+        extra: (0..7).map(|i| evil(&format!("e{i}"))).collect(),
+        changed: vec!["ok\0\x1b\x07\u{202e}short".into()],
+    });
+    c.probe(
+        0,
+        Duration::from_millis(1),
+        Err(("tool_error", evil("probe"))),
+    );
+    c.session_ended("session_closed", evil("closed"));
+    board
+}
+
+#[test]
+fn server_strings_are_bounded_and_neutralised_where_they_are_stored() {
+    let board = hostile_board();
+    let snap = board.snapshot();
+    let json = serde_json::to_string(&snap).unwrap();
+    assert!(json.len() < 64 * 1024, "{} bytes", json.len());
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut all = Vec::new();
+    strings(&v, &mut all);
+    for s in &all {
+        assert!(!s.chars().any(is_hostile), "{s:?}");
+        assert!(
+            s.len() <= MAX_DETAIL * 2,
+            "{} bytes: {}…",
+            s.len(),
+            &s[..80]
+        );
+    }
+    let conn = &snap.targets[0].connections[0];
+    assert!(conn.drift.missing.iter().all(|n| n.len() <= MAX_NAME));
+    assert!(
+        conn.drift.missing[0].ends_with(&format!("…({} bytes)", evil("m0").len())),
+        "{}",
+        conn.drift.missing[0]
+    );
+    assert_eq!(conn.drift.changed, ["ok\\u{0}\\u{1b}\\u{7}\\u{202e}short"]);
+    let probe = snap.targets[0].probes[0].detail.as_deref().unwrap();
+    assert!(
+        probe.starts_with("probe\\u{0}\\u{1b}[2J\\u{7}\\u{202e}xx"),
+        "{probe}"
+    );
+}
+
+#[test]
+fn severity_orders_targets_worst_first_and_says_why() {
+    let board = StatusBoard::default();
+    // healthy
+    healthy(&board.add(&named("a_healthy", 1, false)).connection(0));
+    // down: the session fails to open
+    board
+        .add(&named("b_down", 1, false))
+        .connection(0)
+        .session_ended("session_failed", "connect: connection refused");
+    // not ready: the probe fails
+    let nr = board.add(&named("c_not_ready", 1, true)).connection(0);
+    healthy(&nr);
+    nr.probe(0, Duration::ZERO, Err(("unknown_tool", "gone".into())));
+    // stale and ready: no listChanged capability
+    let st = board.add(&named("d_stale", 1, false)).connection(0);
+    healthy(&st);
+    st.session_opened(Era::Legacy, &info(false), Trigger::Initial);
+    st.state(ConnState::Up); // the connection confirms it
+    st.drift(&stale_drift());
+    // at risk: GET stream 405, cache current
+    let ar = board.add(&named("e_at_risk", 1, false)).connection(0);
+    healthy(&ar);
+    ar.stream(false, "server offers no GET stream (405)");
+
+    let snap = board.snapshot();
+    let order: Vec<(&str, Severity)> = snap
+        .targets
+        .iter()
+        .map(|t| (t.name.as_str(), t.severity))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("b_down", Severity::Down),
+            ("c_not_ready", Severity::NotReady),
+            ("d_stale", Severity::Stale),
+            ("e_at_risk", Severity::AtRisk),
+            ("a_healthy", Severity::Healthy),
+        ]
+    );
+    let by = |n: &str| snap.targets.iter().find(|t| t.name == n).unwrap();
+    assert_eq!(
+        by("b_down").causes,
+        ["session failing: connect: connection refused"]
+    );
+    assert!(!by("b_down").up && !by("b_down").ready);
+    assert_eq!(
+        by("c_not_ready").causes,
+        ["probe kb_stats failing: unknown_tool"]
+    );
+    let d = by("d_stale");
+    assert!(d.up && d.ready && d.stale, "{d:?}");
+    assert_eq!(
+        d.causes,
+        ["no listChanged capability; cache differs: 1 extra, 1 missing"]
+    );
+    assert_eq!(
+        d.since,
+        d.connections[0].stale_since.clone().unwrap(),
+        "stale since the cache fell behind"
+    );
+    assert_eq!(
+        by("e_at_risk").causes,
+        ["no notification stream: server offers no GET stream (405)"]
+    );
+    assert!(by("a_healthy").causes.is_empty());
+}
+
+#[test]
+fn causes_name_failed_relists_and_unannounced_changes() {
+    let board = StatusBoard::default();
+    let c = board.add(&named("kb", 1, false)).connection(0);
+    healthy(&c);
+    c.list_changed(1);
+    for _ in 0..2 {
+        c.walk_finished(
+            Trigger::Notification,
+            Err((1, "http_status: HTTP 503".into())),
+            Duration::ZERO,
+        );
+    }
+    let t = snap_target(&board, "kb");
+    assert_eq!(t.severity, Severity::NotReady);
+    let cause = &t.causes[0];
+    assert!(
+        cause.starts_with("2 re-lists failed since list_changed ")
+            && cause.ends_with(" s ago: http_status: HTTP 503"),
+        "{cause}"
+    );
+    // The re-list succeeds: healthy again.
+    c.walk_finished(Trigger::Notification, Ok((2, 14)), Duration::ZERO);
+    c.cache_replaced(Trigger::Notification, &ToolSet::new());
+    assert_eq!(snap_target(&board, "kb").severity, Severity::Healthy);
+
+    // The list changes without a notification; the grace period runs out.
+    c.drift(&stale_drift());
+    let t = snap_target(&board, "kb");
+    assert_eq!(
+        t.causes,
+        ["cache behind the server, refresh pending; cache differs: 1 extra, 1 missing"]
+    );
+    c.event("unannounced_change", "no list_changed within 3s");
+    let t = snap_target(&board, "kb");
+    assert!(
+        t.causes[0].starts_with("unannounced change 0 s ago; cache differs"),
+        "{:?}",
+        t.causes
+    );
+}
+
+#[test]
+fn the_since_fact_is_sticky_across_the_timeline_and_repeated_failures() {
+    let board = StatusBoard::default();
+    let c = board.add(&named("kb", 1, false)).connection(0);
+    healthy(&c);
+    c.session_ended("session_closed", "transport: reset");
+    let down_since = snap_target(&board, "kb").since;
+    std::thread::sleep(Duration::from_millis(5));
+    for i in 0..(EVENTS_PER_CONNECTION + 5) {
+        c.session_ended("session_failed", format!("connect: refused {i}"));
+    }
+    let t = snap_target(&board, "kb");
+    assert_eq!(t.severity, Severity::Down);
+    assert_eq!(t.since, down_since, "down since the first failure");
+    assert!(
+        !t.connections[0]
+            .events
+            .iter()
+            .any(|e| e.kind == "session_closed"),
+        "the first failure scrolled out of the timeline"
+    );
+    assert_eq!(
+        t.causes,
+        [format!(
+            "session failing: connect: refused {}",
+            EVENTS_PER_CONNECTION + 4
+        )]
+    );
+}
+
+#[test]
+fn a_probe_counts_as_passing_only_on_the_current_session() {
+    let board = StatusBoard::default();
+    let c = board.add(&named("kb", 1, true)).connection(0);
+    healthy(&c);
+    c.probe(0, Duration::ZERO, Ok(()));
+    assert!(snap_target(&board, "kb").ready);
+    std::thread::sleep(Duration::from_millis(5));
+    c.session_ended("session_expired", "HTTP 404 on the session id");
+    c.session_opened(Era::Legacy, &info(true), Trigger::Reconnect);
+    c.state(ConnState::Up); // the connection confirms it
+    let t = snap_target(&board, "kb");
+    assert!(t.up && !t.ready, "{t:?}");
+    assert_eq!(
+        t.causes[0],
+        "first tools/list walk on this session not complete yet"
+    );
+    c.stream(true, "GET stream open");
+    c.walk_finished(Trigger::Reconnect, Ok((2, 14)), Duration::ZERO);
+    let t = snap_target(&board, "kb");
+    assert!(t.up && !t.ready, "{t:?}");
+    assert_eq!(t.causes, ["probe kb_stats not run on this session yet"]);
+    c.probe(0, Duration::ZERO, Ok(()));
+    assert!(snap_target(&board, "kb").ready);
+}
+
+#[test]
+fn the_same_cause_on_several_connections_is_one_entry() {
+    let board = StatusBoard::default();
+    let t = board.add(&named("kb", 3, false));
+    for i in 0..3 {
+        let c = t.connection(i);
+        healthy(&c);
+        c.session_opened(Era::Legacy, &info(false), Trigger::Initial);
+        c.state(ConnState::Up); // the connection confirms it
+    }
+    t.connection(2)
+        .session_ended("session_failed", "connect: refused");
+    let s = snap_target(&board, "kb");
+    assert_eq!(s.severity, Severity::AtRisk);
+    assert_eq!(
+        s.causes,
+        [
+            "connections 0, 1: no listChanged capability",
+            "connection 2: session failing: connect: refused"
+        ]
+    );
+}
+
+#[test]
+fn an_unconfirmed_session_is_not_up_until_a_request_passes() {
+    let board = StatusBoard::default();
+    let c = board.add(&named("kb", 1, false)).connection(0);
+    c.session_opened(Era::Legacy, &info(true), Trigger::Reconnect);
+    let t = snap_target(&board, "kb");
+    assert!(!t.up);
+    assert_eq!(t.causes, ["session opened, waiting for its first answer"]);
+    c.state(ConnState::Up);
+    assert!(snap_target(&board, "kb").up);
+}
+
+/// 40 healthy targets of 2 connections with 100 events of 300 quotes each (several MiB as JSON
+/// or HTML), and one stale target.
+pub(crate) fn big_board() -> StatusBoard {
+    let board = StatusBoard::default();
+    for i in 0..40 {
+        let name = format!("t{i:02}");
+        let t = board.add(&named(&name, 2, false));
+        for k in 0..2 {
+            let c = t.connection(k);
+            healthy(&c);
+            for e in 0..EVENTS_PER_CONNECTION {
+                c.event("ping_failed", format!("{e} {}", "\"".repeat(MAX_DETAIL)));
+            }
+        }
+    }
+    let st = board.add(&named("stale", 1, false)).connection(0);
+    healthy(&st);
+    st.drift(&stale_drift());
+    board
+}
+
+#[test]
+fn json_over_the_cap_trims_details_then_drops_the_healthiest() {
+    let board = big_board();
+    let whole = serde_json::to_string(&board.snapshot()).unwrap();
+    assert!(whole.len() > 3 * MAX_RESPONSE_BYTES, "{}", whole.len());
+    let json = board.snapshot().to_json(MAX_RESPONSE_BYTES);
+    assert!(json.len() <= MAX_RESPONSE_BYTES, "{}", json.len());
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    assert_eq!(v["truncated"], true);
+    let targets = v["targets"].as_array().unwrap();
+    // The stale target sorts first and keeps its full form.
+    assert_eq!(targets[0]["name"], "stale");
+    assert_eq!(targets[0]["trimmed"], false);
+    assert!(
+        v["targets_trimmed"].as_u64().unwrap() > 0,
+        "{}",
+        v["targets_trimmed"]
+    );
+    assert_eq!(
+        targets.len() as u64 + v["targets_omitted"].as_u64().unwrap(),
+        41
+    );
+    let light = targets.iter().find(|t| t["trimmed"] == true).unwrap();
+    assert!(light["connections"][0]["events"].as_array().unwrap().len() <= 5);
+    assert!(light["causes"].is_array() && light["severity"].is_string());
+
+    // Small enough: sent whole, unmarked.
+    let small = StatusBoard::default();
+    healthy(&small.add(&named("kb", 1, false)).connection(0));
+    let v: serde_json::Value =
+        serde_json::from_str(&small.snapshot().to_json(MAX_RESPONSE_BYTES)).unwrap();
+    assert_eq!(v["truncated"], false);
+    assert_eq!(v["targets"][0]["trimmed"], false);
+}
+
+#[test]
+fn json_drops_the_healthiest_targets_when_even_light_forms_do_not_fit() {
+    let json = big_board().snapshot().to_json(64 * 1024);
+    assert!(json.len() <= 64 * 1024, "{}", json.len());
+    let v: serde_json::Value = serde_json::from_str(&json).expect("valid JSON");
+    let kept = v["targets"].as_array().unwrap().len() as u64;
+    assert!(
+        kept >= 1 && v["targets_omitted"].as_u64().unwrap() == 41 - kept,
+        "{v}"
+    );
+    assert_eq!(v["targets"][0]["name"], "stale");
+}
