@@ -180,6 +180,15 @@ impl ProbeMetrics {
         let duration =
             recorder.register_gauge(&key(catalog::TOOL_PROBE_DURATION, &labels), &METADATA);
         duration.set(0.0);
+        // Every failure reason exists at 0 from the start: an alert on the increase of one
+        // (`reason="unknown_tool"`) must see its first failure, not a series born at 1.
+        for reason in crate::probe::functional::ProbeFailure::ALL {
+            let mut with_reason = labels.to_vec();
+            with_reason.push(("reason", reason.as_str().to_string()));
+            recorder
+                .register_counter(&key(catalog::TOOL_PROBE_FAILURES, &with_reason), &METADATA)
+                .absolute(0);
+        }
         ProbeMetrics {
             tool: tool.to_string(),
             success,
