@@ -60,8 +60,11 @@ async fn a_sighup_during_startup_is_handled_not_fatal() {
     mkfifo(&fifo);
     let mut e = Exporter::spawn(&[format!("--config.file={}", fifo.display())], &[]);
     let mut writer = writer_once_read(&fifo);
-    // Startup is under way: the first configuration is being read.
+    // Startup is under way: the first configuration is being read. The port is already served,
+    // but not ready.
     e.signal("HUP");
+    let ready = reqwest::get(format!("{}/-/ready", e.base)).await.unwrap();
+    assert_eq!(ready.status(), 503);
     let _ = writer.write_all(b"targets: []\n");
     drop(writer);
     reload_ok(&e).await;
