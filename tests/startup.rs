@@ -94,16 +94,32 @@ async fn sigterm_is_handled_while_a_reload_reads_a_stuck_file() {
     drop(writer);
 }
 
-/// Run the binary with `args` until it exits; its status and stderr.
-fn run_to_exit(args: &[String]) -> (ExitStatus, String) {
-    let err = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(BIN)
+/// The binary, killed when dropped (also when a test fails while it runs).
+struct Spawned(std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start the binary with `args`, its stderr going to `err`.
+fn spawn(args: &[String], err: &tempfile::NamedTempFile) -> Spawned {
+    let child = Command::new(BIN)
         .args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::from(err.reopen().unwrap()))
         .spawn()
         .unwrap();
-    let status = wait_exit(&mut child);
+    Spawned(child)
+}
+
+/// Run the binary with `args` until it exits; its status and stderr.
+fn run_to_exit(args: &[String]) -> (ExitStatus, String) {
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let mut child = spawn(args, &err);
+    let status = wait_exit(&mut child.0);
     (status, std::fs::read_to_string(err.path()).unwrap())
 }
 
@@ -183,12 +199,7 @@ fn demo_refuses_a_configuration_file_and_config_check() {
 #[test]
 fn demo_listens_on_loopback_unless_told_otherwise() {
     let err = tempfile::NamedTempFile::new().unwrap();
-    let mut child = Command::new(BIN)
-        .arg("--demo")
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(err.reopen().unwrap()))
-        .spawn()
-        .unwrap();
+    let child = spawn(&["--demo".into()], &err);
     // Either it listens, or the port is taken (by another exporter on this machine): both
     // lines name the address it chose.
     let start = Instant::now();
@@ -200,8 +211,7 @@ fn demo_listens_on_loopback_unless_told_otherwise() {
         assert!(start.elapsed() < DEADLINE, "no listen line\n{logs}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(child);
     assert!(logs.contains("127.0.0.1:10117"), "{logs}");
     assert!(!logs.contains("0.0.0.0"), "{logs}");
 }
