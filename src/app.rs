@@ -1,21 +1,28 @@
 //! The daemon: load the configuration, run the supervisor and the web server, reload on SIGHUP
 //! or `POST /-/reload`, shut down cleanly on SIGTERM.
 //!
-//! Every configuration change funnels through one loop here, so a reload from a signal and one
-//! from HTTP can never race.
+//! Startup order matters: signal handlers first (a SIGHUP must never kill a starting process),
+//! then the port (a bad or taken address fails before any target is dialed), then the
+//! configuration. Every configuration change funnels through one loop here, so a reload from a
+//! signal and one from HTTP can never race; files are read and parsed off that loop, so SIGTERM
+//! is handled while a parse runs.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use tokio::net::TcpListener;
+use tokio::signal::unix::{Signal, SignalKind};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::probe::Supervisor;
 use crate::telemetry::otlp::{self, OtlpOptions};
 use crate::telemetry::{Telemetry, catalog};
-use crate::web::{self, WebState};
+use crate::web::{self, ReloadRequest, WebState};
 
 /// How often histogram samples are folded into buckets between scrapes.
 const UPKEEP_PERIOD: Duration = Duration::from_secs(5);
@@ -35,6 +42,20 @@ pub struct Options {
     pub listen: String,
     /// Push the measurements to an OpenTelemetry collector too.
     pub otlp: Option<OtlpOptions>,
+    /// Timeouts and the connection cap of the exporter's own port.
+    pub web: web::Limits,
+}
+
+/// `--web.listen-address` when not given: every interface.
+pub const DEFAULT_LISTEN: &str = ":10117";
+
+/// `--web.listen-address` of `--demo` when not given: loopback only, since the demo is for a
+/// first look on one's own machine, not for the network.
+pub const DEMO_LISTEN: &str = "127.0.0.1:10117";
+
+/// The address to listen on: the one given, else the default of the mode.
+pub fn listen_address(given: Option<String>, demo: bool) -> String {
+    given.unwrap_or_else(|| if demo { DEMO_LISTEN } else { DEFAULT_LISTEN }.to_string())
 }
 
 /// Parse `:10117`, `0.0.0.0:10117`, `[::1]:10117` or `localhost:10117`.
@@ -48,26 +69,95 @@ pub fn parse_listen(addr: &str) -> Result<SocketAddr, String> {
         .map_err(|_| format!("--web.listen-address: {addr:?} is not host:port"))
 }
 
-struct Daemon {
-    telemetry: Arc<Telemetry>,
-    supervisor: Supervisor,
-    source: Source,
-    demo_config: Option<Config>,
+/// Where a configuration load reads from.
+#[derive(Clone)]
+enum Loader {
+    File(PathBuf),
+    /// The demo lab's configuration, fixed for the life of the process.
+    Fixed(Box<Config>),
 }
 
-impl Daemon {
-    fn load(&self) -> Result<Config, String> {
-        match (&self.source, &self.demo_config) {
-            (Source::Demo, Some(c)) => Ok(c.clone()),
-            (Source::File(p), _) => Config::load(p).map_err(|e| e.to_string()),
-            (Source::Demo, None) => Err("demo lab is not running".into()),
+impl Loader {
+    /// Read and check the configuration on a blocking thread: a slow file or parse never holds
+    /// up the main loop (SIGTERM is handled while it runs).
+    fn spawn(&self) -> JoinHandle<Result<Config, String>> {
+        let loader = self.clone();
+        tokio::task::spawn_blocking(move || match loader {
+            Loader::File(p) => Config::load(&p).map_err(|e| e.to_string()),
+            Loader::Fixed(c) => Ok(*c),
+        })
+    }
+}
+
+/// Configuration loads: at most one runs at a time. Reloads asked for while one runs are served
+/// by one more load after it (the file may have changed since the running one read it).
+struct Reloads {
+    loader: Loader,
+    running: Option<Load>,
+    /// Asked for while `running` was under way; `Some(vec![])` for a SIGHUP alone.
+    queued: Option<Vec<ReloadRequest>>,
+}
+
+/// A load under way and the `POST /-/reload` callers waiting for its outcome.
+struct Load {
+    task: JoinHandle<Result<Config, String>>,
+    callers: Vec<ReloadRequest>,
+}
+
+impl Reloads {
+    fn new(loader: Loader) -> Self {
+        Reloads {
+            loader,
+            running: None,
+            queued: None,
         }
     }
 
-    fn reload(&mut self) -> Result<(), String> {
-        let result = self.load();
+    /// Ask for a load (`caller`: who wants its outcome, if anyone).
+    fn request(&mut self, caller: Option<ReloadRequest>) {
+        if self.running.is_some() {
+            self.queued.get_or_insert_with(Vec::new).extend(caller);
+        } else {
+            self.running = Some(Load {
+                task: self.loader.spawn(),
+                callers: caller.into_iter().collect(),
+            });
+        }
+    }
+
+    /// The outcome of the running load and its callers (pending while none runs); starts the
+    /// queued load, if any.
+    async fn finished(&mut self) -> (Result<Config, String>, Vec<ReloadRequest>) {
+        let Some(load) = &mut self.running else {
+            return std::future::pending().await;
+        };
+        let loaded = (&mut load.task)
+            .await
+            .unwrap_or_else(|e| Err(format!("configuration load did not finish: {e}")));
+        let callers = std::mem::take(&mut load.callers);
+        self.running = None;
+        if let Some(queued) = self.queued.take() {
+            self.running = Some(Load {
+                task: self.loader.spawn(),
+                callers: queued,
+            });
+        }
+        (loaded, callers)
+    }
+}
+
+struct Daemon {
+    telemetry: Arc<Telemetry>,
+    supervisor: Supervisor,
+    /// Whether a configuration was ever applied: a failed first load has nothing to keep.
+    applied: bool,
+    ready: Arc<AtomicBool>,
+}
+
+impl Daemon {
+    fn reload(&mut self, loaded: Result<Config, String>) -> Result<(), String> {
         let ok_gauge = self.telemetry.daemon_gauge(catalog::RELOAD_OK);
-        match result {
+        match loaded {
             Ok(config) => {
                 let applied = self.supervisor.apply(&config);
                 tracing::info!(started = ?applied.started, restarted = ?applied.restarted, stopped = ?applied.stopped, kept = applied.kept.len(), "configuration applied");
@@ -78,6 +168,8 @@ impl Daemon {
                         "configuration has no targets; no MCP server is being watched"
                     );
                 }
+                self.applied = true;
+                self.ready.store(true, Ordering::Relaxed);
                 ok_gauge.set(1.0);
                 let now = SystemTime::now()
                     .duration_since(UNIX_EPOCH)
@@ -94,7 +186,11 @@ impl Daemon {
                 Ok(())
             }
             Err(e) => {
-                tracing::error!(error = %e, "configuration not applied; keeping the running one");
+                if self.applied {
+                    tracing::error!(error = %e, "configuration not applied; keeping the running one");
+                } else {
+                    tracing::error!(error = %e, "configuration not loaded; there is none to run");
+                }
                 ok_gauge.set(0.0);
                 self.telemetry
                     .daemon_counter(catalog::RELOADS, &[("result", "failure".into())])
@@ -105,9 +201,44 @@ impl Daemon {
     }
 }
 
-/// Run until SIGTERM / SIGINT. Fails fast if the initial configuration is invalid or the listen
-/// address cannot be bound.
+/// SIGHUP, SIGTERM and SIGINT. Installed before anything else: until then each of them kills
+/// the process (a SIGHUP during startup used to end it with status 129).
+struct Signals {
+    hup: Signal,
+    term: Signal,
+    int: Signal,
+}
+
+impl Signals {
+    fn install() -> Result<Self, String> {
+        Ok(Signals {
+            hup: signal(SignalKind::hangup())?,
+            term: signal(SignalKind::terminate())?,
+            int: signal(SignalKind::interrupt())?,
+        })
+    }
+}
+
+/// Bind the exporter's port. First thing after the signal handlers: a bad or taken address
+/// fails in milliseconds, before any target is dialed.
+async fn bind(listen: &str) -> Result<TcpListener, String> {
+    let addr = parse_listen(listen)?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("--web.listen-address: cannot listen on {addr}: {e}"))?;
+    tracing::info!(address = %listener.local_addr().map_err(|e| e.to_string())?, "listening");
+    Ok(listener)
+}
+
+/// Run until SIGTERM / SIGINT. Fails fast if the listen address cannot be bound or the initial
+/// configuration is invalid.
 pub async fn run(opts: Options) -> Result<(), String> {
+    let Signals {
+        mut hup,
+        mut term,
+        mut int,
+    } = Signals::install()?;
+    let listener = bind(&opts.listen).await?;
     let telemetry = Telemetry::new();
     telemetry
         .daemon_counter(catalog::RELOADS, &[("result", "success".into())])
@@ -134,49 +265,59 @@ pub async fn run(opts: Options) -> Result<(), String> {
         ),
         Source::File(_) => None,
     };
+    let loader = match (&opts.source, &lab) {
+        (Source::File(p), _) => Loader::File(p.clone()),
+        (Source::Demo, Some(lab)) => {
+            tracing::info!(address = %lab.addr(), "demo lab serving the knowledge-base MCP server");
+            Loader::Fixed(Box::new(crate::lab::demo::config(lab)))
+        }
+        (Source::Demo, None) => return Err("demo lab is not running".into()),
+    };
     let mut daemon = Daemon {
         telemetry: telemetry.clone(),
         supervisor: Supervisor::new(telemetry.clone()),
-        source: opts.source.clone(),
-        demo_config: lab.as_ref().map(crate::lab::demo::config),
+        applied: false,
+        ready: Arc::new(AtomicBool::new(false)),
     };
-    if let Some(lab) = &lab {
-        tracing::info!(address = %lab.addr(), "demo lab serving the knowledge-base MCP server");
-    }
-    daemon.reload()?;
 
-    let addr = parse_listen(&opts.listen)?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| format!("cannot listen on {addr}: {e}"))?;
-    tracing::info!(address = %listener.local_addr().map_err(|e| e.to_string())?, "listening");
     let (reload_tx, mut reload_rx) = mpsc::channel(4);
     let app = web::router(WebState {
         telemetry: telemetry.clone(),
         reload: reload_tx,
         status: daemon.supervisor.status(),
+        ready: daemon.ready.clone(),
     });
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async move {
-                let _ = stop_rx.wait_for(|s| *s).await;
-            })
-            .await;
-    });
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(web::serve(
+        listener,
+        app,
+        opts.web,
+        telemetry.clone(),
+        stop_rx,
+    ));
 
-    let mut hup = signal(tokio::signal::unix::SignalKind::hangup())?;
-    let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut reloads = Reloads::new(loader);
+    reloads.request(None); // the initial load
     let mut upkeep = tokio::time::interval(UPKEEP_PERIOD);
-    loop {
+    let outcome = loop {
         tokio::select! {
-            _ = hup.recv() => { let _ = daemon.reload(); }
-            Some(reply) = reload_rx.recv() => { let _ = reply.send(daemon.reload()); }
+            _ = hup.recv() => reloads.request(None),
+            Some(reply) = reload_rx.recv() => reloads.request(Some(reply)),
+            (loaded, callers) = reloads.finished() => {
+                let had_one = daemon.applied;
+                let result = daemon.reload(loaded);
+                if let (false, Err(e)) = (had_one, &result) {
+                    break Err(e.clone());
+                }
+                for caller in callers {
+                    let _ = caller.send(result.clone());
+                }
+            }
             _ = upkeep.tick() => telemetry.upkeep(),
-            _ = term.recv() => break,
-            _ = tokio::signal::ctrl_c() => break,
+            _ = term.recv() => break Ok(()),
+            _ = int.recv() => break Ok(()),
         }
-    }
+    };
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     daemon.supervisor.shutdown().await;
@@ -186,10 +327,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
         let _ = tokio::task::spawn_blocking(move || push.shutdown()).await;
     }
     drop(lab);
-    Ok(())
+    outcome
 }
 
-fn signal(kind: tokio::signal::unix::SignalKind) -> Result<tokio::signal::unix::Signal, String> {
+fn signal(kind: SignalKind) -> Result<Signal, String> {
     tokio::signal::unix::signal(kind).map_err(|e| format!("cannot install signal handler: {e}"))
 }
 
@@ -205,7 +346,7 @@ pub async fn run_lab(
     let url = lab.url(scenario.name);
     tracing::info!(scenario = scenario.name, failure_mode = scenario.failure_mode, url = %url, connections = scenario.connections, "lab scenario serving");
     println!("{url}");
-    let mut term = signal(tokio::signal::unix::SignalKind::terminate())?;
+    let mut term = signal(SignalKind::terminate())?;
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}

@@ -11,6 +11,7 @@ use mcp_exporter::config::{self, Config, Secret};
 use mcp_exporter::lab::scenarios;
 use mcp_exporter::logging::{self, Format};
 use mcp_exporter::telemetry::otlp::{OtlpOptions, OtlpProtocol};
+use mcp_exporter::web::Limits;
 
 /// Prometheus exporter that probes MCP servers as a correct client and reports stale tool caches.
 #[derive(Debug, Parser)]
@@ -22,11 +23,24 @@ struct Cli {
     /// Validate the configuration file and exit (0 when valid).
     #[arg(long = "config.check")]
     config_check: bool,
-    /// Address to serve /metrics and the other endpoints on.
-    #[arg(long = "web.listen-address", default_value = ":10117")]
-    listen: String,
+    /// Address to serve /metrics and the other endpoints on [default: :10117; with --demo,
+    /// 127.0.0.1:10117].
+    #[arg(long = "web.listen-address", value_name = "ADDRESS")]
+    listen: Option<String>,
+    /// Time a client has to send a request's headers (from its first byte; from the connect,
+    /// for the first request).
+    #[arg(long = "web.header-read-timeout", value_name = "DURATION", default_value = "10s", value_parser = web_timeout)]
+    web_header_read_timeout: Duration,
+    /// Time a keep-alive connection may wait for its next request, and a response may make no
+    /// progress (a client that does not read).
+    #[arg(long = "web.idle-timeout", value_name = "DURATION", default_value = "2m", value_parser = web_timeout)]
+    web_idle_timeout: Duration,
+    /// Connections open at once to this port; at the cap, the one that has waited longest for a
+    /// request is closed to make room, so a scrape still gets through.
+    #[arg(long = "web.max-connections", value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    web_max_connections: u32,
     /// Run against the embedded demo knowledge-base server instead of a configuration file.
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["config_file", "config_check"])]
     demo: bool,
     /// Also push the measurements over OTLP to this URL (a collector's metrics endpoint, e.g.
     /// http://collector:4318/v1/metrics; an empty path gets /v1/metrics).
@@ -178,11 +192,28 @@ fn main() -> ExitCode {
             }
         },
     };
+    let web = Limits {
+        header_read_timeout: cli.web_header_read_timeout,
+        idle_timeout: cli.web_idle_timeout,
+        max_connections: cli.web_max_connections as usize,
+    };
     run(app::run(Options {
+        listen: app::listen_address(cli.listen, cli.demo),
         source,
-        listen: cli.listen,
         otlp,
+        web,
     }))
+}
+
+/// `--web.*-timeout`: between 100ms and 24h, like the durations of the configuration file.
+fn web_timeout(text: &str) -> Result<Duration, String> {
+    const MIN: Duration = Duration::from_millis(100);
+    const MAX: Duration = Duration::from_secs(24 * 3600);
+    match humantime::parse_duration(text) {
+        Ok(d) if (MIN..=MAX).contains(&d) => Ok(d),
+        Ok(_) => Err("between 100ms and 24h".to_string()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Parse `'Name: value'` header flags. Parsed here rather than by clap, whose error message
@@ -269,7 +300,11 @@ fn run(fut: impl Future<Output = Result<(), String>>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(fut) {
+    let outcome = runtime.block_on(fut);
+    // Everything was shut down in order; a configuration parse still running on a blocking
+    // thread (a huge or stuck file) must not hold the exit.
+    runtime.shutdown_background();
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "exiting");

@@ -7,6 +7,7 @@ use mcp_exporter::mcp::Reason;
 use mcp_exporter::probe::Trigger;
 use mcp_exporter::probe::walker::WalkError;
 use mcp_exporter::telemetry::catalog::{CATALOG, family_of};
+use mcp_exporter::web::Closed;
 
 const PREFIXES: [&str; 2] = ["mcp_probe_", "mcp_exporter_"];
 
@@ -150,7 +151,8 @@ fn every_label_value_is_documented() {
         .iter()
         .map(|r| r.as_str())
         .chain(walk_reasons.iter().map(WalkError::reason))
-        .chain(Trigger::ALL.iter().map(|t| t.as_str()));
+        .chain(Trigger::ALL.iter().map(|t| t.as_str()))
+        .chain(Closed::ALL.iter().map(|c| c.as_str()));
     let missing: Vec<&str> = values.filter(|v| !spans.contains(v)).collect();
     assert!(
         missing.is_empty(),

@@ -5,10 +5,9 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command};
-use std::time::Duration;
+use std::process::Command;
 
-use common::{DEADLINE, Exporter, Harness, Scrape, get, target};
+use common::{Exporter, Harness, Scrape, get, target, wait_exit};
 use mcp_exporter::lab::{Behaviour, Lab};
 
 async fn two_profile_lab() -> Lab {
@@ -203,17 +202,6 @@ async fn binary_reload_rejects_bad_config_and_applies_good_one() {
     let logs = e.logs();
     assert!(logs.contains("configuration not applied"), "{logs}");
     assert!(!logs.contains(SENTINEL), "a secret leaked into the logs");
-}
-
-fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
-    let start = std::time::Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            return s;
-        }
-        assert!(start.elapsed() < DEADLINE, "exporter did not exit");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]

@@ -131,6 +131,10 @@ metrics_catalog! {
         "Configuration reload attempts by result (success, failure).";
     OTLP_EXPORTS = "mcp_exporter_otlp_exports_total", Counter, ["result"],
         "OTLP metric exports attempted, by result (success, failure); absent unless --otlp.endpoint is set.";
+    WEB_CONNECTIONS = "mcp_exporter_web_connections", Gauge, [],
+        "Connections open to the exporter's own port (/metrics, the status page); at most --web.max-connections.";
+    WEB_CONNECTIONS_CLOSED = "mcp_exporter_web_connections_closed_total", Counter, ["reason"],
+        "Connections to the exporter's own port that it closed, by reason (header_read_timeout, idle_timeout, evicted, refused).";
 }
 
 /// Look a family up by name.

@@ -2,11 +2,19 @@
 //! readiness and reload.
 //!
 //! Routes only read snapshots; they never reach into connection state. No route makes the
-//! exporter connect anywhere: targets come from the configuration file only.
+//! exporter connect anywhere: targets come from the configuration file only. The port itself,
+//! with its connection cap and timeouts, is in [`serve`].
 
 mod page;
+mod serve;
+
+pub use serve::{
+    Closed, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits,
+    WARN_EVERY, serve,
+};
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
@@ -26,6 +34,9 @@ pub struct WebState {
     pub telemetry: Arc<Telemetry>,
     pub reload: mpsc::Sender<ReloadRequest>,
     pub status: Arc<StatusBoard>,
+    /// True once the first configuration is applied: the port is served from the start, so a
+    /// slow first load is visible, but readiness waits for the targets.
+    pub ready: Arc<AtomicBool>,
 }
 
 pub fn router(state: WebState) -> Router {
@@ -34,7 +45,7 @@ pub fn router(state: WebState) -> Router {
         .route("/status.json", get(status_json))
         .route("/metrics", get(metrics))
         .route("/-/healthy", get(|| async { "Healthy\n" }))
-        .route("/-/ready", get(|| async { "Ready\n" }))
+        .route("/-/ready", get(ready))
         .route("/-/reload", post(reload))
         .with_state(state)
 }
@@ -49,6 +60,18 @@ async fn metrics(State(s): State<WebState>) -> Response {
         body,
     )
         .into_response()
+}
+
+async fn ready(State(s): State<WebState>) -> Response {
+    if s.ready.load(Ordering::Relaxed) {
+        "Ready\n".into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Not ready: loading the configuration\n",
+        )
+            .into_response()
+    }
 }
 
 async fn reload(State(s): State<WebState>) -> Response {

@@ -145,10 +145,24 @@ impl Drop for Exporter {
 impl Exporter {
     /// Start the binary with `args` (a free listen address and debug logs are added).
     pub fn spawn(args: &[String], envs: &[(&str, &str)]) -> Exporter {
+        Self::spawn_under(&[], args, envs)
+    }
+
+    /// Like [`Exporter::spawn`], run by `wrapper`, which gets the binary and its arguments
+    /// after its own (e.g. `sh -c 'ulimit -n 64 && exec "$0" "$@"'`).
+    pub fn spawn_under(wrapper: &[&str], args: &[String], envs: &[(&str, &str)]) -> Exporter {
         use std::process::{Command, Stdio};
         let port = free_port();
         let log = tempfile::NamedTempFile::new().expect("log file");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"));
+        let bin = env!("CARGO_BIN_EXE_mcp_exporter");
+        let mut cmd = match wrapper.split_first() {
+            None => Command::new(bin),
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(bin);
+                c
+            }
+        };
         cmd.args(args)
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=debug")
@@ -162,6 +176,22 @@ impl Exporter {
             base: format!("http://127.0.0.1:{port}"),
             log,
         }
+    }
+
+    /// Send `signal` (`HUP`, `TERM`, ...) to the process.
+    pub fn signal(&self, signal: &str) {
+        let sent = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs");
+        assert!(sent.success(), "kill -{signal} failed");
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.signal("TERM");
+        wait_exit(&mut self.child)
     }
 
     /// Everything logged so far.
@@ -195,4 +225,16 @@ impl Exporter {
 /// The body of a GET, or `None` on any failure.
 pub async fn get(url: &str) -> Option<String> {
     reqwest::get(url).await.ok()?.text().await.ok()
+}
+
+/// The exit status of `child`; panics if it is still running after [`DEADLINE`].
+pub fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            return s;
+        }
+        assert!(start.elapsed() < DEADLINE, "the process did not exit");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

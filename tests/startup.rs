@@ -1,0 +1,217 @@
+//! Startup and signals, through the binary: a SIGHUP during startup is handled, a taken port
+//! fails before any target is dialed, a missing file is an error (not a kept configuration),
+//! contradictory flags are refused, `--demo` listens on loopback, and SIGTERM is handled while
+//! a configuration read is stuck.
+//!
+//! A FIFO as the configuration file holds the exporter inside its configuration read for as
+//! long as the test wants: startup (or a reload) is provably under way when a signal is sent.
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{DEADLINE, Exporter, wait_exit};
+
+const BIN: &str = env!("CARGO_BIN_EXE_mcp_exporter");
+
+/// `O_NONBLOCK` on Linux: opening a FIFO for writing then fails unless a reader has it open.
+const O_NONBLOCK: i32 = 0o4000;
+
+fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status().expect("mkfifo");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// The write end of `fifo`, once the exporter has opened it for reading (it then blocks in
+/// its read until this end writes or closes).
+fn writer_once_read(fifo: &Path) -> std::fs::File {
+    let start = Instant::now();
+    loop {
+        if let Ok(f) = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(O_NONBLOCK)
+            .open(fifo)
+        {
+            return f;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the exporter never opened {}",
+            fifo.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn reload_ok(e: &Exporter) -> impl std::future::Future<Output = common::Scrape> + '_ {
+    e.until_metrics("the configuration applied", |s| {
+        s.v("mcp_exporter_config_last_reload_successful", &[]) == 1.0
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sighup_during_startup_is_handled_not_fatal() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("mcp_exporter.yml");
+    mkfifo(&fifo);
+    let mut e = Exporter::spawn(&[format!("--config.file={}", fifo.display())], &[]);
+    let mut writer = writer_once_read(&fifo);
+    // Startup is under way: the first configuration is being read. The port is already served,
+    // but not ready.
+    e.signal("HUP");
+    let ready = reqwest::get(format!("{}/-/ready", e.base)).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let _ = writer.write_all(b"targets: []\n");
+    drop(writer);
+    reload_ok(&e).await;
+    assert!(
+        e.child.try_wait().unwrap().is_none(),
+        "the SIGHUP ended the process"
+    );
+    // The SIGHUP's reload now waits on the FIFO; SIGTERM still ends the process cleanly.
+    let status = e.terminate();
+    assert!(status.success(), "exit status {status:?}\n{}", e.logs());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_is_handled_while_a_reload_reads_a_stuck_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp_exporter.yml");
+    std::fs::write(&path, "targets: []\n").unwrap();
+    let mut e = Exporter::spawn(&[format!("--config.file={}", path.display())], &[]);
+    reload_ok(&e).await;
+    std::fs::remove_file(&path).unwrap();
+    mkfifo(&path);
+    e.signal("HUP");
+    // The reload is now blocked reading a file that never ends.
+    let writer = writer_once_read(&path);
+    let status = e.terminate();
+    assert!(status.success(), "exit status {status:?}\n{}", e.logs());
+    drop(writer);
+}
+
+/// The binary, killed when dropped (also when a test fails while it runs).
+struct Spawned(std::process::Child);
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Start the binary with `args`, its stderr going to `err`.
+fn spawn(args: &[String], err: &tempfile::NamedTempFile) -> Spawned {
+    let child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(err.reopen().unwrap()))
+        .spawn()
+        .unwrap();
+    Spawned(child)
+}
+
+/// Run the binary with `args` until it exits; its status and stderr.
+fn run_to_exit(args: &[String]) -> (ExitStatus, String) {
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let mut child = spawn(args, &err);
+    let status = wait_exit(&mut child.0);
+    (status, std::fs::read_to_string(err.path()).unwrap())
+}
+
+fn config_with_target(dir: &Path, url: &str) -> PathBuf {
+    let path = dir.join("mcp_exporter.yml");
+    std::fs::write(
+        &path,
+        format!("targets:\n  - name: kb\n    url: {url}\n    connections: 4\n"),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn a_taken_port_fails_before_any_target_is_dialed() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap().to_string();
+    let target = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    target.set_nonblocking(true).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_target(
+        dir.path(),
+        &format!("http://{}/mcp", target.local_addr().unwrap()),
+    );
+    let (status, stderr) = run_to_exit(&[
+        format!("--config.file={}", config.display()),
+        format!("--web.listen-address={taken_addr}"),
+    ]);
+    assert!(!status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("cannot listen on {taken_addr}")),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("configuration applied"),
+        "targets were started before the port was bound\n{stderr}"
+    );
+    match target.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the target was dialed: {other:?}"),
+    }
+}
+
+#[test]
+fn a_missing_configuration_file_is_an_error_not_a_kept_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.yml");
+    let (status, stderr) = run_to_exit(&[
+        format!("--config.file={}", missing.display()),
+        "--web.listen-address=127.0.0.1:0".into(),
+    ]);
+    assert!(!status.success(), "{stderr}");
+    assert!(stderr.contains("missing.yml"), "{stderr}");
+    assert!(
+        !stderr.contains("keeping the running one"),
+        "there is no running configuration to keep\n{stderr}"
+    );
+}
+
+#[test]
+fn demo_refuses_a_configuration_file_and_config_check() {
+    for conflicting in ["--config.file=mine.yml", "--config.check"] {
+        let (status, stderr) = run_to_exit(&[
+            "--demo".into(),
+            conflicting.into(),
+            "--web.listen-address=127.0.0.1:0".into(),
+        ]);
+        assert!(!status.success(), "--demo {conflicting}: {stderr}");
+        let flag = conflicting.split('=').next().unwrap();
+        assert!(
+            stderr.contains("--demo") && stderr.contains(flag) && stderr.contains("cannot be used"),
+            "--demo {conflicting}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn demo_listens_on_loopback_unless_told_otherwise() {
+    let err = tempfile::NamedTempFile::new().unwrap();
+    let child = spawn(&["--demo".into()], &err);
+    // Either it listens, or the port is taken (by another exporter on this machine): both
+    // lines name the address it chose.
+    let start = Instant::now();
+    let logs = loop {
+        let logs = std::fs::read_to_string(err.path()).unwrap();
+        if logs.contains("listening") || logs.contains("cannot listen") {
+            break logs;
+        }
+        assert!(start.elapsed() < DEADLINE, "no listen line\n{logs}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    drop(child);
+    assert!(logs.contains("127.0.0.1:10117"), "{logs}");
+    assert!(!logs.contains("0.0.0.0"), "{logs}");
+}
