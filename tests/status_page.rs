@@ -148,29 +148,16 @@ async fn status_names_the_stale_tool_and_tells_the_story() {
     }
 }
 
-/// Poll `/status.json` until `cond` holds; panics with the last document after `deadline`.
+/// Poll `/status.json` until `cond` holds; panics with the logs after `deadline`.
 async fn until_status(
     e: &Exporter,
     deadline: Duration,
     what: &str,
     cond: impl Fn(&Value) -> bool,
 ) -> Value {
-    let start = tokio::time::Instant::now();
-    loop {
-        let body = get(&format!("{}/status.json", e.base))
-            .await
-            .unwrap_or_default();
-        let s: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-        if cond(&s) {
-            return s;
-        }
-        assert!(
-            start.elapsed() < deadline,
-            "status never showed {what}: {s}\n{}",
-            e.logs()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let json = |t: &str| serde_json::from_str(t).ok();
+    e.until_get("/status.json", deadline, what, json, cond)
+        .await
 }
 
 fn severity_rank(s: &str) -> usize {

@@ -532,17 +532,13 @@ impl Validator<'_> {
             return Ok((d, inherited));
         };
         let p = "global";
-        let here_or_default = |value: Option<Duration>, default: Duration| match value {
-            Some(v) => (v, Origin::Here),
-            None => (default, Origin::Default),
-        };
-        let audit = here_or_default(
+        let audit = origin(
             self.duration(p, "audit_interval", raw.audit_interval)?,
-            d.audit_interval,
+            (d.audit_interval, Origin::Default),
         );
-        let ping = here_or_default(
+        let ping = origin(
             self.duration(p, "ping_interval", raw.ping_interval)?,
-            d.ping_interval,
+            (d.ping_interval, Origin::Default),
         );
         let timeout = self.duration(p, "request_timeout", raw.request_timeout)?;
         let inherited = timeout.unwrap_or(d.request_timeout);
@@ -577,17 +573,13 @@ impl Validator<'_> {
         let url = self.url(p, raw.url)?;
         let protocol_version = self.protocol_version(p, raw.protocol_version)?;
 
-        let pick = |value: Option<Duration>, default: Duration| match value {
-            Some(v) => (v, Origin::Here),
-            None => (default, Origin::Global),
-        };
-        let audit = pick(
+        let audit = origin(
             self.duration(p, "audit_interval", raw.audit_interval)?,
-            global.audit_interval,
+            (global.audit_interval, Origin::Global),
         );
-        let ping = pick(
+        let ping = origin(
             self.duration(p, "ping_interval", raw.ping_interval)?,
-            global.ping_interval,
+            (global.ping_interval, Origin::Global),
         );
         let timeout = self.duration(p, "request_timeout", raw.request_timeout)?;
         let grace = self
@@ -1053,6 +1045,11 @@ fn expand_env(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<Strin
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// A value set here, or the fallback with where it came from (for precise error messages).
+fn origin(value: Option<Duration>, fallback: (Duration, Origin)) -> (Duration, Origin) {
+    value.map_or(fallback, |v| (v, Origin::Here))
 }
 
 /// `1048576`, `512KiB`, `512KB`, `1MiB`, `1MB`, `64B` → bytes (units are powers of two).

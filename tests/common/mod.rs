@@ -204,17 +204,31 @@ impl Exporter {
 
     /// Wait until `cond` holds on a scrape of `/metrics`.
     pub async fn until_metrics(&self, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
+        self.until_get("/metrics", DEADLINE, what, |t| Some(Scrape::parse(t)), cond)
+            .await
+    }
+
+    /// Poll `path` until its body, read by `parse`, satisfies `cond`; panics with the logs after
+    /// `deadline`.
+    pub async fn until_get<T>(
+        &self,
+        path: &str,
+        deadline: Duration,
+        what: &str,
+        parse: impl Fn(&str) -> Option<T>,
+        cond: impl Fn(&T) -> bool,
+    ) -> T {
         let start = tokio::time::Instant::now();
         loop {
-            if let Some(text) = get(&format!("{}/metrics", self.base)).await {
-                let s = Scrape::parse(&text);
-                if cond(&s) {
-                    return s;
-                }
+            if let Some(text) = get(&format!("{}{path}", self.base)).await
+                && let Some(v) = parse(&text)
+                && cond(&v)
+            {
+                return v;
             }
             assert!(
-                start.elapsed() < DEADLINE,
-                "timed out waiting for {what}\n--- logs ---\n{}",
+                start.elapsed() < deadline,
+                "timed out waiting for {what} on {path}\n--- logs ---\n{}",
                 self.logs()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
