@@ -6,7 +6,7 @@
 //! ```text
 //! config ──► probe::Supervisor ──► probe::connection (one task per target × connection)
 //!                                    │  mcp (the wire: JSON-RPC, Streamable HTTP, session)
-//!                                    │  probe::walker (cursor walk) · probe::catalog (cache, diff)
+//!                                    │  probe::walker (cursor walk) · probe::toolset (cache, diff)
 //!                                    ▼
 //!                                telemetry (per-target recorders) ──► web (/metrics, /-/reload …)
 //! ```

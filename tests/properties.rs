@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use mcp_exporter::mcp::jsonrpc::{self, Incoming, RpcError};
 use mcp_exporter::mcp::{McpError, Reason};
-use mcp_exporter::probe::catalog::{ToolSet, tool_fingerprint};
+use mcp_exporter::probe::toolset::{ToolSet, tool_fingerprint};
 use mcp_exporter::probe::walker::{MAX_TOOLS_PER_WALK, Pager, WalkError, walk};
 use proptest::prelude::*;
 use rand::SeedableRng;
@@ -604,7 +604,7 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// catalog: fingerprints and the diff
+// toolset: fingerprints and the diff
 // ---------------------------------------------------------------------------------------------
 
 /// A JSON tree whose object members keep an explicit order, to be written out as text.

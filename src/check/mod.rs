@@ -27,8 +27,8 @@ use crate::config::{Expect, ProbeConfig, Secret, redact_url, valid_tool_name};
 use crate::mcp::http::NotificationStream;
 use crate::mcp::session::LEGACY_VERSIONS;
 use crate::mcp::{HttpTransport, Inbox, Limits, McpError, Session, truncate};
-use crate::probe::catalog::{Drift, ToolSet, kept_name, tool_fingerprint};
 use crate::probe::functional::{self, ProbeFailure};
+use crate::probe::toolset::{Drift, ToolSet, kept_name, tool_fingerprint};
 use crate::probe::walker::{self, Pager, WalkError, WalkReport};
 
 /// At most this many names are quoted in one row; the rest are counted.

@@ -33,10 +33,10 @@ use tokio::time::{MissedTickBehavior, sleep_until};
 
 use super::Trigger;
 use super::backoff::Backoff;
-use super::catalog::{Drift, ToolSet};
 use super::functional::{self, Failed};
 use super::repeats::{Line, Repeats, name_list};
 use super::status::{ConnState, ConnStatusHandle};
+use super::toolset::{Drift, ToolSet};
 use super::walker::{self, Pager, WalkLimits, WalkReport};
 use crate::config::{ProbeConfig, ProtocolChoice, TargetConfig};
 use crate::mcp::http::StreamEnd;

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::catalog::ToolSet;
+use super::toolset::ToolSet;
 use crate::config::{Expect, ProbeConfig};
 use crate::mcp::{McpError, Reason};
 

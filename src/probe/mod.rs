@@ -2,7 +2,7 @@
 //! MCP client and auditing its own cache.
 //!
 //! - [`walker`] follows cursors with caps and guards and yields fingerprints;
-//! - [`catalog`] holds fingerprints and the cache-vs-server diff;
+//! - [`toolset`] holds tool fingerprints, the tool sets a connection keeps and their diff;
 //! - [`connection`] is the per-connection state machine (session, stream, walks, audit, ping,
 //!   functional probes);
 //! - [`functional`] judges `tools/call` probes and guards against side effects;
@@ -10,12 +10,12 @@
 //! - [`supervisor`] owns the connection tasks and applies config diffs.
 
 pub mod backoff;
-pub mod catalog;
 pub mod connection;
 pub mod functional;
 pub mod repeats;
 pub mod status;
 pub mod supervisor;
+pub mod toolset;
 mod trigger;
 pub mod walker;
 

@@ -27,7 +27,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::Trigger;
-use super::catalog::{Drift, ToolSet};
+use super::toolset::{Drift, ToolSet};
 use crate::config::{TargetConfig, redact_url};
 use crate::mcp::{Era, ServerInfo};
 use crate::text;

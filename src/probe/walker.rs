@@ -18,7 +18,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::catalog::{BYTES_PER_TOOL, ToolSet, kept_name, read_only_hinted, tool_fingerprint};
+use super::toolset::{BYTES_PER_TOOL, ToolSet, kept_name, read_only_hinted, tool_fingerprint};
 use crate::mcp::http::MAX_BODY_BYTES;
 use crate::mcp::{McpError, Reason};
 

@@ -14,7 +14,7 @@ use super::catalog as m;
 use super::{METADATA, TargetMetrics, key};
 use crate::mcp::{Era, Reason, ServerInfo};
 use crate::probe::Trigger;
-use crate::probe::catalog::{Drift, ToolSet};
+use crate::probe::toolset::{Drift, ToolSet};
 use crate::probe::walker::{WalkError, WalkReport};
 
 /// Metrics of one (target, connection).
