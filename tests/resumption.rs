@@ -20,7 +20,7 @@ use axum::routing::post;
 use common::{Harness, Scrape, target};
 use mcp_exporter::lab::{Behaviour, Lab, ResumeCounts};
 use mcp_exporter::mcp::http::MAX_RESUMPTIONS;
-use mcp_exporter::mcp::{HttpTransport, Inbox, Limits, McpError, Reason, Session};
+use mcp_exporter::mcp::{HttpTransport, Inbox, Limits, McpError, ProtocolVersion, Reason, Session};
 use serde_json::{Value, json};
 
 const C0: (&str, &str) = ("connection", "0");
@@ -44,9 +44,14 @@ async fn resumable_lab(b: Behaviour) -> (Lab, url::Url) {
 async fn session(url: url::Url, timeout: Duration) -> Session {
     let transport = HttpTransport::new(url, &[], Limits::default()).expect("transport");
     let (inbox, _requests) = Inbox::new();
-    Session::open(Arc::new(transport), "2025-11-25", Arc::new(inbox), timeout)
-        .await
-        .expect("session opens")
+    Session::open(
+        Arc::new(transport),
+        ProtocolVersion::V2025_11_25,
+        Arc::new(inbox),
+        timeout,
+    )
+    .await
+    .expect("session opens")
 }
 
 /// `tools/list` on `url`, bounded well above the session timeout so a hang fails the test.
@@ -223,7 +228,7 @@ async fn a_server_without_a_get_stream_fails_the_resumption_as_http_4xx() {
     let (inbox, _requests) = Inbox::new();
     let opened = Session::open(
         Arc::new(transport),
-        "2025-11-25",
+        ProtocolVersion::V2025_11_25,
         Arc::new(inbox),
         Duration::from_secs(5),
     )

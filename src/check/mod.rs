@@ -25,8 +25,7 @@ use serde_json::{Value, json};
 
 use crate::config::{Expect, ProbeConfig, Secret, redact_url, valid_tool_name};
 use crate::mcp::http::NotificationStream;
-use crate::mcp::session::LEGACY_VERSIONS;
-use crate::mcp::{HttpTransport, Inbox, Limits, McpError, Session, truncate};
+use crate::mcp::{HttpTransport, Inbox, Limits, McpError, ProtocolVersion, Session, truncate};
 use crate::probe::functional::{self, ProbeFailure};
 use crate::probe::toolset::{Drift, ToolSet, kept_name, tool_fingerprint};
 use crate::probe::walker::{self, Pager, WalkError, WalkReport};
@@ -43,7 +42,7 @@ pub struct Options {
     /// Deadline of each request.
     pub timeout: Duration,
     /// The protocol version offered in `initialize` (default: the newest this client speaks).
-    pub protocol_version: Option<String>,
+    pub protocol_version: Option<ProtocolVersion>,
     /// Page cap of each walk.
     pub max_pages: u32,
     /// Byte cap of each walk's listing, across its pages.
@@ -76,16 +75,14 @@ pub fn parse_arguments(text: &str) -> Result<serde_json::Map<String, Value>, Str
 }
 
 /// Check a `--protocol-version` value against the versions this client speaks.
-pub fn parse_protocol_version(v: &str) -> Result<String, String> {
-    if LEGACY_VERSIONS.contains(&v) {
-        Ok(v.to_string())
-    } else {
-        Err(format!(
+pub fn parse_protocol_version(v: &str) -> Result<ProtocolVersion, String> {
+    ProtocolVersion::parse(v).ok_or_else(|| {
+        format!(
             "--protocol-version {:?} is not one this client speaks ({})",
             truncate(v, 40),
-            LEGACY_VERSIONS.join(", ")
-        ))
-    }
+            ProtocolVersion::list()
+        )
+    })
 }
 
 /// The verdict of one row.
@@ -225,10 +222,7 @@ pub async fn run(opts: &Options) -> Report {
     };
     let (inbox, mut requests) = Inbox::new();
     let inbox = Arc::new(inbox);
-    let offered = opts
-        .protocol_version
-        .as_deref()
-        .unwrap_or(LEGACY_VERSIONS[0]);
+    let offered = opts.protocol_version.unwrap_or(ProtocolVersion::NEWEST);
     let session = match Session::open(transport, offered, inbox.clone(), opts.timeout).await {
         Ok(s) => Arc::new(s),
         Err(e) => {
@@ -272,7 +266,7 @@ pub async fn run(opts: &Options) -> Report {
 async fn session_rows(
     session: &Arc<Session>,
     inbox: &Arc<Inbox>,
-    offered: &str,
+    offered: ProtocolVersion,
     report: &mut Report,
 ) -> Option<Listener> {
     let info = session.info().clone();
@@ -285,7 +279,7 @@ async fn session_rows(
         ),
     );
     let chosen = &info.protocol_version;
-    let how = if chosen == offered {
+    let how = if chosen == offered.as_str() {
         "the server accepted it"
     } else {
         "the server counter-offered a version this client speaks"

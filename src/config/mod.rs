@@ -25,6 +25,7 @@ pub use limits::{MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_TOTAL_CONNECTIONS};
 pub use probes::{Expect, MAX_PROBES, ProbeConfig, valid_tool_name};
 pub use secret::{Secret, redact_url};
 
+use crate::mcp::version::{self, ProtocolVersion};
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
@@ -152,27 +153,24 @@ pub enum ProtocolChoice {
     /// Offer the newest version this build supports and accept what the server answers.
     #[default]
     Auto,
-    V2025_11_25,
-    V2025_06_18,
-    V2025_03_26,
+    /// Offer this version.
+    Pinned(ProtocolVersion),
 }
 
 impl ProtocolChoice {
-    /// Every accepted value, in the order they are documented.
-    const ALL: [ProtocolChoice; 4] = [
-        ProtocolChoice::Auto,
-        ProtocolChoice::V2025_11_25,
-        ProtocolChoice::V2025_06_18,
-        ProtocolChoice::V2025_03_26,
-    ];
-
     /// The spelling used in the configuration file: `auto`, `2025-11-25`, ...
     pub fn as_str(&self) -> &'static str {
         match self {
             ProtocolChoice::Auto => "auto",
-            ProtocolChoice::V2025_11_25 => "2025-11-25",
-            ProtocolChoice::V2025_06_18 => "2025-06-18",
-            ProtocolChoice::V2025_03_26 => "2025-03-26",
+            ProtocolChoice::Pinned(v) => v.as_str(),
+        }
+    }
+
+    /// The version to offer in `initialize`.
+    pub fn offer(&self) -> ProtocolVersion {
+        match self {
+            ProtocolChoice::Auto => ProtocolVersion::NEWEST,
+            ProtocolChoice::Pinned(v) => *v,
         }
     }
 }
@@ -695,23 +693,21 @@ impl Validator<'_> {
         let Some(raw) = raw else {
             return Ok(ProtocolChoice::Auto);
         };
-        if let Some(choice) = ProtocolChoice::ALL.into_iter().find(|c| c.as_str() == raw) {
-            return Ok(choice);
+        if raw == "auto" {
+            return Ok(ProtocolChoice::Auto);
+        }
+        if let Some(v) = ProtocolVersion::parse(&raw) {
+            return Ok(ProtocolChoice::Pinned(v));
         }
         let field = format!("{p}.protocol_version");
-        if raw == "2026-07-28" {
-            return Err(self.err(
-                field,
-                "protocol_version 2026-07-28 (modern era) is not supported by this build yet; \
-                 use auto or a legacy version",
-            ));
+        if let Some((_, why)) = version::NOT_YET.iter().find(|(v, _)| *v == raw) {
+            return Err(self.err(field, format!("protocol_version {why}")));
         }
-        let allowed: Vec<&str> = ProtocolChoice::ALL.iter().map(|c| c.as_str()).collect();
         Err(self.err(
             field,
             format!(
-                "unknown protocol_version {raw:?}; allowed values: {}",
-                allowed.join(", ")
+                "unknown protocol_version {raw:?}; allowed values: auto, {}",
+                ProtocolVersion::list()
             ),
         ))
     }
@@ -1719,18 +1715,35 @@ targets:
     fn protocol_versions() {
         for (text, want) in [
             ("auto", ProtocolChoice::Auto),
-            ("2025-11-25", ProtocolChoice::V2025_11_25),
-            ("2025-06-18", ProtocolChoice::V2025_06_18),
-            ("2025-03-26", ProtocolChoice::V2025_03_26),
-            ("'2025-03-26'", ProtocolChoice::V2025_03_26),
+            (
+                "2025-11-25",
+                ProtocolChoice::Pinned(ProtocolVersion::V2025_11_25),
+            ),
+            (
+                "2025-06-18",
+                ProtocolChoice::Pinned(ProtocolVersion::V2025_06_18),
+            ),
+            (
+                "2025-03-26",
+                ProtocolChoice::Pinned(ProtocolVersion::V2025_03_26),
+            ),
+            (
+                "'2025-03-26'",
+                ProtocolChoice::Pinned(ProtocolVersion::V2025_03_26),
+            ),
         ] {
             let c = ok(&one_target(&format!("    protocol_version: {text}\n")));
             assert_eq!(c.targets[0].protocol_version, want);
         }
         assert_eq!(ProtocolChoice::Auto.as_str(), "auto");
-        assert_eq!(ProtocolChoice::V2025_11_25.as_str(), "2025-11-25");
-        assert_eq!(ProtocolChoice::V2025_06_18.as_str(), "2025-06-18");
-        assert_eq!(ProtocolChoice::V2025_03_26.to_string(), "2025-03-26");
+        let pinned = |v| ProtocolChoice::Pinned(v);
+        assert_eq!(pinned(ProtocolVersion::V2025_11_25).as_str(), "2025-11-25");
+        assert_eq!(pinned(ProtocolVersion::V2025_06_18).as_str(), "2025-06-18");
+        assert_eq!(
+            pinned(ProtocolVersion::V2025_03_26).to_string(),
+            "2025-03-26"
+        );
+        assert_eq!(ProtocolChoice::Auto.offer(), ProtocolVersion::NEWEST);
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //! request, page, cursor and notification that a real client would meet.
 //!
 //! Layers, bottom up: [`jsonrpc`] framing, [`http`] (Streamable HTTP: POST answers as JSON or SSE,
-//! the GET stream, size caps), [`session`] (the legacy-era handshake and headers). Server-initiated
+//! the GET stream, size caps), [`session`] (the legacy-era handshake and headers), [`version`]
+//! (the one table of protocol versions and eras). Server-initiated
 //! messages from any stream land in one [`inbox::Inbox`]. Every failure is an [`McpError`] with a
 //! [`Reason`] from a fixed set. The modern (2026-07-28) era will be a second session type beside
-//! [`session::Session`], chosen by [`session::Era`].
+//! [`session::Session`], chosen by [`version::Era`].
 
 pub mod error;
 pub mod http;
@@ -13,8 +14,10 @@ pub mod inbox;
 pub mod jsonrpc;
 pub mod session;
 pub mod sse_lines;
+pub mod version;
 
 pub use error::{McpError, Reason, truncate};
 pub use http::{HttpTransport, Limits};
 pub use inbox::Inbox;
-pub use session::{Era, ServerInfo, Session};
+pub use session::{ServerInfo, Session};
+pub use version::{Era, ProtocolVersion};

@@ -18,9 +18,8 @@ use super::http::{
 };
 use super::inbox::Inbox;
 use super::jsonrpc::{self, RpcError};
-
-/// Versions of the legacy era this client speaks, newest first.
-pub const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+pub use super::version::Era;
+use super::version::ProtocolVersion;
 
 /// What `initialize` told us about the server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,21 +31,6 @@ pub struct ServerInfo {
     pub tools: bool,
     /// `capabilities.tools.listChanged` is true.
     pub list_changed: bool,
-}
-
-/// The protocol era of a session (label `era`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Era {
-    /// `initialize` handshake, `Mcp-Session-Id`, GET stream, `ping`.
-    Legacy,
-}
-
-impl Era {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Era::Legacy => "legacy",
-        }
-    }
 }
 
 /// One open session.
@@ -65,12 +49,12 @@ impl Session {
     /// `notifications/initialized`.
     pub async fn open(
         transport: Arc<HttpTransport>,
-        preferred: &str,
+        preferred: ProtocolVersion,
         inbox: Arc<Inbox>,
         timeout: Duration,
     ) -> Result<Session, McpError> {
         let params = json!({
-            "protocolVersion": preferred,
+            "protocolVersion": preferred.as_str(),
             "capabilities": {},
             "clientInfo": {"name": "mcp_exporter", "version": env!("CARGO_PKG_VERSION")},
         });
@@ -99,7 +83,7 @@ impl Session {
             session_id,
             protocol_version: None,
         };
-        if !LEGACY_VERSIONS.contains(&info.protocol_version.as_str()) {
+        let Some(version) = ProtocolVersion::parse(&info.protocol_version) else {
             transport.delete(&headers).await;
             return Err(McpError::new(
                 Reason::UnsupportedVersion,
@@ -108,9 +92,8 @@ impl Session {
                     truncate(&info.protocol_version, 40)
                 ),
             ));
-        }
-        // The header exists from 2025-06-18 on; 2025-03-26 servers do not expect it.
-        if info.protocol_version.as_str() != "2025-03-26" {
+        };
+        if version.sends_version_header() {
             headers.protocol_version = HeaderValue::from_str(&info.protocol_version).ok();
         }
         let session = Session {

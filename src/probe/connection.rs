@@ -38,7 +38,7 @@ use super::repeats::{Line, Repeats, name_list};
 use super::status::{ConnState, ConnStatusHandle};
 use super::toolset::{Drift, ToolSet};
 use super::walker::{self, Pager, WalkLimits, WalkReport};
-use crate::config::{ProbeConfig, ProtocolChoice, TargetConfig};
+use crate::config::{ProbeConfig, TargetConfig};
 use crate::mcp::http::StreamEnd;
 use crate::mcp::{HttpTransport, Inbox, Limits, McpError, Reason, Session};
 use crate::telemetry::ConnMetrics;
@@ -223,14 +223,6 @@ impl Connection {
         self
     }
 
-    fn preferred_version(&self) -> &'static str {
-        match self.config.protocol_version {
-            ProtocolChoice::Auto | ProtocolChoice::V2025_11_25 => "2025-11-25",
-            ProtocolChoice::V2025_06_18 => "2025-06-18",
-            ProtocolChoice::V2025_03_26 => "2025-03-26",
-        }
-    }
-
     /// Run until `shutdown` turns true.
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let mut backoff = Backoff::default();
@@ -248,7 +240,7 @@ impl Connection {
                 _ = shutdown.changed() => return,
                 r = timed(&self.metrics, "initialize", Session::open(
                     self.transport.clone(),
-                    self.preferred_version(),
+                    self.config.protocol_version.offer(),
                     inbox.clone(),
                     self.config.request_timeout,
                 )) => r,
