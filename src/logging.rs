@@ -22,7 +22,10 @@ pub fn init(level: &str, format: Format) {
     match format {
         Format::Logfmt => registry
             .with(
+                // No module path as `target=`: the key is ours, the probed target's name, and
+                // a logfmt line with two `target` keys reads differently in every parser.
                 tracing_logfmt::builder()
+                    .with_target(false)
                     .layer()
                     .with_writer(std::io::stderr),
             )

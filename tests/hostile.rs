@@ -1579,7 +1579,8 @@ async fn session_failure_series_exist_before_any_failure() {
 /// Logs bounded: a server whose list changes on every audit (300 renamed tools, 110-byte names,
 /// never announced) made one "cache differs" line per audit listing every name (1.9 GB in 80 s at
 /// default intervals). Now: names per line are capped, and the repeated state is logged once,
-/// then summarised at most every five minutes.
+/// then summarised at most every five minutes. A list that changes faster than
+/// `notification_grace` is still counted as unannounced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_churn_logs_once_per_state_change() {
     let hostile = Hostile::start("tools/list", Some(Fault::Churn), GetStream::Refuse).await;
@@ -1588,7 +1589,7 @@ async fn hostile_churn_logs_once_per_state_change() {
     std::fs::write(
         &config,
         format!(
-            "global:\n  audit_interval: 200ms\n  ping_interval: 200ms\n  request_timeout: 200ms\n  notification_grace: 100ms\n\
+            "global:\n  audit_interval: 200ms\n  ping_interval: 200ms\n  request_timeout: 200ms\n  notification_grace: 1s\n\
              targets:\n  - name: churny\n    url: {}\n",
             hostile.url()
         ),
@@ -1604,12 +1605,26 @@ async fn hostile_churn_logs_once_per_state_change() {
             .is_some_and(|n| n >= 20.0)
         })
         .await;
+    // The list changes every 200 ms, within the 1 s grace of the change before: the grace of the
+    // first change still runs out, so the churn is unannounced (it was never counted before).
+    exporter
+        .until_metrics("the churn counted as unannounced", |s| {
+            s.get("mcp_probe_unannounced_changes_total", &[t("churny"), C0])
+                .is_some_and(|n| n >= 2.0)
+        })
+        .await;
     let logs = exporter.logs();
     eprintln!(
         "measured: {} bytes, {} lines of logs over 20 audits of a churning server",
         logs.len(),
         logs.lines().count()
     );
+    for line in logs.lines() {
+        assert!(
+            line.matches(" target=").count() <= 1,
+            "a logfmt line with two target keys: {line}"
+        );
+    }
     let differs: Vec<&str> = logs
         .lines()
         .filter(|l| l.contains("cache differs from server"))

@@ -732,12 +732,15 @@ impl Connection {
             .as_ref()
             .map(ToolSet::fingerprint)
             .unwrap_or_default();
-        if self
-            .divergence
-            .as_ref()
-            .is_some_and(|d| d.server_fingerprint == fp)
-        {
-            return;
+        match &mut self.divergence {
+            Some(d) if d.server_fingerprint == fp => return,
+            // Changed again within the grace of an earlier change: the clock of the first change
+            // keeps running (a list that churns faster than the grace is still unannounced).
+            Some(d) if !d.counted => {
+                d.server_fingerprint = fp;
+                return;
+            }
+            _ => {}
         }
         let repeated = match self.logs.drift.failed("drift") {
             Line::First => Some(0),
