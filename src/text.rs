@@ -79,13 +79,24 @@ pub fn bounded(s: &str, max_bytes: usize) -> Cow<'_, str> {
 /// At most `max` items of `items` joined by `", "` (each already safe), then `… and N more` for
 /// the rest: a list a person reads, bounded in count.
 pub fn list<S: AsRef<str>>(items: &[S], max: usize) -> String {
-    let mut out = items
-        .iter()
-        .take(max)
-        .map(AsRef::as_ref)
-        .collect::<Vec<_>>()
-        .join(", ");
-    let more = items.len().saturating_sub(max);
+    joined(
+        items.iter().map(|i| Cow::Borrowed(i.as_ref())),
+        items.len(),
+        max,
+    )
+}
+
+/// [`list`] of server-supplied items: each one shown also passes through [`bounded`], so the
+/// list is bounded in bytes too (at most about `max × (max_item_bytes + 2)`).
+pub fn bounded_list<S: AsRef<str>>(items: &[S], max: usize, max_item_bytes: usize) -> String {
+    let shown = items.iter().map(|i| bounded(i.as_ref(), max_item_bytes));
+    joined(shown, items.len(), max)
+}
+
+/// The first `max` of `shown` joined, then how many of `total` were left out.
+fn joined<'a>(shown: impl Iterator<Item = Cow<'a, str>>, total: usize, max: usize) -> String {
+    let mut out = shown.take(max).collect::<Vec<_>>().join(", ");
+    let more = total.saturating_sub(max);
     if more > 0 {
         let _ = write!(out, "{}… and {more} more", if max > 0 { " " } else { "" });
     }

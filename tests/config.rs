@@ -77,11 +77,7 @@ async fn reload_to_zero_targets_succeeds_with_a_warning() {
         .await;
 
     std::fs::write(&path, "# every target removed\ntargets: []\n").unwrap();
-    let resp = reqwest::Client::new()
-        .post(format!("{}/-/reload", e.base))
-        .send()
-        .await
-        .unwrap();
+    let resp = e.reload().await;
     assert_eq!(resp.status(), 200, "an empty configuration is valid");
     let s = e
         .until_metrics("zero targets applied", |s| {

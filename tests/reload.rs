@@ -115,11 +115,7 @@ async fn binary_reload_rejects_bad_config_and_applies_good_one() {
 
     // A bad config: the reload fails, names file and field, and the running target stays.
     std::fs::write(&path, "targets:\n  - name: a\n    url: ftp://nope/mcp\n").unwrap();
-    let resp = reqwest::Client::new()
-        .post(format!("{}/-/reload", e.base))
-        .send()
-        .await
-        .unwrap();
+    let resp = e.reload().await;
     assert_eq!(resp.status(), 500);
     let body = resp.text().await.unwrap();
     assert!(

@@ -34,7 +34,7 @@ use tokio::time::{MissedTickBehavior, sleep_until};
 use super::Trigger;
 use super::backoff::Backoff;
 use super::functional::{self, Failed};
-use super::repeats::{Line, Repeats, name_list};
+use super::repeats::{Repeats, name_list};
 use super::status::{ConnState, ConnStatusHandle};
 use super::toolset::{Drift, ToolSet};
 use super::walker::{self, Pager, WalkLimits, WalkReport};
@@ -258,6 +258,7 @@ impl Connection {
                     self.status
                         .session_opened(session.era(), session.info(), trigger);
                     self.sessions += 1;
+                    // Not up until this session answers a request after initialize.
                     self.alive = false;
                     let responder = spawn_responder(session.clone(), requests);
                     let end = self
@@ -284,7 +285,6 @@ impl Connection {
                     SessionEnd::Dead(e)
                 }
             };
-            self.alive = false;
             let delay = match end {
                 SessionEnd::Shutdown => return,
                 SessionEnd::Expired => {
@@ -301,14 +301,11 @@ impl Connection {
                         "session_expired",
                         format!("HTTP 404 on the session id; opening a new session in {d:?}"),
                     );
-                    let line = self.logs.session.failed(Reason::SessionExpired.as_str());
-                    self.log_session_end(
-                        line,
-                        "session expired; re-initializing",
-                        Reason::SessionExpired,
-                        "HTTP 404 on the session id",
-                        d,
-                    );
+                    if let Some(repeated) =
+                        self.logs.session.failed(Reason::SessionExpired.as_str())
+                    {
+                        tracing::warn!(target = %self.config.name, connection = self.index, reason = %Reason::SessionExpired, retry_in = ?d, repeated, "session expired; re-initializing");
+                    }
                     d
                 }
                 SessionEnd::Dead(e) => {
@@ -317,8 +314,9 @@ impl Connection {
                         "session_closed",
                         format!("{}: {}; retry in {d:?}", e.reason, e.detail),
                     );
-                    let line = self.logs.session.failed(e.reason.as_str());
-                    self.log_session_end(line, "session failed", e.reason, &e.detail, d);
+                    if let Some(repeated) = self.logs.session.failed(e.reason.as_str()) {
+                        tracing::warn!(target = %self.config.name, connection = self.index, reason = %e.reason, error = %e.detail, retry_in = ?d, repeated, "session failed");
+                    }
                     d
                 }
             };
@@ -460,8 +458,8 @@ impl Connection {
                         Ok(d) => {
                             ping_failures = 0;
                             self.metrics.ping(Ok(d));
-                            self.alive = false;
-                            self.confirm_alive();
+                            // Up again even after a failed ping earlier in this session.
+                            self.up();
                         }
                         Err(e) => {
                             self.metrics.ping(Err(()));
@@ -546,37 +544,21 @@ impl Connection {
         }
     }
 
-    /// The session answered a request after `initialize`: it is up, and whatever failed before
-    /// has recovered. Idempotent within a session.
+    /// The session answered a request after `initialize`: up, the first time in a session (a
+    /// failed ping later takes that back until a ping passes again).
     fn confirm_alive(&mut self) {
-        if self.alive {
-            return;
+        if !self.alive {
+            self.up();
         }
+    }
+
+    /// The session is up: it answered, and whatever failed before has recovered.
+    fn up(&mut self) {
         self.alive = true;
         self.metrics.set_up(true);
         self.status.state(ConnState::Up);
         if let Some(failures) = self.logs.session.recovered() {
             tracing::info!(target = %self.config.name, connection = self.index, failures, "session works again");
-        }
-    }
-
-    fn log_session_end(
-        &self,
-        line: Line,
-        what: &str,
-        reason: Reason,
-        detail: &str,
-        retry_in: Duration,
-    ) {
-        let (name, index) = (&self.config.name, self.index);
-        match line {
-            Line::First => {
-                tracing::warn!(target = %name, connection = index, reason = %reason, error = %detail, retry_in = ?retry_in, "{what}")
-            }
-            Line::Repeated(n) => {
-                tracing::warn!(target = %name, connection = index, reason = %reason, error = %detail, retry_in = ?retry_in, repeated = n, "{what} (again; repeated since the last line)")
-            }
-            Line::Quiet => {}
         }
     }
 
@@ -620,15 +602,8 @@ impl Connection {
         let walk = match report.result {
             Ok(w) => w,
             Err(e) => {
-                let (name, index) = (&self.config.name, self.index);
-                match self.logs.walk.failed(e.reason()) {
-                    Line::First => {
-                        tracing::warn!(target = %name, connection = index, trigger = trigger.as_str(), reason = e.reason(), error = %e, "walk failed")
-                    }
-                    Line::Repeated(n) => {
-                        tracing::warn!(target = %name, connection = index, trigger = trigger.as_str(), reason = e.reason(), error = %e, repeated = n, "walk failed (again; repeated since the last line)")
-                    }
-                    Line::Quiet => {}
+                if let Some(repeated) = self.logs.walk.failed(e.reason()) {
+                    tracing::warn!(target = %self.config.name, connection = self.index, trigger = trigger.as_str(), reason = e.reason(), error = %e, repeated, "walk failed");
                 }
                 if trigger.refreshes_cache() {
                     self.metrics.cache_refresh(trigger, false);
@@ -693,15 +668,11 @@ impl Connection {
         let (name, tool) = (&self.config.name, &self.probes[index].tool);
         let log = &mut self.logs.probes[index];
         match &verdict {
-            Err((reason, detail)) => match log.failed(reason.as_str()) {
-                Line::First => {
-                    tracing::warn!(target = %name, tool = %tool, reason = reason.as_str(), error = %detail, "functional probe failed")
+            Err((reason, detail)) => {
+                if let Some(repeated) = log.failed(reason.as_str()) {
+                    tracing::warn!(target = %name, tool = %tool, reason = reason.as_str(), error = %detail, repeated, "functional probe failed");
                 }
-                Line::Repeated(n) => {
-                    tracing::warn!(target = %name, tool = %tool, reason = reason.as_str(), error = %detail, repeated = n, "functional probe failed (again; repeated since the last line)")
-                }
-                Line::Quiet => {}
-            },
+            }
             Ok(()) => {
                 if let Some(failures) = log.recovered() {
                     tracing::info!(target = %name, tool = %tool, failures, "functional probe passes again");
@@ -742,12 +713,7 @@ impl Connection {
             }
             _ => {}
         }
-        let repeated = match self.logs.drift.failed("drift") {
-            Line::First => Some(0),
-            Line::Repeated(n) => Some(n),
-            Line::Quiet => None,
-        };
-        if let Some(repeated) = repeated {
+        if let Some(repeated) = self.logs.drift.failed("drift") {
             tracing::info!(
                 target = %self.config.name,
                 connection = self.index,
@@ -784,15 +750,8 @@ impl Connection {
                 humantime::format_duration(self.config.notification_grace)
             ),
         );
-        let (name, index) = (&self.config.name, self.index);
-        match self.logs.unannounced.failed("unannounced") {
-            Line::First => {
-                tracing::warn!(target = %name, connection = index, "server list changed without list_changed within notification_grace")
-            }
-            Line::Repeated(n) => {
-                tracing::warn!(target = %name, connection = index, repeated = n, "server list changed without list_changed within notification_grace (again; repeated since the last line)")
-            }
-            Line::Quiet => {}
+        if let Some(repeated) = self.logs.unannounced.failed("unannounced") {
+            tracing::warn!(target = %self.config.name, connection = self.index, repeated, "server list changed without list_changed within notification_grace");
         }
     }
 }

@@ -17,17 +17,6 @@ pub const NAMES_PER_LINE: usize = 5;
 /// Bytes of one server-supplied string in a log line.
 pub const LOG_STRING_BYTES: usize = 160;
 
-/// What to do with one occurrence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Line {
-    /// Log it: the first of its kind, or a different reason than the last.
-    First,
-    /// Log it as a summary: the same failure happened this many times since the last line.
-    Repeated(u64),
-    /// Say nothing.
-    Quiet,
-}
-
 /// The failing streak of one kind of event on one connection.
 #[derive(Debug, Default)]
 pub struct Repeats {
@@ -38,25 +27,27 @@ pub struct Repeats {
 }
 
 impl Repeats {
-    /// One more failure with `reason`.
-    pub fn failed(&mut self, reason: &'static str) -> Line {
+    /// One more failure with `reason`. `Some(n)`: log it (the log field `repeated`), `n` being
+    /// how many occurrences since the previous line were not logged (0 for the first of a kind or
+    /// a change of reason, more for a summary); `None`: say nothing.
+    pub fn failed(&mut self, reason: &'static str) -> Option<u64> {
         self.failed_at(reason, Instant::now())
     }
 
-    fn failed_at(&mut self, reason: &'static str, now: Instant) -> Line {
+    fn failed_at(&mut self, reason: &'static str, now: Instant) -> Option<u64> {
         self.streak += 1;
         if self.reason != Some(reason) {
             self.reason = Some(reason);
             self.unlogged = 0;
             self.last_line = Some(now);
-            return Line::First;
+            return Some(0);
         }
         self.unlogged += 1;
         match self.last_line {
-            Some(at) if now.duration_since(at) < SUMMARY_EVERY => Line::Quiet,
+            Some(at) if now.duration_since(at) < SUMMARY_EVERY => None,
             _ => {
                 self.last_line = Some(now);
-                Line::Repeated(std::mem::take(&mut self.unlogged))
+                Some(std::mem::take(&mut self.unlogged))
             }
         }
     }
@@ -73,15 +64,7 @@ impl Repeats {
 /// Names for a log line: the first [`NAMES_PER_LINE`], each cut to [`LOG_STRING_BYTES`] and
 /// made printable, then how many more.
 pub fn name_list(names: &[String]) -> String {
-    let mut out: Vec<String> = names
-        .iter()
-        .take(NAMES_PER_LINE)
-        .map(|n| crate::text::bounded(n, LOG_STRING_BYTES).into_owned())
-        .collect();
-    if names.len() > NAMES_PER_LINE {
-        out.push(format!("… and {} more", names.len() - NAMES_PER_LINE));
-    }
-    out.join(", ")
+    crate::text::bounded_list(names, NAMES_PER_LINE, LOG_STRING_BYTES)
 }
 
 #[cfg(test)]
@@ -92,26 +75,23 @@ mod tests {
     fn one_line_per_change_then_summaries() {
         let t0 = Instant::now();
         let mut r = Repeats::default();
-        assert_eq!(r.failed_at("timeout", t0), Line::First);
+        assert_eq!(r.failed_at("timeout", t0), Some(0));
         for i in 1..100 {
-            assert_eq!(
-                r.failed_at("timeout", t0 + Duration::from_secs(i)),
-                Line::Quiet
-            );
+            assert_eq!(r.failed_at("timeout", t0 + Duration::from_secs(i)), None);
         }
         // Past the summary period: one line counting what was not logged.
         assert_eq!(
             r.failed_at("timeout", t0 + SUMMARY_EVERY + Duration::from_secs(1)),
-            Line::Repeated(100)
+            Some(100)
         );
         // A different reason is a change of state: logged at once.
         assert_eq!(
             r.failed_at("http_5xx", t0 + SUMMARY_EVERY + Duration::from_secs(2)),
-            Line::First
+            Some(0)
         );
         assert_eq!(r.recovered(), Some(102));
         assert_eq!(r.recovered(), None, "a recovery is reported once");
-        assert_eq!(r.failed_at("timeout", t0), Line::First);
+        assert_eq!(r.failed_at("timeout", t0), Some(0));
     }
 
     #[test]

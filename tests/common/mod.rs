@@ -202,6 +202,15 @@ impl Exporter {
         s
     }
 
+    /// `POST /-/reload`.
+    pub async fn reload(&self) -> reqwest::Response {
+        reqwest::Client::new()
+            .post(format!("{}/-/reload", self.base))
+            .send()
+            .await
+            .expect("the reload request gets an answer")
+    }
+
     /// Wait until `cond` holds on a scrape of `/metrics`.
     pub async fn until_metrics(&self, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
         self.until_get("/metrics", DEADLINE, what, |t| Some(Scrape::parse(t)), cond)
