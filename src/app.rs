@@ -149,12 +149,17 @@ impl Reloads {
 struct Daemon {
     telemetry: Arc<Telemetry>,
     supervisor: Supervisor,
-    /// Whether a configuration was ever applied: a failed first load has nothing to keep.
-    applied: bool,
+    /// Set once a configuration was applied (`/-/ready` reads it): a failed first load has
+    /// nothing to keep.
     ready: Arc<AtomicBool>,
 }
 
 impl Daemon {
+    /// Whether a configuration was ever applied.
+    fn applied(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
     fn reload(&mut self, loaded: Result<Config, String>) -> Result<(), String> {
         let ok_gauge = self.telemetry.daemon_gauge(catalog::RELOAD_OK);
         match loaded {
@@ -168,7 +173,6 @@ impl Daemon {
                         "configuration has no targets; no MCP server is being watched"
                     );
                 }
-                self.applied = true;
                 self.ready.store(true, Ordering::Relaxed);
                 ok_gauge.set(1.0);
                 let now = SystemTime::now()
@@ -186,7 +190,7 @@ impl Daemon {
                 Ok(())
             }
             Err(e) => {
-                if self.applied {
+                if self.applied() {
                     tracing::error!(error = %e, "configuration not applied; keeping the running one");
                 } else {
                     tracing::error!(error = %e, "configuration not loaded; there is none to run");
@@ -276,7 +280,6 @@ pub async fn run(opts: Options) -> Result<(), String> {
     let mut daemon = Daemon {
         telemetry: telemetry.clone(),
         supervisor: Supervisor::new(telemetry.clone()),
-        applied: false,
         ready: Arc::new(AtomicBool::new(false)),
     };
 
@@ -304,7 +307,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             _ = hup.recv() => reloads.request(None),
             Some(reply) = reload_rx.recv() => reloads.request(Some(reply)),
             (loaded, callers) = reloads.finished() => {
-                let had_one = daemon.applied;
+                let had_one = daemon.applied();
                 let result = daemon.reload(loaded);
                 if let (false, Err(e)) = (had_one, &result) {
                     break Err(e.clone());
