@@ -252,8 +252,13 @@ async fn assert_list_fault(h: &Harness, name: &str, reason: &str) -> Scrape {
     s
 }
 
-/// `initialize` fails with `reason`, every attempt and only with it; the target is down.
-async fn assert_session_fault(h: &Harness, name: &str, reason: &str) -> Scrape {
+/// The first request of a connection in `protocol_version: auto`: era detection.
+const DETECT: &str = "server/discover";
+
+/// Connecting fails with `reason` on `method`, every attempt and only with it; the target is
+/// down. `method` is `initialize` for a server that fails it, and `server/discover` (the first
+/// request of `protocol_version: auto`, era detection) when nothing answers at all.
+async fn assert_session_fault(h: &Harness, name: &str, method: &str, reason: &str) -> Scrape {
     h.until(&format!("{name}: initialize fails with {reason}"), |s| {
         session_failures(s, name, reason) >= 1.0
     })
@@ -267,14 +272,9 @@ async fn assert_session_fault(h: &Harness, name: &str, reason: &str) -> Scrape {
         s.text
     );
     assert_eq!(
-        keys(&reasons(
-            &s,
-            REQUEST_FAILURES,
-            name,
-            &[("method", "initialize")]
-        )),
+        keys(&reasons(&s, REQUEST_FAILURES, name, &[("method", method)])),
         only(reason),
-        "{name}: initialize failure reasons\n{}",
+        "{name}: {method} failure reasons\n{}",
         s.text
     );
     assert_eq!(
@@ -1142,7 +1142,7 @@ async fn hostile_wrong_content_type() {
     .await;
     tokio::join!(
         assert_list_fault(&sc.h, HOSTILE, "content_type"),
-        assert_session_fault(&sc.h, "hostile-init", "content_type"),
+        assert_session_fault(&sc.h, "hostile-init", "initialize", "content_type"),
     );
 }
 
@@ -1158,7 +1158,7 @@ async fn hostile_redirect_on_initialize() {
     )
     .await;
     let sc = scene(vec![hostile_target(HOSTILE, hostile.url())]).await;
-    assert_session_fault(&sc.h, HOSTILE, "redirect").await;
+    assert_session_fault(&sc.h, HOSTILE, "initialize", "redirect").await;
     assert!(hostile.posts("initialize") >= 2);
     assert_eq!(
         connections.load(Ordering::SeqCst),
@@ -1178,7 +1178,7 @@ async fn hostile_connection_refused() {
         url(&format!("http://{dead}/mcp")),
     )])
     .await;
-    assert_session_fault(&sc.h, HOSTILE, "connect").await;
+    assert_session_fault(&sc.h, HOSTILE, DETECT, "connect").await;
 }
 
 /// 9. `https://` to a plain-TCP server: one answers plain-text HTTP to the ClientHello
@@ -1196,8 +1196,8 @@ async fn hostile_tls_handshake_failure() {
     ])
     .await;
     tokio::join!(
-        assert_session_fault(&sc.h, HOSTILE, "tls"),
-        assert_session_fault(&sc.h, "hostile-eof", "tls"),
+        assert_session_fault(&sc.h, HOSTILE, DETECT, "tls"),
+        assert_session_fault(&sc.h, "hostile-eof", DETECT, "tls"),
     );
 }
 
@@ -1209,7 +1209,7 @@ async fn hostile_dns_failure() {
         url("http://nonexistent.invalid/mcp"),
     )])
     .await;
-    assert_session_fault(&sc.h, HOSTILE, "dns").await;
+    assert_session_fault(&sc.h, HOSTILE, DETECT, "dns").await;
 }
 
 /// 11. The GET stream floods: 30 000 list_changed (~10 000/s), then 20 000 other notifications

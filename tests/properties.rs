@@ -166,7 +166,7 @@ fn assert_consistent(source: &Value, msg: &Incoming) -> Result<(), TestCaseError
                     prop_assert_eq!(obj.get("result"), Some(result));
                     prop_assert!(!obj.contains_key("error"), "result and error: {}", source);
                 }
-                Err(RpcError { code, message }) => {
+                Err(RpcError { code, message, .. }) => {
                     prop_assert!(!obj.contains_key("result"), "result and error: {}", source);
                     let err = &obj["error"];
                     prop_assert_eq!(err.get("code").and_then(Value::as_i64), Some(*code));
@@ -271,7 +271,7 @@ proptest! {
         id in json_value(),
         outcome in prop_oneof![
             json_value().prop_map(Ok),
-            (any::<i64>(), json_string()).prop_map(|(code, message)| Err(RpcError { code, message })),
+            (any::<i64>(), json_string()).prop_map(|(code, message)| Err(RpcError { code, message, data: None })),
         ],
     ) {
         let bytes = jsonrpc::response(&id, outcome.clone());

@@ -1040,6 +1040,7 @@ mod tests {
             Ok(Walk {
                 tools,
                 pages: pages.len() as u32,
+                cache: None,
             })
         } else {
             Err(WalkError::RepeatedCursor)

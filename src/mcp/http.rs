@@ -81,6 +81,59 @@ pub struct SessionHeaders {
 const MCP_SESSION_ID: &str = "mcp-session-id";
 const MCP_PROTOCOL_VERSION: &str = "mcp-protocol-version";
 const LAST_EVENT_ID: &str = "last-event-id";
+const MCP_METHOD: &str = "mcp-method";
+const MCP_NAME: &str = "mcp-name";
+/// Largest error body read from a 4xx answer of the modern era (a JSON-RPC error object).
+const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// The headers a modern-era (2026-07-28) POST carries besides the configured ones: the version
+/// (equal to the one in `_meta`), the method, and for `tools/call`-like methods the name.
+#[derive(Debug, Clone)]
+pub struct ModernHeaders {
+    pub protocol_version: HeaderValue,
+    pub method: HeaderValue,
+    pub name: Option<HeaderValue>,
+}
+
+impl ModernHeaders {
+    /// Headers for `method` (and `name`, encoded as the spec's value-encoding section says).
+    pub fn new(protocol_version: &'static str, method: &str, name: Option<&str>) -> Self {
+        ModernHeaders {
+            protocol_version: HeaderValue::from_static(protocol_version),
+            method: header_safe(method),
+            name: name.map(header_safe),
+        }
+    }
+}
+
+/// A header value for `text`: as is when it is plain visible ASCII (spaces inside allowed) and
+/// not itself shaped like the sentinel, else `=?base64?…?=` of its UTF-8 bytes.
+pub fn header_safe(text: &str) -> HeaderValue {
+    use base64::Engine as _;
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b == b' ' || (0x21..=0x7e).contains(&b))
+        && !text.starts_with(' ')
+        && !text.ends_with(' ')
+        && !(text.starts_with("=?base64?") && text.ends_with("?="));
+    let value = if plain {
+        text.to_string()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
+        )
+    };
+    HeaderValue::from_str(&value).expect("visible ASCII is a valid header value")
+}
+
+/// Whether an SSE answer may be resumed with `Last-Event-ID` (legacy sessions), or not at all
+/// (the modern era has no resumption: a broken answer is lost and re-issued by the caller).
+enum Resume<'a> {
+    With(&'a SessionHeaders),
+    Never(&'static str),
+}
 
 /// A session id the client may send back: visible ASCII only (0x21 to 0x7E), as the spec requires
 /// of servers (transports § Session Management).
@@ -228,7 +281,13 @@ impl HttpTransport {
                     }),
                     Some(_) => None,
                 };
-                self.read_sse_answer(resume_as.as_ref(), resp, sent, inbox, limits)
+                let resume = match &resume_as {
+                    Some(session) => Resume::With(session),
+                    None => Resume::Never(
+                        "session id is not visible ASCII; cannot resume the SSE answer",
+                    ),
+                };
+                self.read_sse_answer(resume, resp, sent, inbox, limits)
                     .await?
             }
             ContentKind::Other => {
@@ -250,11 +309,10 @@ impl HttpTransport {
     /// `Last-Event-ID` after the `retry` wait, at most [`MAX_RESUMPTIONS`] times. The caps of
     /// [`Limits`] hold for the answer as a whole, across its streams.
     ///
-    /// `resume_as` are the session headers of the resumption GETs; `None` when the POST response
-    /// named a session id that cannot be sent back, which fails a resumption.
+    /// `resume` says with which session headers the resumption GETs go, or why there are none.
     async fn read_sse_answer(
         &self,
-        resume_as: Option<&SessionHeaders>,
+        resume: Resume<'_>,
         resp: reqwest::Response,
         sent: u64,
         inbox: &Inbox,
@@ -282,12 +340,10 @@ impl HttpTransport {
                         ));
                     }
                 };
-                let session = resume_as.ok_or_else(|| {
-                    McpError::new(
-                        Reason::InvalidResponse,
-                        "session id is not visible ASCII; cannot resume the SSE answer",
-                    )
-                })?;
+                let session = match resume {
+                    Resume::With(session) => session,
+                    Resume::Never(why) => return Err(McpError::new(Reason::StreamClosed, why)),
+                };
                 let wait = cursor
                     .retry
                     .unwrap_or(DEFAULT_RESUME_WAIT)
@@ -383,7 +439,152 @@ impl HttpTransport {
         }
         Ok(Some(NotificationStream {
             events: CappedEvents::new(resp, self.limits.max_event_bytes, Cursor::default()),
+            ends_on: None,
         }))
+    }
+
+    /// POST one modern-era (2026-07-28) request and wait for its answer. Unlike the legacy era,
+    /// a JSON-RPC error may come with a 4xx status (the spec's error table: 400 for invalid
+    /// params, 404 for an unimplemented method), so the body of a 4xx is read as the answer when
+    /// it holds one; a 4xx without one is an HTTP failure as before. An SSE answer that breaks is
+    /// lost (no resumption in this era): the caller re-issues it as a new request.
+    pub async fn post_modern(
+        &self,
+        headers: &ModernHeaders,
+        body: Vec<u8>,
+        sent: u64,
+        inbox: &Inbox,
+        limits: Limits,
+    ) -> Result<(Result<Value, jsonrpc::RpcError>, usize), McpError> {
+        let resp = match modern_status(self.send_modern(headers, body).await?).await? {
+            Answer::Status(resp) => resp,
+            Answer::Error(err, bytes) => return Ok((Err(err), bytes)),
+        };
+        if resp.status() == StatusCode::ACCEPTED {
+            return Err(McpError::new(
+                Reason::InvalidResponse,
+                "202 Accepted for a request that needs a response",
+            ));
+        }
+        match content_kind(resp.headers()) {
+            ContentKind::Json => {
+                let body = read_capped(resp, limits.max_body_bytes).await?;
+                let outcome =
+                    find_response(jsonrpc::decode(&body)?, sent, inbox)?.ok_or_else(|| {
+                        McpError::new(Reason::InvalidResponse, "JSON body holds no response")
+                    })?;
+                Ok((outcome, body.len()))
+            }
+            ContentKind::EventStream => {
+                let never = Resume::Never("the SSE answer ended before the response");
+                self.read_sse_answer(never, resp, sent, inbox, limits).await
+            }
+            ContentKind::Other => Err(McpError::new(
+                Reason::ContentType,
+                "answer is neither application/json nor text/event-stream",
+            )),
+        }
+    }
+
+    /// Open a `subscriptions/listen` stream (2026-07-28): POST the listen request and read its
+    /// SSE answer up to the server's `notifications/subscriptions/acknowledged`, which says
+    /// whether tool list changes will be sent. The returned stream carries the notifications and
+    /// ends cleanly on the listen request's own result (the spec's graceful close). The caller
+    /// bounds the wait for the acknowledgement with its timeout.
+    pub async fn open_listen(
+        &self,
+        headers: &ModernHeaders,
+        body: Vec<u8>,
+        sent: u64,
+        inbox: &Inbox,
+    ) -> Result<Listening, McpError> {
+        let resp = match modern_status(self.send_modern(headers, body).await?).await? {
+            Answer::Status(resp) => resp,
+            Answer::Error(err, _) => return Err(err.into()),
+        };
+        match content_kind(resp.headers()) {
+            ContentKind::EventStream => {}
+            ContentKind::Json => {
+                let body = read_capped(resp, self.limits.max_body_bytes).await?;
+                return match find_response(jsonrpc::decode(&body)?, sent, inbox)? {
+                    Some(Err(err)) => Err(err.into()),
+                    _ => Err(McpError::new(
+                        Reason::StreamClosed,
+                        "subscriptions/listen answered at once instead of opening a stream",
+                    )),
+                };
+            }
+            ContentKind::Other => {
+                return Err(McpError::new(
+                    Reason::ContentType,
+                    "subscriptions/listen answer is not text/event-stream",
+                ));
+            }
+        }
+        let mut events = CappedEvents::new(resp, self.limits.max_event_bytes, Cursor::default());
+        for _ in 0..self.limits.max_events_per_answer {
+            let Some(event) = events.next().await else {
+                break;
+            };
+            let event = event?;
+            if event.data.is_empty() {
+                continue;
+            }
+            for msg in jsonrpc::decode(event.data.as_bytes())? {
+                match msg {
+                    Incoming::Notification { method, params }
+                        if method == "notifications/subscriptions/acknowledged" =>
+                    {
+                        let tools_list_changed = params
+                            .as_ref()
+                            .and_then(|p| p.pointer("/notifications/toolsListChanged"))
+                            .and_then(Value::as_bool)
+                            .unwrap_or(false);
+                        return Ok(Listening {
+                            stream: NotificationStream {
+                                events,
+                                ends_on: Some(sent),
+                            },
+                            tools_list_changed,
+                        });
+                    }
+                    Incoming::Response { id, outcome } if jsonrpc::id_matches(&id, sent) => {
+                        return Err(match outcome {
+                            Err(err) => err.into(),
+                            Ok(_) => McpError::new(
+                                Reason::StreamClosed,
+                                "subscriptions/listen ended before it was acknowledged",
+                            ),
+                        });
+                    }
+                    other => inbox.deliver(other),
+                }
+            }
+        }
+        Err(McpError::new(
+            Reason::StreamClosed,
+            "subscriptions/listen stream ended without an acknowledgement",
+        ))
+    }
+
+    async fn send_modern(
+        &self,
+        headers: &ModernHeaders,
+        body: Vec<u8>,
+    ) -> Result<reqwest::Response, McpError> {
+        let mut b = self
+            .builder(Method::POST, &SessionHeaders::default())
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .header(MCP_PROTOCOL_VERSION, headers.protocol_version.clone())
+            .header(MCP_METHOD, headers.method.clone());
+        if let Some(name) = &headers.name {
+            b = b.header(MCP_NAME, name.clone());
+        }
+        b.body(body)
+            .send()
+            .await
+            .map_err(|e| McpError::from_reqwest(&e))
     }
 
     /// DELETE the session, best effort and briefly.
@@ -395,9 +596,44 @@ impl HttpTransport {
     }
 }
 
-/// The server's long-lived stream of notifications and requests.
+/// The server's long-lived stream of notifications and requests: the legacy GET stream, or a
+/// modern `subscriptions/listen` stream.
 pub struct NotificationStream {
     events: CappedEvents,
+    /// The listen request's id: its result is the stream's graceful end.
+    ends_on: Option<u64>,
+}
+
+/// An acknowledged `subscriptions/listen` stream.
+pub struct Listening {
+    pub stream: NotificationStream,
+    /// Whether the server honours `toolsListChanged` (its acknowledgement echoes it).
+    pub tools_list_changed: bool,
+}
+
+/// What a modern-era POST's status said: go on reading, or the JSON-RPC error its 4xx carried.
+enum Answer {
+    Status(reqwest::Response),
+    Error(jsonrpc::RpcError, usize),
+}
+
+/// Success passes; a 4xx whose JSON body holds a JSON-RPC error is that error (whatever its
+/// id: servers answer unparseable requests with a null or made-up id); anything else fails by
+/// its status.
+async fn modern_status(resp: reqwest::Response) -> Result<Answer, McpError> {
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(Answer::Status(resp));
+    }
+    let failed = check_status(status, false).expect_err("not a success");
+    if !status.is_client_error() || content_kind(resp.headers()) != ContentKind::Json {
+        return Err(failed);
+    }
+    let body = read_capped(resp, MAX_ERROR_BODY_BYTES).await?;
+    match jsonrpc::error_in(&body) {
+        Some(err) => Ok(Answer::Error(err, body.len())),
+        None => Err(failed),
+    }
 }
 
 impl NotificationStream {
@@ -409,7 +645,24 @@ impl NotificationStream {
                 Some(Err(e)) => break Some(e),
                 Some(Ok(event)) if event.data.is_empty() => {}
                 Some(Ok(event)) => match jsonrpc::decode(event.data.as_bytes()) {
-                    Ok(msgs) => msgs.into_iter().for_each(|m| inbox.deliver(m)),
+                    Ok(msgs) => {
+                        let mut ended = false;
+                        for m in msgs {
+                            match m {
+                                Incoming::Response { id, .. }
+                                    if self
+                                        .ends_on
+                                        .is_some_and(|s| jsonrpc::id_matches(&id, s)) =>
+                                {
+                                    ended = true
+                                }
+                                m => inbox.deliver(m),
+                            }
+                        }
+                        if ended {
+                            break None;
+                        }
+                    }
                     Err(e) => break Some(e),
                 },
             }

@@ -33,6 +33,8 @@ pub enum Incoming {
 pub struct RpcError {
     pub code: i64,
     pub message: String,
+    /// `error.data`, kept for the errors whose data the client reads (-32022's `supported`).
+    pub data: Option<Value>,
 }
 
 impl From<RpcError> for McpError {
@@ -134,7 +136,12 @@ fn decode_outcome(mut obj: Map<String, Value>) -> Result<Result<Value, RpcError>
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
-            Ok(Err(RpcError { code, message }))
+            let data = err.get("data").cloned();
+            Ok(Err(RpcError {
+                code,
+                message,
+                data,
+            }))
         }
         (None, Some(_)) => Err(invalid("error is not an object")),
         (Some(_), Some(_)) => Err(invalid("response has both result and error")),
@@ -144,6 +151,22 @@ fn decode_outcome(mut obj: Map<String, Value>) -> Result<Result<Value, RpcError>
 
 fn invalid(detail: &str) -> McpError {
     McpError::new(Reason::InvalidResponse, detail)
+}
+
+/// The JSON-RPC error object in an HTTP error body, read leniently: servers answer requests they
+/// could not parse with a null, missing or made-up id, and that is still their answer.
+pub fn error_in(body: &[u8]) -> Option<RpcError> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    let msg = match value {
+        Value::Array(mut items) if !items.is_empty() => items.swap_remove(0),
+        other => other,
+    };
+    let mut obj = match msg {
+        Value::Object(obj) => obj,
+        _ => return None,
+    };
+    obj.remove("result");
+    decode_outcome(obj).ok()?.err()
 }
 
 /// Whether a response id is the one we sent (servers may echo it as a number or, wrongly, a string).
@@ -186,7 +209,8 @@ mod tests {
                 id: json!(2),
                 outcome: Err(RpcError {
                     code: INVALID_PARAMS,
-                    message: "Invalid cursor".into()
+                    message: "Invalid cursor".into(),
+                    data: None,
                 })
             }]
         );

@@ -5,17 +5,21 @@
 //! the GET stream, size caps), [`session`] (the legacy-era handshake and headers), [`version`]
 //! (the one table of protocol versions and eras). Server-initiated
 //! messages from any stream land in one [`inbox::Inbox`]. Every failure is an [`McpError`] with a
-//! [`Reason`] from a fixed set. The modern (2026-07-28) era will be a second session type beside
-//! [`session::Session`], chosen by [`version::Era`].
+//! [`Reason`] from a fixed set. The modern (2026-07-28) era is [`modern::ModernClient`] beside the
+//! legacy [`session::Session`]; [`client::Client`] is the one face of both that the probe and
+//! `check` use.
 
+pub mod client;
 pub mod error;
 pub mod http;
 pub mod inbox;
 pub mod jsonrpc;
+pub mod modern;
 pub mod session;
 pub mod sse_lines;
 pub mod version;
 
+pub use client::{Channel, Client};
 pub use error::{McpError, Reason, truncate};
 pub use http::{HttpTransport, Limits};
 pub use inbox::Inbox;

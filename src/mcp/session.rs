@@ -21,8 +21,8 @@ use super::jsonrpc::{self, RpcError};
 pub use super::version::Era;
 use super::version::ProtocolVersion;
 
-/// What `initialize` told us about the server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the server told us about itself (`initialize`, or `server/discover` in the modern era).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ServerInfo {
     pub protocol_version: String,
     pub name: String,
@@ -168,6 +168,7 @@ impl Session {
             Err(RpcError {
                 code: jsonrpc::METHOD_NOT_FOUND,
                 message: "Method not found".into(),
+                data: None,
             })
         };
         let body = jsonrpc::response(id, outcome);
@@ -192,7 +193,7 @@ impl Session {
     }
 }
 
-async fn deadline<T>(
+pub(crate) async fn deadline<T>(
     timeout: Duration,
     fut: impl Future<Output = Result<T, McpError>>,
 ) -> Result<T, McpError> {
@@ -218,23 +219,33 @@ fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {
         .get("capabilities")
         .filter(|c| c.is_object())
         .ok_or_else(|| bad("no capabilities object"))?;
-    let tools = caps.get("tools");
-    let server = result.get("serverInfo");
-    let text = |v: Option<&Value>| {
-        v.and_then(Value::as_str)
-            .map(|s| truncate(s, 64))
-            .unwrap_or_default()
-    };
-    Ok(ServerInfo {
-        protocol_version,
-        name: text(server.and_then(|s| s.get("name"))),
-        version: text(server.and_then(|s| s.get("version"))),
-        tools: tools.is_some_and(Value::is_object),
-        list_changed: tools
-            .and_then(|t| t.get("listChanged"))
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-    })
+    Ok(ServerInfo::read(
+        &protocol_version,
+        caps,
+        result.get("serverInfo"),
+    ))
+}
+
+impl ServerInfo {
+    /// From a capabilities object and an `Implementation` (name, version), in either era.
+    pub(crate) fn read(protocol_version: &str, caps: &Value, server: Option<&Value>) -> ServerInfo {
+        let tools = caps.get("tools");
+        let text = |v: Option<&Value>| {
+            v.and_then(Value::as_str)
+                .map(|s| truncate(s, 64))
+                .unwrap_or_default()
+        };
+        ServerInfo {
+            protocol_version: truncate(protocol_version, 64),
+            name: text(server.and_then(|s| s.get("name"))),
+            version: text(server.and_then(|s| s.get("version"))),
+            tools: tools.is_some_and(Value::is_object),
+            list_changed: tools
+                .and_then(|t| t.get("listChanged"))
+                .and_then(Value::as_bool)
+                .unwrap_or(false),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -69,6 +69,35 @@ impl ProbeFailure {
 /// A failed run: the label value and a detail for logs and the status page.
 pub type Failed = (ProbeFailure, String);
 
+/// When each of a connection's probes is due: all at once when a session starts, then each on
+/// its own interval. Runs are one at a time, the most overdue first.
+pub struct ProbeClock {
+    due: Vec<tokio::time::Instant>,
+}
+
+impl ProbeClock {
+    pub fn new(probes: usize) -> Self {
+        ProbeClock {
+            due: vec![tokio::time::Instant::now(); probes],
+        }
+    }
+
+    /// When the next probe is due (none without probes).
+    pub fn next_at(&self) -> Option<tokio::time::Instant> {
+        self.due.iter().min().copied()
+    }
+
+    /// The most overdue probe.
+    pub fn take_due(&self) -> Option<usize> {
+        (0..self.due.len()).min_by_key(|i| self.due[*i])
+    }
+
+    /// Probe `index` started now; next due after `interval`.
+    pub fn ran(&mut self, index: usize, interval: Duration) {
+        self.due[index] = tokio::time::Instant::now() + interval;
+    }
+}
+
 /// Whether the probe may call its tool, judged on the server's latest full listing.
 pub fn guard(probe: &ProbeConfig, server: &ToolSet) -> Result<(), Failed> {
     if !server.contains(&probe.tool) {

@@ -3,18 +3,25 @@
 //!
 //! - [`walker`] follows cursors with caps and guards and yields fingerprints;
 //! - [`toolset`] holds tool fingerprints, the tool sets a connection keeps and their diff;
-//! - [`connection`] is the per-connection state machine (session, stream, walks, audit, ping,
-//!   functional probes);
+//! - [`connection`] is the per-connection state machine (session, channel, walks, audit,
+//!   liveness, functional probes), sequencing small parts with one job each: [`channel`] keeps
+//!   the notification channel open, `schedule` picks the next walk, [`audit`] judges whether a
+//!   difference was announced, `events` records to metrics, status page and log together;
 //! - [`functional`] judges `tools/call` probes and guards against side effects;
 //! - [`status`] keeps what the status page shows: state, drift by name, a bounded timeline;
 //! - [`supervisor`] owns the connection tasks and applies config diffs.
 
+pub mod audit;
 pub mod backoff;
+pub mod channel;
 pub mod connection;
+mod events;
 pub mod functional;
 pub mod repeats;
+mod schedule;
 pub mod status;
 pub mod supervisor;
+mod task;
 pub mod toolset;
 mod trigger;
 pub mod walker;

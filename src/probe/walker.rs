@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use super::toolset::{BYTES_PER_TOOL, ToolSet, kept_name, read_only_hinted, tool_fingerprint};
 use crate::mcp::http::MAX_BODY_BYTES;
+use crate::mcp::modern::CacheHint;
 use crate::mcp::{McpError, Reason};
 
 /// Hard cap on tools in one walk, whatever `max_pages` allows: bounds memory per connection.
@@ -53,6 +54,37 @@ pub struct WalkLimits {
 pub struct Walk {
     pub tools: ToolSet,
     pub pages: u32,
+    /// What the pages promised about caching (2026-07-28): the shortest `ttlMs` of any page and
+    /// the scope. `None` when no page carried cache fields (legacy servers).
+    pub cache: Option<ListingCache>,
+}
+
+/// The cache promise of a whole listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ListingCache {
+    /// The shortest promise: the listing as a whole is fresh no longer than its freshest page.
+    pub hint: CacheHint,
+    /// Pages disagreed on `cacheScope`, which the spec forbids ("All pages of one list MUST share
+    /// the same cacheScope"); the scope is then the stricter, private.
+    pub mixed_scope: bool,
+}
+
+impl ListingCache {
+    fn add(this: Option<ListingCache>, page: CacheHint) -> ListingCache {
+        match this {
+            None => ListingCache {
+                hint: page,
+                mixed_scope: false,
+            },
+            Some(c) => ListingCache {
+                hint: CacheHint {
+                    ttl: c.hint.ttl.min(page.ttl),
+                    public: c.hint.public && page.public,
+                },
+                mixed_scope: c.mixed_scope || c.hint.public != page.public,
+            },
+        }
+    }
 }
 
 /// Why a walk did not complete.
@@ -149,6 +181,7 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
     let mut tools = ToolSet::new();
     let mut seen_cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
+    let mut cache: Option<ListingCache> = None;
     let mut report = WalkReport {
         result: Err(WalkError::LoopCap),
         requests: 0,
@@ -194,6 +227,9 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
             return done(report, Err(WalkError::ListingTooLarge { max_bytes }));
         }
         report.answered += 1;
+        if let Some(hint) = parsed.cache {
+            cache = Some(ListingCache::add(cache, hint));
+        }
         for tool in parsed.tools {
             report.long_names += u32::from(tool.shortened);
             if !tools.insert_tool(tool.name, tool.fingerprint, tool.read_only) {
@@ -203,7 +239,12 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
         match parsed.next_cursor {
             None => {
                 let pages = report.requests;
-                return done(report, Ok(Walk { tools, pages }));
+                let walk = Walk {
+                    tools,
+                    pages,
+                    cache,
+                };
+                return done(report, Ok(walk));
             }
             Some(next) => {
                 if next.len() > MAX_CURSOR_BYTES {
@@ -230,6 +271,7 @@ struct PageTool {
 struct Page {
     tools: Vec<PageTool>,
     next_cursor: Option<String>,
+    cache: Option<CacheHint>,
 }
 
 enum PageFault {
@@ -273,7 +315,12 @@ fn parse_page(result: &Value, room: usize) -> Result<Page, PageFault> {
         Some(Value::String(c)) => Some(c.clone()),
         Some(_) => return Err(bad("nextCursor is not a string")),
     };
-    Ok(Page { tools, next_cursor })
+    let cached = result.get("ttlMs").is_some() || result.get("cacheScope").is_some();
+    Ok(Page {
+        tools,
+        next_cursor,
+        cache: cached.then(|| CacheHint::of(result)),
+    })
 }
 
 #[cfg(test)]

@@ -62,13 +62,13 @@ metrics_catalog! {
     REQUEST_DURATION = "mcp_probe_request_duration_seconds", Histogram, ["target", "connection", "method"],
         "Time from sending a request to its complete response, by method.";
     PING_DURATION = "mcp_probe_ping_duration_seconds", Histogram, ["target", "connection"],
-        "Round trip of successful liveness checks (legacy ping).";
+        "Round trip of successful liveness checks (ping in the legacy era, server/discover in the modern era).";
     PING_FAILURES = "mcp_probe_ping_failures_total", Counter, ["target", "connection"],
         "Liveness checks that failed or timed out.";
     LIST_CHANGED_CAPABLE = "mcp_probe_list_changed_capable", Gauge, ["target", "connection"],
         "1 when the server declares capabilities.tools.listChanged in this session.";
     STREAM_UP = "mcp_probe_notification_stream_up", Gauge, ["target", "connection"],
-        "1 while the notification stream (legacy GET SSE stream) is open.";
+        "1 while the notification stream is open and carries tool list changes (the legacy GET stream, or a modern subscriptions/listen stream whose acknowledgement honours toolsListChanged).";
     STREAM_RECONNECTS = "mcp_probe_notification_stream_reconnects_total", Counter, ["target", "connection"],
         "Times the notification stream ended or broke and was opened again.";
     LIST_CHANGED = "mcp_probe_list_changed_notifications_total", Counter, ["target", "connection"],
@@ -105,6 +105,14 @@ metrics_catalog! {
         "Audit walks that could not complete, so no comparison was made.";
     UNANNOUNCED = "mcp_probe_unannounced_changes_total", Counter, ["target", "connection"],
         "Server-side list changes not announced by list_changed within notification_grace.";
+    TTL_VIOLATIONS = "mcp_probe_ttl_violations_total", Counter, ["target", "connection"],
+        "Server-side list changes made while the previous listing's ttlMs still promised it fresh, without list_changed (2026-07-28 servers).";
+    LISTING_TTL = "mcp_probe_tools_list_ttl_seconds", Gauge, ["target", "connection"],
+        "Freshness the latest complete listing promised (ttlMs of its shortest-lived page), in seconds; 0 when none is promised (legacy servers).";
+    LISTING_PUBLIC = "mcp_probe_tools_list_cache_public", Gauge, ["target", "connection"],
+        "1 when every page of the latest complete listing said cacheScope public, 0 when private or absent.";
+    SCOPE_MIXED = "mcp_probe_tools_list_cache_scope_mixed_total", Counter, ["target", "connection"],
+        "Complete listings whose pages disagreed on cacheScope (the spec requires one scope per list).";
     WITHOUT_CHANGE = "mcp_probe_list_changed_without_change_total", Counter, ["target", "connection"],
         "list_changed notifications whose re-walk found the list unchanged.";
     REFRESHES = "mcp_probe_cache_refreshes_total", Counter, ["target", "connection", "trigger"],

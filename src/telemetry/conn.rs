@@ -48,6 +48,10 @@ pub struct ConnMetrics {
     check_failures: Counter,
     unannounced: Counter,
     without_change: Counter,
+    ttl_violations: Counter,
+    listing_ttl: Gauge,
+    listing_public: Gauge,
+    scope_mixed: Counter,
     refreshes: [Counter; 4],
     refresh_failures: [Counter; 4],
     last_refresh: Gauge,
@@ -118,6 +122,10 @@ impl ConnMetrics {
             check_failures: counter(m::CONSISTENCY_CHECK_FAILURES, &[]),
             unannounced: counter(m::UNANNOUNCED, &[]),
             without_change: counter(m::WITHOUT_CHANGE, &[]),
+            ttl_violations: counter(m::TTL_VIOLATIONS, &[]),
+            listing_ttl: gauge(m::LISTING_TTL, &[]),
+            listing_public: gauge(m::LISTING_PUBLIC, &[]),
+            scope_mixed: counter(m::SCOPE_MIXED, &[]),
             refreshes: REFRESH_TRIGGERS.map(|t| by_trigger(m::REFRESHES, t)),
             refresh_failures: REFRESH_TRIGGERS.map(|t| by_trigger(m::REFRESH_FAILURES, t)),
             last_refresh: gauge(m::LAST_REFRESH, &[]),
@@ -241,6 +249,13 @@ impl ConnMetrics {
                 self.pages.set(f64::from(walk.pages));
                 self.tools_server.set(walk.tools.len() as f64);
                 self.fp_server.set(walk.tools.fingerprint() as f64);
+                let cache = walk.cache.unwrap_or_default();
+                self.listing_ttl.set(cache.hint.ttl.as_secs_f64());
+                self.listing_public
+                    .set(if cache.hint.public { 1.0 } else { 0.0 });
+                if cache.mixed_scope {
+                    self.scope_mixed.increment(1);
+                }
             }
             Err(e) => {
                 if e.is_cursor_error() {
@@ -284,6 +299,10 @@ impl ConnMetrics {
 
     pub fn unannounced_change(&self) {
         self.unannounced.increment(1);
+    }
+
+    pub fn ttl_violation(&self) {
+        self.ttl_violations.increment(1);
     }
 
     pub fn list_changed_without_change(&self) {

@@ -1,0 +1,187 @@
+//! The audit's judgement: is a difference between the cache and the server a change the client
+//! was told about, or one it was not?
+//!
+//! An audit that finds the cache behind the server starts a grace period
+//! (`notification_grace`) for that server list. If a `list_changed` arrives within it, the change
+//! was announced (the refresh it triggers heals the cache); if none does, it is an unannounced
+//! change, counted once. A list that changes again within the grace keeps the first change's
+//! clock, so a list churning faster than the grace is still seen as unannounced.
+//!
+//! [`TtlWatch`] adds what only the modern era allows: a listing promises freshness (`ttlMs`), so
+//! a list that changed while the previous listing was still promised fresh, with no
+//! `list_changed`, broke that promise — every client caching by the spec served a stale list.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// The pending divergence of one connection.
+pub struct Audit {
+    grace: Duration,
+    divergence: Option<Divergence>,
+}
+
+struct Divergence {
+    server_fingerprint: u64,
+    deadline: Instant,
+    notifications_before: u64,
+    counted: bool,
+}
+
+impl Audit {
+    pub fn new(grace: Duration) -> Self {
+        Audit {
+            grace,
+            divergence: None,
+        }
+    }
+
+    /// When the grace of an uncounted divergence ends.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.divergence
+            .as_ref()
+            .filter(|d| !d.counted)
+            .map(|d| d.deadline)
+    }
+
+    /// The cache matches the server again.
+    pub fn matched(&mut self) {
+        self.divergence = None;
+    }
+
+    /// An audit found the cache behind the server list `server_fingerprint`, with
+    /// `notifications` list_changed received so far. Returns whether this starts a new
+    /// divergence (worth a log line).
+    pub fn diverged(&mut self, server_fingerprint: u64, notifications: u64) -> bool {
+        match &mut self.divergence {
+            Some(d) if d.server_fingerprint == server_fingerprint => return false,
+            Some(d) if !d.counted => {
+                d.server_fingerprint = server_fingerprint;
+                return false;
+            }
+            _ => {}
+        }
+        self.divergence = Some(Divergence {
+            server_fingerprint,
+            deadline: Instant::now() + self.grace,
+            notifications_before: notifications,
+            counted: false,
+        });
+        true
+    }
+
+    /// The grace is over. Returns whether the change went unannounced (count it, once).
+    pub fn grace_over(&mut self, notifications_now: u64) -> bool {
+        let Some(d) = self.divergence.as_mut() else {
+            return false;
+        };
+        if notifications_now > d.notifications_before {
+            self.divergence = None;
+            return false;
+        }
+        d.counted = true;
+        true
+    }
+}
+
+/// Watches the freshness promises of consecutive listings.
+#[derive(Default)]
+pub struct TtlWatch {
+    last: Option<Promise>,
+}
+
+struct Promise {
+    fingerprint: u64,
+    fresh_until: Instant,
+    notifications: u64,
+}
+
+impl TtlWatch {
+    /// A complete listing with `fingerprint`, requested at `requested` and promising `ttl`, with
+    /// `notifications` list_changed received when it completed. Returns true when it differs
+    /// from the previous listing although that one was still promised fresh when this one was
+    /// requested and no `list_changed` came in between: the change certainly happened within the
+    /// promise. (Requested after the promise ran out, the change cannot be placed: not counted.)
+    pub fn listing(
+        &mut self,
+        fingerprint: u64,
+        requested: Instant,
+        ttl: Duration,
+        notifications: u64,
+    ) -> bool {
+        let broken = self.last.as_ref().is_some_and(|p| {
+            p.fingerprint != fingerprint
+                && requested < p.fresh_until
+                && notifications == p.notifications
+        });
+        self.last = Some(Promise {
+            fingerprint,
+            fresh_until: requested + ttl,
+            notifications,
+        });
+        broken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_announced_within_the_grace_is_not_counted() {
+        let mut a = Audit::new(Duration::from_secs(5));
+        assert!(a.diverged(1, 0));
+        assert!(!a.diverged(1, 0), "the same server list is one divergence");
+        assert!(a.deadline().is_some());
+        assert!(!a.grace_over(1), "a list_changed arrived");
+        assert!(a.deadline().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unannounced_change_is_counted_once_and_churn_keeps_the_first_clock() {
+        let mut a = Audit::new(Duration::from_secs(5));
+        assert!(a.diverged(1, 3));
+        let first = a.deadline().unwrap();
+        tokio::time::advance(Duration::from_secs(2)).await;
+        assert!(!a.diverged(2, 3), "changed again within the grace");
+        assert_eq!(a.deadline(), Some(first));
+        assert!(a.grace_over(3));
+        assert!(a.deadline().is_none(), "counted once");
+        assert!(!a.diverged(2, 3));
+        assert!(a.diverged(7, 3), "a later change is a new divergence");
+        a.matched();
+        assert!(a.deadline().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ttl_promises_are_broken_only_by_unannounced_changes_within_them() {
+        let ttl = Duration::from_secs(60);
+        let mut w = TtlWatch::default();
+        let t0 = Instant::now();
+        assert!(!w.listing(1, t0, ttl, 0), "nothing to compare with");
+        assert!(
+            !w.listing(1, t0 + Duration::from_secs(10), ttl, 0),
+            "unchanged"
+        );
+        assert!(
+            w.listing(2, t0 + Duration::from_secs(20), ttl, 0),
+            "changed, fresh, silent"
+        );
+        assert!(
+            !w.listing(3, t0 + Duration::from_secs(30), ttl, 1),
+            "announced"
+        );
+        assert!(
+            !w.listing(4, t0 + Duration::from_secs(200), ttl, 1),
+            "promise ran out"
+        );
+        assert!(
+            w.listing(5, t0 + Duration::from_secs(201), Duration::ZERO, 1),
+            "within 4's"
+        );
+        assert!(
+            !w.listing(6, t0 + Duration::from_secs(202), ttl, 1),
+            "ttl 0 promises nothing"
+        );
+    }
+}
