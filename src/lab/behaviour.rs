@@ -88,8 +88,12 @@ impl Era {
         }
     }
 
-    pub fn serves_modern(self) -> bool {
-        self != Era::Legacy
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Era::Dual => "dual",
+            Era::Modern => "modern",
+            Era::Legacy => "legacy",
+        }
     }
 
     pub fn serves_legacy(self) -> bool {

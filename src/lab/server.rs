@@ -700,7 +700,15 @@ pub(super) fn change_feed(
         async move {
             let end = ended.as_mut()?;
             loop {
+                // Biased: a change that happened before the end is announced before it.
                 tokio::select! {
+                    biased;
+                    changed = generation.changed() => {
+                        changed.ok()?;
+                        if notify {
+                            return Some((Feed::ListChanged, (generation, ended)));
+                        }
+                    }
                     _ = sleep_opt(spurious) => {
                         return Some((Feed::ListChanged, (generation, ended)));
                     }
@@ -709,12 +717,6 @@ pub(super) fn change_feed(
                             state.redeploy();
                         }
                         return None;
-                    }
-                    changed = generation.changed() => {
-                        changed.ok()?;
-                        if notify {
-                            return Some((Feed::ListChanged, (generation, ended)));
-                        }
                     }
                     _ = end.as_mut() => {
                         return Some((Feed::Ended, (generation, None)));
