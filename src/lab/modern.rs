@@ -213,7 +213,7 @@ pub(super) async fn post(
             "Unsupported protocol version: this endpoint serves only 2026-07-28 and has no initialize",
         );
     }
-    if let Err(refusal) = validate(b, headers, &id, method, &params) {
+    if let Some(refusal) = refusal(b, headers, &id, method, &params) {
         return refusal;
     }
     tokio::time::sleep(b.answer_delay).await;
@@ -252,28 +252,28 @@ pub(super) async fn post(
     }
 }
 
-/// Server Validation: the version header and `_meta` agree and name a served version, the
-/// required `_meta` fields are there, and `Mcp-Method` (and `Mcp-Name` for `tools/call`) match
-/// the body.
-fn validate(
+/// Server Validation, the refusal of a request that breaks it: the version header and `_meta`
+/// must agree and name a served version, the required `_meta` fields must be there, and
+/// `Mcp-Method` (and `Mcp-Name` for `tools/call`) must match the body.
+fn refusal(
     b: &Behaviour,
     headers: &HeaderMap,
     id: &Value,
     method: &str,
     params: &Value,
-) -> Result<(), Response> {
+) -> Option<Response> {
     let meta = params.get("_meta");
     let Some(header) = headers.get("mcp-protocol-version") else {
-        return Err(mismatch(id, "missing MCP-Protocol-Version header"));
+        return Some(mismatch(id, "missing MCP-Protocol-Version header"));
     };
     let Ok(header) = header.to_str() else {
-        return Err(mismatch(id, "MCP-Protocol-Version is not ASCII"));
+        return Some(mismatch(id, "MCP-Protocol-Version is not ASCII"));
     };
     let Some(version) = meta
         .and_then(|m| m.get(PROTOCOL_VERSION))
         .and_then(Value::as_str)
     else {
-        return Err(refuse(
+        return Some(refuse(
             StatusCode::BAD_REQUEST,
             id,
             INVALID_PARAMS,
@@ -281,7 +281,7 @@ fn validate(
         ));
     };
     if header != version {
-        return Err(mismatch(
+        return Some(mismatch(
             id,
             &format!(
                 "MCP-Protocol-Version header value '{}' does not match body value '{}'",
@@ -291,7 +291,7 @@ fn validate(
         ));
     }
     if !MODERN_VERSIONS.contains(&version) {
-        return Err(unsupported_version(
+        return Some(unsupported_version(
             id,
             b.era,
             &echo(version),
@@ -302,7 +302,7 @@ fn validate(
         .and_then(|m| m.get(CLIENT_CAPABILITIES))
         .is_some_and(Value::is_object)
     {
-        return Err(refuse(
+        return Some(refuse(
             StatusCode::BAD_REQUEST,
             id,
             INVALID_PARAMS,
@@ -310,10 +310,10 @@ fn validate(
         ));
     }
     match headers.get("mcp-method").map(|v| v.to_str()) {
-        None => return Err(mismatch(id, "missing Mcp-Method header")),
+        None => return Some(mismatch(id, "missing Mcp-Method header")),
         Some(Ok(m)) if m == method => {}
         Some(m) => {
-            return Err(mismatch(
+            return Some(mismatch(
                 id,
                 &format!(
                     "Mcp-Method header value '{}' does not match body value '{}'",
@@ -326,10 +326,10 @@ fn validate(
     if method == "tools/call" {
         let body = params.get("name").and_then(Value::as_str).unwrap_or("");
         match headers.get("mcp-name").map(header_text) {
-            None => return Err(mismatch(id, "missing Mcp-Name header")),
+            None => return Some(mismatch(id, "missing Mcp-Name header")),
             Some(Some(name)) if name == body => {}
             Some(name) => {
-                return Err(mismatch(
+                return Some(mismatch(
                     id,
                     &format!(
                         "Mcp-Name header value '{}' does not match body value '{}'",
@@ -340,7 +340,7 @@ fn validate(
             }
         }
     }
-    Ok(())
+    None
 }
 
 /// `subscriptions/listen`: an SSE stream that stays open. First the acknowledgement with the
