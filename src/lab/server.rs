@@ -843,11 +843,14 @@ async fn handle_post(
     message_stream(&messages)
 }
 
-/// A GET or DELETE that names no legacy session on an endpoint that serves the modern era: the
-/// modern era has neither, so 405 (streamable-http § Backward Compatibility). A legacy-only
-/// endpoint keeps answering it as a request without its session id.
+/// A GET or DELETE that carries nothing of a legacy session (no `Mcp-Session-Id`, no
+/// `Last-Event-ID`) on an endpoint that serves the modern era: that era has neither, so 405
+/// (streamable-http § Backward Compatibility); a modern-only endpoint answers every GET and
+/// DELETE so. Anything legacy about it (and every request to a legacy-only endpoint) gets the
+/// legacy answer, e.g. 400 for a resumption without its session id.
 fn without_legacy_session(b: &Behaviour, headers: &HeaderMap) -> bool {
-    b.era == Era::Modern || (b.era == Era::Dual && !headers.contains_key("mcp-session-id"))
+    let legacy = headers.contains_key("mcp-session-id") || headers.contains_key("last-event-id");
+    b.era == Era::Modern || (b.era == Era::Dual && !legacy)
 }
 
 async fn handle_get(
