@@ -470,6 +470,38 @@ async fn stream_faults_apply_to_the_listen_stream() {
 }
 
 #[tokio::test]
+async fn spurious_notifications_and_failing_relists_apply_to_the_modern_era() {
+    let spurious = Behaviour {
+        spurious_list_changed: Some(std::time::Duration::from_millis(50)),
+        ..Behaviour::default()
+    };
+    let flaky = Behaviour {
+        failing_lists_after_change: 1,
+        ..Behaviour::default()
+    };
+    let lab = lab(vec![("noisy", spurious), ("flaky", flaky)]).await;
+    // F14: list_changed on the listen stream although nothing was redeployed.
+    let mut listen = Listen::open(
+        &lab.url("noisy"),
+        json!(1),
+        json!({"toolsListChanged": true}),
+    )
+    .await;
+    assert!(listen.next().await.is_some(), "acknowledgement");
+    let changed = listen.next().await.expect("a spurious list_changed");
+    assert_eq!(changed["method"], "notifications/tools/list_changed");
+    assert_eq!(changed["params"]["_meta"][SUB], 1);
+    assert_eq!(lab.generation(), 0);
+    // F5: the first tools/list after a redeploy fails with 503, the next one is answered.
+    lab.churn();
+    let list = body(json!(2), "tools/list", json!({}));
+    let (status, _) = call(&lab.url("flaky"), &list).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let (status, v) = call(&lab.url("flaky"), &list).await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+}
+
+#[tokio::test]
 async fn divergent_instances_pin_tcp_connections_in_the_modern_era() {
     let b = Behaviour {
         instances: mcp_exporter::lab::Instances::PinnedDivergent,

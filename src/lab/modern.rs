@@ -15,6 +15,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -24,8 +25,8 @@ use serde_json::{Value, json};
 
 use super::behaviour::{Behaviour, Era, Instances};
 use super::server::{
-    Feed, KEEPALIVE, LEGACY_VERSIONS, LabState, capabilities, change_feed, reply, rpc_error,
-    rpc_result, server_info, status,
+    Feed, KEEPALIVE, LEGACY_VERSIONS, LabState, MAX_LISTENS, capabilities, change_feed, reply,
+    rpc_error, rpc_result, server_info, status,
 };
 
 /// The modern versions the lab serves.
@@ -372,6 +373,9 @@ fn listen(
             "Method not found",
         );
     }
+    let Some(open) = OpenListen::claim(&state.listens) else {
+        return status(StatusCode::SERVICE_UNAVAILABLE, "too many listen streams");
+    };
     let tools = b.list_changed_capability && filter.get("toolsListChanged") == Some(&json!(true));
     let honoured = if tools {
         json!({"toolsListChanged": true})
@@ -397,6 +401,7 @@ fn listen(
         let _ = ends.changed().await;
     };
     let feed = change_feed(state, b, tools && b.deliver_list_changed, ended).map(move |feed| {
+        let _open = &open;
         let data = match feed {
             Feed::ListChanged => changed.clone(),
             Feed::Ended => closed.clone(),
@@ -413,6 +418,25 @@ fn listen(
     resp.headers_mut()
         .insert("x-accel-buffering", HeaderValue::from_static("no"));
     resp
+}
+
+/// One open listen stream, counted against [`MAX_LISTENS`] until it is dropped with its stream.
+struct OpenListen(Arc<AtomicUsize>);
+
+impl OpenListen {
+    fn claim(open: &Arc<AtomicUsize>) -> Option<OpenListen> {
+        if open.fetch_add(1, Ordering::Relaxed) >= MAX_LISTENS {
+            open.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(OpenListen(open.clone()))
+    }
+}
+
+impl Drop for OpenListen {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]
@@ -445,6 +469,17 @@ mod tests {
             HeaderValue::from_static("2026-07-28"),
         );
         assert!(requested(&h, &legacy));
+    }
+
+    #[test]
+    fn listen_streams_are_capped_and_released_on_drop() {
+        let open = Arc::new(AtomicUsize::new(MAX_LISTENS - 1));
+        let last = OpenListen::claim(&open).expect("one left");
+        assert!(OpenListen::claim(&open).is_none());
+        assert_eq!(open.load(Ordering::Relaxed), MAX_LISTENS);
+        drop(last);
+        assert!(OpenListen::claim(&open).is_some());
+        assert_eq!(open.load(Ordering::Relaxed), MAX_LISTENS - 1);
     }
 
     #[test]

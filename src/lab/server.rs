@@ -38,6 +38,8 @@ pub(super) const KEEPALIVE: Duration = Duration::from_secs(15);
 const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
 /// The legacy versions the lab speaks, newest first.
 pub(super) const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// Most `subscriptions/listen` streams open at once; beyond that a listen request gets 503.
+pub(super) const MAX_LISTENS: usize = MAX_SESSIONS;
 /// TCP connections the modern era remembers an instance for (F12); beyond it they are forgotten.
 const MAX_PEERS: usize = 10_000;
 /// The `retry` (ms) a resumable POST answer asks for before its resumption GET.
@@ -128,6 +130,8 @@ pub(super) struct LabState {
     resumes: Mutex<HashMap<String, ResumeCounts>>,
     profile_state: Mutex<HashMap<String, ProfileState>>,
     pub(super) modern_requests: Mutex<HashMap<String, u64>>,
+    /// Open `subscriptions/listen` streams, all profiles (at most [`MAX_LISTENS`]).
+    pub(super) listens: Arc<AtomicUsize>,
     tools_list_calls: AtomicU64,
     tools_calls: AtomicU64,
     tools_list_in_flight: AtomicU64,
@@ -168,6 +172,7 @@ impl Lab {
             listen_ends,
             peers: Mutex::new(HashMap::new()),
             modern_requests: Mutex::new(HashMap::new()),
+            listens: Arc::new(AtomicUsize::new(0)),
             sessions: Mutex::new(HashMap::new()),
             replay_bytes: AtomicUsize::new(0),
             next_session: AtomicU64::new(1),
