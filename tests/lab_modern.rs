@@ -550,6 +550,19 @@ async fn a_modern_only_endpoint_refuses_initialize_and_names_its_version() {
     assert_eq!(v["error"]["data"]["supported"], json!(["2026-07-28"]));
     assert_eq!(v["error"]["data"]["requested"], "2025-11-25");
     assert_eq!(lab.initializes("m"), 0);
+    // A legacy request: its header names a version the endpoint does not serve.
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let headers = [
+        ("MCP-Protocol-Version", "2025-11-25".to_string()),
+        ("Mcp-Session-Id", "lab-anything".to_string()),
+    ];
+    let (status, v) = raw(&url, &list, &headers).await;
+    assert_eq!(
+        (status, error_code(&v)),
+        (StatusCode::BAD_REQUEST, -32022),
+        "{v}"
+    );
+    assert_eq!(v["error"]["data"]["requested"], "2025-11-25");
     let (_, d) = call(&url, &body(json!(1), "server/discover", json!({}))).await;
     assert_eq!(
         d["result"]["supportedVersions"],

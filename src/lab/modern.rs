@@ -270,18 +270,12 @@ fn refusal(
     let Ok(header) = header.to_str() else {
         return Some(mismatch(id, "MCP-Protocol-Version is not ASCII"));
     };
-    let Some(version) = meta
+    let version = meta
         .and_then(|m| m.get(PROTOCOL_VERSION))
-        .and_then(Value::as_str)
-    else {
-        return Some(refuse(
-            StatusCode::BAD_REQUEST,
-            id,
-            INVALID_PARAMS,
-            &format!("Invalid params: missing _meta[\"{PROTOCOL_VERSION}\"]"),
-        ));
-    };
-    if header != version {
+        .and_then(Value::as_str);
+    if let Some(version) = version
+        && header != version
+    {
         return Some(mismatch(
             id,
             &format!(
@@ -291,12 +285,22 @@ fn refusal(
             ),
         ));
     }
-    if !MODERN_VERSIONS.contains(&version) {
+    // The header alone names the version of a request without `_meta` (a legacy request on a
+    // modern-only endpoint): an unserved one is answered with what is served.
+    if !MODERN_VERSIONS.contains(&header) {
         return Some(unsupported_version(
             id,
             b.era,
-            &echo(version),
+            &echo(header),
             "Unsupported protocol version",
+        ));
+    }
+    if version.is_none() {
+        return Some(refuse(
+            StatusCode::BAD_REQUEST,
+            id,
+            INVALID_PARAMS,
+            &format!("Invalid params: missing _meta[\"{PROTOCOL_VERSION}\"]"),
         ));
     }
     if !meta
