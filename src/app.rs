@@ -347,7 +347,7 @@ pub async fn run_lab(
         .await
         .map_err(|e| format!("cannot serve on {addr}: {e}"))?;
     let url = lab.url(scenario.name);
-    tracing::info!(scenario = scenario.name, failure_mode = scenario.failure_mode, url = %url, connections = scenario.connections, "lab scenario serving");
+    tracing::info!(scenario = scenario.name, failure_mode = scenario.failure_mode, url = %url, connections = scenario.connections, era = scenario.behaviour.era.as_str(), "lab scenario serving");
     println!("{url}");
     let mut term = signal(SignalKind::terminate())?;
     tokio::select! {

@@ -8,7 +8,7 @@ use clap::Parser;
 use mcp_exporter::app::{self, Options, Source};
 use mcp_exporter::check;
 use mcp_exporter::config::{self, Config, Secret};
-use mcp_exporter::lab::scenarios;
+use mcp_exporter::lab::{Era, scenarios};
 use mcp_exporter::logging::{self, Format};
 use mcp_exporter::telemetry::otlp::{OtlpOptions, OtlpProtocol};
 use mcp_exporter::web::Limits;
@@ -82,6 +82,13 @@ enum Command {
         /// Address to serve it on.
         #[arg(long, default_value = "127.0.0.1:10118")]
         listen: String,
+        /// Protocol eras served on the URL: dual (legacy sessions and 2026-07-28), modern
+        /// (2026-07-28 only) or legacy (2025-11-25 and earlier only).
+        #[arg(long, default_value = "dual", value_parser = ["dual", "modern", "legacy"])]
+        era: String,
+        /// ttlMs of modern server/discover and tools/list results (default: the scenario's).
+        #[arg(long = "ttl-ms")]
+        ttl_ms: Option<u64>,
     },
     /// Check one MCP server once, as a correct client would use it, and exit 0 (fine, warnings
     /// allowed), 1 (a client would hit a problem) or 2 (could not check). See docs/check.md.
@@ -158,6 +165,8 @@ fn main() -> ExitCode {
         list,
         scenario,
         listen,
+        era,
+        ttl_ms,
     }) = cli.command
     {
         if list {
@@ -165,10 +174,14 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         let name = scenario.unwrap_or_default();
-        let Some(scenario) = scenarios::find(&name) else {
+        let Some(mut scenario) = scenarios::find(&name) else {
             eprintln!("unknown scenario {name:?}; `mcp_exporter lab --list` names them");
             return ExitCode::from(2);
         };
+        scenario.behaviour.era = Era::parse(&era).expect("clap checked the era");
+        if let Some(ttl_ms) = ttl_ms {
+            scenario.behaviour.ttl_ms = ttl_ms;
+        }
         return run(app::run_lab(scenario, listen));
     }
     let source = if cli.demo {

@@ -50,6 +50,74 @@ pub struct Behaviour {
     /// the session's `Mcp-Session-Id`, which the `initialize` answer carries). A stream is
     /// replayed once; answers too large to keep (over 64 KiB) are sent whole instead.
     pub resumable_posts: bool,
+    /// Which protocol eras the endpoint serves (`lab --era`).
+    pub era: Era,
+    /// `ttlMs` of modern `server/discover` and `tools/list` results: how long a client may serve
+    /// them from its cache. The default outlives the scenarios' 30 s churn, so a client that
+    /// trusted the TTL alone would serve a stale list; `list_changed` is what invalidates it.
+    pub ttl_ms: u64,
+    /// `cacheScope` of modern cacheable results (every page of one list shares it).
+    pub cache_scope: CacheScope,
+    /// Modern era only: the first page's `nextCursor` is the empty string, which 2026-07-28
+    /// pagination calls a valid cursor a client must follow (it is not the end of the list).
+    pub empty_cursor: bool,
+}
+
+/// The protocol eras one endpoint serves on its URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Era {
+    /// Both: `initialize` opens a legacy session, a request with per-request `_meta` is served
+    /// statelessly (a dual-era server, as the Python SDK 2.x is).
+    #[default]
+    Dual,
+    /// 2026-07-28 only: `initialize` is refused with 400 and the supported versions, GET and
+    /// DELETE get 405.
+    Modern,
+    /// 2025-11-25 and earlier only: a modern request gets what a legacy-only server answers (400,
+    /// -32600, as the Python SDK 1.x does).
+    Legacy,
+}
+
+impl Era {
+    pub fn parse(s: &str) -> Option<Era> {
+        match s {
+            "dual" => Some(Era::Dual),
+            "modern" => Some(Era::Modern),
+            "legacy" => Some(Era::Legacy),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Era::Dual => "dual",
+            Era::Modern => "modern",
+            Era::Legacy => "legacy",
+        }
+    }
+
+    pub fn serves_legacy(self) -> bool {
+        self != Era::Modern
+    }
+}
+
+/// `cacheScope` of a cacheable modern result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheScope {
+    /// Shareable across users: the lab has no authorization, so every user sees the same list.
+    #[default]
+    Public,
+    /// Per authorization context.
+    Private,
+}
+
+impl CacheScope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CacheScope::Public => "public",
+            CacheScope::Private => "private",
+        }
+    }
 }
 
 /// The instances behind one endpoint.
@@ -100,6 +168,10 @@ impl Default for Behaviour {
             insert_during_walk: false,
             broken_tools: Vec::new(),
             resumable_posts: false,
+            era: Era::Dual,
+            ttl_ms: 60_000,
+            cache_scope: CacheScope::Public,
+            empty_cursor: false,
         }
     }
 }

@@ -15,6 +15,9 @@ pub struct ListState {
     pub instance: u8,
     /// Whether the F11 hot-fix tool is currently inserted at the front.
     pub hotfix: bool,
+    /// Offset cursors name the second page with the empty string (modern era only, where the
+    /// empty string is a valid cursor).
+    pub empty_cursor: bool,
 }
 
 /// The `ListToolsResult`, or the message of an invalid-params error.
@@ -100,19 +103,31 @@ fn offset_page(
         Instances::RoundRobinLocalCursors => format!("i{}:off:", st.instance),
         _ => "off:".to_string(),
     };
+    let page = b.page_size.max(1);
     let offset = match cursor {
         None | Some(Value::Null) => 0,
-        Some(Value::String(c)) => c
-            .strip_prefix(&prefix)
-            .and_then(|n| n.parse::<usize>().ok())
-            .filter(|n| *n < tools.len())
-            .ok_or("Invalid cursor")?,
+        Some(Value::String(c)) => {
+            let offset = if c.is_empty() && st.empty_cursor {
+                Some(page)
+            } else {
+                c.strip_prefix(&prefix)
+                    .and_then(|n| n.parse::<usize>().ok())
+            };
+            offset
+                .filter(|n| *n < tools.len())
+                .ok_or("Invalid cursor")?
+        }
         Some(_) => return Err("Invalid cursor"),
     };
-    let end = (offset + b.page_size.max(1)).min(tools.len());
+    let end = (offset + page).min(tools.len());
     let mut result = json!({"tools": tools[offset..end]});
     if end < tools.len() {
-        result["nextCursor"] = json!(format!("{prefix}{end}"));
+        let cursor = if st.empty_cursor && end == page {
+            String::new()
+        } else {
+            format!("{prefix}{end}")
+        };
+        result["nextCursor"] = json!(cursor);
     }
     Ok(result)
 }
@@ -134,6 +149,7 @@ mod tests {
         generation: 0,
         instance: 0,
         hotfix: false,
+        empty_cursor: false,
     };
 
     #[test]
@@ -144,6 +160,21 @@ mod tests {
         assert_eq!(names(&p1).len() + names(&p2).len(), 14);
         assert!(p2.get("nextCursor").is_none());
         assert_eq!(answer(&b, ST, Some(&json!("bogus"))), Err("Invalid cursor"));
+    }
+
+    #[test]
+    fn an_empty_cursor_names_the_second_page() {
+        let b = Behaviour::default();
+        let st = ListState {
+            empty_cursor: true,
+            ..ST
+        };
+        let p1 = answer(&b, st, None).unwrap();
+        assert_eq!(p1["nextCursor"], "");
+        let p2 = answer(&b, st, Some(&p1["nextCursor"])).unwrap();
+        assert_eq!(names(&p1).len() + names(&p2).len(), 14);
+        assert!(p2.get("nextCursor").is_none());
+        assert_eq!(answer(&b, ST, Some(&json!(""))), Err("Invalid cursor"));
     }
 
     #[test]

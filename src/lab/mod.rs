@@ -5,8 +5,9 @@ pub mod behaviour;
 pub mod demo;
 pub mod kb;
 pub mod listing;
+pub mod modern;
 pub mod scenarios;
 pub mod server;
 
-pub use behaviour::{Behaviour, Cursors, Instances};
+pub use behaviour::{Behaviour, CacheScope, Cursors, Era, Instances};
 pub use server::{Lab, ResumeCounts};

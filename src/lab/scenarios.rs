@@ -113,6 +113,16 @@ pub fn all() -> Vec<Scenario> {
             None,
         ),
         s(
+            "empty-cursor",
+            "F7",
+            "modern era: page 1's nextCursor is \"\", a valid cursor, not the end (legacy as paginated)",
+            Behaviour {
+                empty_cursor: true,
+                ..healthy.clone()
+            },
+            None,
+        ),
+        s(
             "cursor-rejected",
             "F8",
             "two instances behind a round robin, cursors valid only on the instance that issued them",

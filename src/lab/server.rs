@@ -1,5 +1,7 @@
-//! A legacy-era Streamable HTTP MCP server with fault knobs: the demo's knowledge base, the
-//! tests' peer, and (later) `mcp_exporter lab`.
+//! A dual-era Streamable HTTP MCP server with fault knobs: the demo's knowledge base, the
+//! tests' peer, and `mcp_exporter lab`. This module serves the legacy era (sessions, GET stream)
+//! and what both eras share (the listing, the change feed); [`super::modern`] serves 2026-07-28
+//! requests on the same endpoint.
 //!
 //! Each *profile* is one endpoint (`/<profile>/mcp`) in front of the same tool backend, the way
 //! several gateways front one server. A profile's [`Behaviour`] says what that gateway does
@@ -16,24 +18,30 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::behaviour::{Behaviour, Instances};
+use super::behaviour::{Behaviour, Era, Instances};
 use super::listing::{self, ListState};
+use super::modern;
 
 /// Most sessions the lab keeps; beyond that `initialize` gets 503.
 const MAX_SESSIONS: usize = 10_000;
-/// Keep-alive comment period on GET streams.
-const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Keep-alive comment period on long-lived streams (GET, `subscriptions/listen`).
+pub(super) const KEEPALIVE: Duration = Duration::from_secs(15);
 const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
-const VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The legacy versions the lab speaks, newest first.
+pub(super) const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// Most `subscriptions/listen` streams open at once; beyond that a listen request gets 503.
+pub(super) const MAX_LISTENS: usize = MAX_SESSIONS;
+/// TCP connections the modern era remembers an instance for (F12); beyond it they are forgotten.
+const MAX_PEERS: usize = 10_000;
 /// The `retry` (ms) a resumable POST answer asks for before its resumption GET.
 const RESUME_RETRY_MS: u64 = 50;
 /// Answer streams a session keeps for replay; the oldest is forgotten first.
@@ -104,9 +112,14 @@ pub struct ResumeCounts {
     pub sent_whole: u64,
 }
 
-struct LabState {
-    profiles: HashMap<String, Behaviour>,
-    generation: watch::Sender<u64>,
+pub(super) struct LabState {
+    pub(super) profiles: HashMap<String, Behaviour>,
+    pub(super) generation: watch::Sender<u64>,
+    /// Per profile: bumped when the server ends its `subscriptions/listen` streams gracefully.
+    pub(super) listen_ends: HashMap<String, watch::Sender<u64>>,
+    /// The instance each client TCP connection is pinned to in the modern era (F12: there are no
+    /// sessions, so a layer-4 balancer pins connections).
+    peers: Mutex<HashMap<SocketAddr, u8>>,
     sessions: Mutex<HashMap<String, LabSession>>,
     /// Sum of every session's `replay_bytes` (only added to under the `sessions` lock, so the
     /// check against [`REPLAY_TOTAL_BYTES`] holds).
@@ -116,6 +129,9 @@ struct LabState {
     deletes: Mutex<HashMap<String, u64>>,
     resumes: Mutex<HashMap<String, ResumeCounts>>,
     profile_state: Mutex<HashMap<String, ProfileState>>,
+    pub(super) modern_requests: Mutex<HashMap<String, u64>>,
+    /// Open `subscriptions/listen` streams, all profiles (at most [`MAX_LISTENS`]).
+    pub(super) listens: Arc<AtomicUsize>,
     tools_list_calls: AtomicU64,
     tools_calls: AtomicU64,
     tools_list_in_flight: AtomicU64,
@@ -146,9 +162,17 @@ impl Lab {
         profiles: Vec<(String, Behaviour)>,
     ) -> std::io::Result<Lab> {
         let (generation, _) = watch::channel(0u64);
+        let listen_ends = profiles
+            .iter()
+            .map(|(name, _)| (name.clone(), watch::channel(0u64).0))
+            .collect();
         let state = Arc::new(LabState {
             profiles: profiles.into_iter().collect(),
             generation,
+            listen_ends,
+            peers: Mutex::new(HashMap::new()),
+            modern_requests: Mutex::new(HashMap::new()),
+            listens: Arc::new(AtomicUsize::new(0)),
             sessions: Mutex::new(HashMap::new()),
             replay_bytes: AtomicUsize::new(0),
             next_session: AtomicU64::new(1),
@@ -170,6 +194,7 @@ impl Lab {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let task = tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let _ = axum::serve(listener, app).await;
         });
         Ok(Lab {
@@ -232,9 +257,21 @@ impl Lab {
             .push(task.abort_handle());
     }
 
-    /// End every session of a profile: later requests with those ids get 404 and streams close.
+    /// End every session of a profile: later requests with those ids get 404 and streams close;
+    /// its modern `subscriptions/listen` streams end gracefully.
     pub fn expire_sessions(&self, profile: &str) {
         self.state.expire(profile);
+    }
+
+    /// How many modern-era (2026-07-28) requests a profile has received, refused ones included.
+    pub fn modern_requests(&self, profile: &str) -> u64 {
+        *self
+            .state
+            .modern_requests
+            .lock()
+            .expect("lab lock")
+            .get(profile)
+            .unwrap_or(&0)
     }
 
     /// How many sessions of a profile clients ended with DELETE.
@@ -280,11 +317,25 @@ impl Lab {
     }
 }
 
-fn rpc_result(id: &Value, result: Value) -> Value {
+/// The lab's `Implementation` (legacy `serverInfo`, modern `_meta` serverInfo).
+pub(super) fn server_info() -> Value {
+    json!({"name": "kb-lab", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// The capabilities a profile declares, in both eras.
+pub(super) fn capabilities(b: &Behaviour) -> Value {
+    let mut tools = json!({});
+    if b.list_changed_capability {
+        tools["listChanged"] = json!(true);
+    }
+    json!({"tools": tools})
+}
+
+pub(super) fn rpc_result(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
-fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
+pub(super) fn rpc_error(id: &Value, code: i64, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 
@@ -305,7 +356,7 @@ async fn sleep_until_opt(at: Option<tokio::time::Instant>) {
 /// An HTTP refusal: status and a short body.
 type Refusal = (StatusCode, &'static str);
 
-fn status(code: StatusCode, msg: &'static str) -> Response {
+pub(super) fn status(code: StatusCode, msg: &'static str) -> Response {
     (code, msg).into_response()
 }
 
@@ -318,7 +369,11 @@ fn origin_ok(headers: &HeaderMap) -> bool {
 
 impl LabState {
     /// End every session of `profile`: later requests with those ids get 404, streams close.
+    /// The modern era has no sessions: its listen streams of `profile` end gracefully instead.
     fn expire(&self, profile: &str) {
+        if let Some(ends) = self.listen_ends.get(profile) {
+            ends.send_modify(|n| *n += 1);
+        }
         let mut sessions = self.sessions.lock().expect("lab lock");
         sessions.retain(|_, s| {
             if s.profile == profile {
@@ -334,7 +389,7 @@ impl LabState {
 
     /// The backend is redeployed: the next generation of the catalog, announced to every stream
     /// that delivers notifications; profiles with `failing_lists_after_change` start failing.
-    fn redeploy(&self) {
+    pub(super) fn redeploy(&self) {
         {
             let mut profiles = self.profile_state.lock().expect("lab lock");
             for (name, b) in &self.profiles {
@@ -500,19 +555,15 @@ impl LabState {
             .get("protocolVersion")
             .and_then(Value::as_str)
             .unwrap_or("");
-        let version = if VERSIONS.contains(&asked) {
+        let version = if LEGACY_VERSIONS.contains(&asked) {
             asked
         } else {
-            VERSIONS[0]
+            LEGACY_VERSIONS[0]
         };
-        let mut tools = json!({});
-        if b.list_changed_capability {
-            tools["listChanged"] = json!(true);
-        }
         let result = json!({
             "protocolVersion": version,
-            "capabilities": {"tools": tools},
-            "serverInfo": {"name": "kb-lab", "version": env!("CARGO_PKG_VERSION")},
+            "capabilities": capabilities(b),
+            "serverInfo": server_info(),
         });
         let answer = rpc_result(id, result);
         let mut resp = if b.resumable_posts {
@@ -535,6 +586,7 @@ impl LabState {
         b: &Behaviour,
         session_instance: u8,
         has_cursor: bool,
+        empty_cursor: bool,
     ) -> Option<ListState> {
         let mut profiles = self.profile_state.lock().expect("lab lock");
         let ps = profiles.entry(profile.to_string()).or_default();
@@ -557,12 +609,131 @@ impl LabState {
             generation: *self.generation.borrow(),
             instance,
             hotfix: ps.hotfix,
+            empty_cursor,
         })
+    }
+
+    /// Answer `tools/list` for `profile` in either era: the `ListToolsResult`, or `Err(None)` when
+    /// the backend fails (HTTP 503, F5), or `Err(Some(message))` for an invalid cursor (-32602).
+    /// `empty_cursor` says whether the empty string is a cursor here (modern era).
+    pub(super) async fn tools_list(
+        &self,
+        profile: &str,
+        b: &Behaviour,
+        instance: u8,
+        params: &Value,
+        empty_cursor: bool,
+    ) -> Result<Value, Option<&'static str>> {
+        let now = self.tools_list_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.tools_list_max_in_flight
+            .fetch_max(now, Ordering::Relaxed);
+        tokio::time::sleep(b.page_delay).await;
+        // The page is cut after the delay, so a redeploy during it shows in the answer.
+        self.tools_list_calls.fetch_add(1, Ordering::Relaxed);
+        let cursor = params.get("cursor");
+        let list_state = self.list_state(profile, b, instance, cursor.is_some(), empty_cursor);
+        self.tools_list_in_flight.fetch_sub(1, Ordering::Relaxed);
+        listing::answer(b, list_state.ok_or(None)?, cursor).map_err(Some)
+    }
+
+    /// Answer `tools/call` in either era: the `CallToolResult`, or a JSON-RPC error.
+    pub(super) fn tools_call(
+        &self,
+        b: &Behaviour,
+        instance: u8,
+        params: &Value,
+    ) -> Result<Value, (i64, String)> {
+        self.tools_calls.fetch_add(1, Ordering::Relaxed);
+        let st = ListState {
+            generation: *self.generation.borrow(),
+            instance: match b.instances {
+                Instances::PinnedDivergent => instance,
+                _ => 0,
+            },
+            hotfix: false,
+            empty_cursor: false,
+        };
+        listing::call(b, st, params)
+    }
+
+    /// The instance a modern-era request from `peer` lands on: TCP connections are pinned
+    /// alternately, as sessions are in the legacy era (F12).
+    pub(super) fn peer_instance(&self, profile: &str, peer: SocketAddr) -> u8 {
+        let mut peers = self.peers.lock().expect("lab lock");
+        if let Some(i) = peers.get(&peer) {
+            return *i;
+        }
+        if peers.len() >= MAX_PEERS {
+            peers.clear();
+        }
+        let mut profiles = self.profile_state.lock().expect("lab lock");
+        let ps = profiles.entry(profile.to_string()).or_default();
+        ps.sessions += 1;
+        let instance = ((ps.sessions - 1) % 2) as u8;
+        peers.insert(peer, instance);
+        instance
     }
 }
 
+/// What a long-lived stream (legacy GET, modern listen) carries next.
+pub(super) enum Feed {
+    /// The tool list changed (or, F14, the server says so although it did not).
+    ListChanged,
+    /// The server ended the stream on purpose; nothing follows.
+    Ended,
+}
+
+/// The change feed of one long-lived stream of a profile: a `list_changed` for every redeploy
+/// (when `notify`), spurious ones (F14), a proxy cut after `stream_close_after` that ends the
+/// stream abruptly, possibly with a redeploy in the gap (F4), and [`Feed::Ended`] once `ended`
+/// resolves. Both eras frame these events their own way.
+pub(super) fn change_feed(
+    state: &Arc<LabState>,
+    b: &Behaviour,
+    notify: bool,
+    ended: impl std::future::Future<Output = ()> + Send + 'static,
+) -> impl Stream<Item = Feed> + Send + 'static {
+    let generation = state.generation.subscribe();
+    let spurious = b.spurious_list_changed.filter(|_| notify);
+    let proxy_cut = b
+        .stream_close_after
+        .map(|d| tokio::time::Instant::now() + d);
+    let redeploy_in_gap = b.change_in_stream_gap.then(|| state.clone());
+    let ended = Some(Box::pin(ended));
+    futures_util::stream::unfold((generation, ended), move |(mut generation, mut ended)| {
+        let redeploy_in_gap = redeploy_in_gap.clone();
+        async move {
+            let end = ended.as_mut()?;
+            loop {
+                // Biased: a change that happened before the end is announced before it.
+                tokio::select! {
+                    biased;
+                    changed = generation.changed() => {
+                        changed.ok()?;
+                        if notify {
+                            return Some((Feed::ListChanged, (generation, ended)));
+                        }
+                    }
+                    _ = sleep_opt(spurious) => {
+                        return Some((Feed::ListChanged, (generation, ended)));
+                    }
+                    _ = sleep_until_opt(proxy_cut) => {
+                        if let Some(state) = redeploy_in_gap {
+                            state.redeploy();
+                        }
+                        return None;
+                    }
+                    _ = end.as_mut() => {
+                        return Some((Feed::Ended, (generation, None)));
+                    }
+                }
+            }
+        }
+    })
+}
+
 /// Send one JSON-RPC message as the profile answers: plain JSON or a one-event SSE stream.
-fn reply(b: &Behaviour, msg: Value) -> Response {
+pub(super) fn reply(b: &Behaviour, msg: Value) -> Response {
     if b.sse_responses {
         message_stream(&[msg.to_string()])
     } else {
@@ -588,6 +759,7 @@ fn message_stream(messages: &[String]) -> Response {
 async fn handle_post(
     State(state): State<Arc<LabState>>,
     Path(profile): Path<String>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -597,14 +769,6 @@ async fn handle_post(
     if !origin_ok(&headers) {
         return status(StatusCode::FORBIDDEN, "Forbidden: invalid Origin");
     }
-    if let Some(v) = headers.get("mcp-protocol-version")
-        && !VERSIONS.iter().any(|s| v == *s)
-    {
-        return status(
-            StatusCode::BAD_REQUEST,
-            "Bad Request: unsupported MCP-Protocol-Version",
-        );
-    }
     let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
         return (
             StatusCode::BAD_REQUEST,
@@ -612,6 +776,17 @@ async fn handle_post(
         )
             .into_response();
     };
+    if b.era == Era::Modern || modern::requested(&headers, &msg) {
+        return modern::post(&state, &profile, &b, &headers, &msg, peer).await;
+    }
+    if let Some(v) = headers.get("mcp-protocol-version")
+        && !LEGACY_VERSIONS.iter().any(|s| v == *s)
+    {
+        return status(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: unsupported MCP-Protocol-Version",
+        );
+    }
     let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
     let id = msg.get("id").cloned();
     let params = msg.get("params").cloned().unwrap_or(json!({}));
@@ -633,39 +808,21 @@ async fn handle_post(
     let answer = match method {
         "ping" => rpc_result(&id, json!({})),
         "tools/list" => {
-            let now = state.tools_list_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-            state
-                .tools_list_max_in_flight
-                .fetch_max(now, Ordering::Relaxed);
-            tokio::time::sleep(b.page_delay).await;
-            // The page is cut after the delay, so a redeploy during it shows in the answer.
-            state.tools_list_calls.fetch_add(1, Ordering::Relaxed);
-            let cursor = params.get("cursor");
-            let list_state = state.list_state(&profile, &b, session.instance, cursor.is_some());
-            state.tools_list_in_flight.fetch_sub(1, Ordering::Relaxed);
-            let Some(list_state) = list_state else {
-                return status(StatusCode::SERVICE_UNAVAILABLE, "backend unavailable");
-            };
-            match listing::answer(&b, list_state, cursor) {
+            match state
+                .tools_list(&profile, &b, session.instance, &params, false)
+                .await
+            {
                 Ok(result) => rpc_result(&id, result),
-                Err(message) => rpc_error(&id, -32602, message),
+                Err(Some(message)) => rpc_error(&id, -32602, message),
+                Err(None) => {
+                    return status(StatusCode::SERVICE_UNAVAILABLE, "backend unavailable");
+                }
             }
         }
-        "tools/call" => {
-            state.tools_calls.fetch_add(1, Ordering::Relaxed);
-            let st = ListState {
-                generation: *state.generation.borrow(),
-                instance: match b.instances {
-                    Instances::PinnedDivergent => session.instance,
-                    _ => 0,
-                },
-                hotfix: false,
-            };
-            match listing::call(&b, st, &params) {
-                Ok(result) => rpc_result(&id, result),
-                Err((code, message)) => rpc_error(&id, code, &message),
-            }
-        }
+        "tools/call" => match state.tools_call(&b, session.instance, &params) {
+            Ok(result) => rpc_result(&id, result),
+            Err((code, message)) => rpc_error(&id, code, &message),
+        },
         _ => rpc_error(&id, -32601, "Method not found"),
     };
     let mut announce = false;
@@ -691,6 +848,16 @@ async fn handle_post(
     message_stream(&messages)
 }
 
+/// A GET or DELETE that carries nothing of a legacy session (no `Mcp-Session-Id`, no
+/// `Last-Event-ID`) on an endpoint that serves the modern era: that era has neither, so 405
+/// (streamable-http § Backward Compatibility); a modern-only endpoint answers every GET and
+/// DELETE so. Anything legacy about it (and every request to a legacy-only endpoint) gets the
+/// legacy answer, e.g. 400 for a resumption without its session id.
+fn without_legacy_session(b: &Behaviour, headers: &HeaderMap) -> bool {
+    let legacy = headers.contains_key("mcp-session-id") || headers.contains_key("last-event-id");
+    b.era == Era::Modern || (b.era == Era::Dual && !legacy)
+}
+
 async fn handle_get(
     State(state): State<Arc<LabState>>,
     Path(profile): Path<String>,
@@ -699,7 +866,7 @@ async fn handle_get(
     let Some(b) = state.profiles.get(&profile).cloned() else {
         return status(StatusCode::NOT_FOUND, "no such endpoint");
     };
-    if !b.get_stream {
+    if !b.get_stream || without_legacy_session(&b, &headers) {
         return status(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
     }
     let session = match state.session(&headers, &profile) {
@@ -709,47 +876,19 @@ async fn handle_get(
     if let Some(last) = headers.get("last-event-id") {
         return state.replay(&profile, &session.id, last);
     }
-    let closed = session.closed;
-    let generation = state.generation.subscribe();
-    let notify = b.list_changed_capability && b.deliver_list_changed;
-    let spurious = b.spurious_list_changed.filter(|_| notify);
-    // F4: a proxy cuts the stream at this instant; the backend may redeploy in the gap.
-    let proxy_cut = b
-        .stream_close_after
-        .map(|d| tokio::time::Instant::now() + d);
-    let redeploy_in_gap = b.change_in_stream_gap.then(|| state.clone());
-    let events =
-        futures_util::stream::unfold((generation, closed), move |(mut generation, mut closed)| {
-            let redeploy_in_gap = redeploy_in_gap.clone();
-            async move {
-                loop {
-                    tokio::select! {
-                        _ = sleep_opt(spurious) => {
-                            let event = Event::default().event("message").data(LIST_CHANGED);
-                            return Some((Ok::<_, Infallible>(event), (generation, closed)));
-                        }
-                        _ = sleep_until_opt(proxy_cut) => {
-                            if let Some(state) = redeploy_in_gap {
-                                state.redeploy();
-                            }
-                            return None;
-                        }
-                        changed = generation.changed() => {
-                            changed.ok()?;
-                            if notify {
-                                let event = Event::default().event("message").data(LIST_CHANGED);
-                                return Some((Ok::<_, Infallible>(event), (generation, closed)));
-                            }
-                        }
-                        r = closed.changed() => {
-                            if r.is_err() || *closed.borrow() {
-                                return None;
-                            }
-                        }
-                    }
-                }
+    let mut closed = session.closed;
+    let ended = async move {
+        while !*closed.borrow_and_update() {
+            if closed.changed().await.is_err() {
+                return;
             }
-        });
+        }
+    };
+    let notify = b.list_changed_capability && b.deliver_list_changed;
+    // A legacy stream just ends with its session: no final message.
+    let events = change_feed(&state, &b, notify, ended)
+        .take_while(|feed| std::future::ready(matches!(feed, Feed::ListChanged)))
+        .map(|_| Ok::<_, Infallible>(Event::default().event("message").data(LIST_CHANGED)));
     Sse::new(events.boxed())
         .keep_alive(KeepAlive::new().interval(KEEPALIVE))
         .into_response()
@@ -760,6 +899,11 @@ async fn handle_delete(
     Path(profile): Path<String>,
     headers: HeaderMap,
 ) -> Response {
+    if let Some(b) = state.profiles.get(&profile)
+        && without_legacy_session(b, &headers)
+    {
+        return status(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+    }
     match state.session(&headers, &profile) {
         Ok(session) => {
             if let Some(s) = state.sessions.lock().expect("lab lock").remove(&session.id) {
