@@ -1,0 +1,81 @@
+"""A dual-era MCP server on the official Python SDK (PyPI `mcp` 2.3, low-level `Server`).
+
+A real peer for the 2026-07-28 (modern) era, with the legacy handshake served on the same URL:
+- modern: `server/discover`, `tools/list` in pages with `ttlMs`/`cacheScope` (the server's
+  `cache_hints`), and `subscriptions/listen` served by the SDK's `ListenHandler` over an
+  `InMemorySubscriptionBus`;
+- legacy (2025-xx `initialize`): sessions (`Mcp-Session-Id`), `tools.listChanged` declared, the
+  GET stream carries `notifications/tools/list_changed`.
+An announced swap publishes `ToolsListChanged` on the bus (every open listen stream) and sends
+list_changed to every legacy session that has listed or called; an unannounced one sends nothing.
+The catalog (14 tools, `--page-size` per page, the swap) is kb_catalog.py's.
+
+Usage: python py_modern_server.py PORT [--page-size 8] [--swap-after S] [--unannounced]
+                                       [--ttl-ms 60000] [--cache-scope public|private]
+MCP at http://127.0.0.1:PORT/mcp; POST /admin/change[?announce=0] swaps now; GET /admin/state.
+"""
+
+import logging
+
+import anyio
+from kb_catalog import Catalog, LegacySessions, admin_routes, arguments, serve_http
+from mcp.server.caching import CacheHint
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+
+class KbServer(Server):
+    """Declares tools.listChanged to legacy sessions (the session manager's defaults leave it false;
+    for modern requests the SDK derives it from `subscriptions/listen` being served)."""
+
+    def create_initialization_options(self, notification_options=None, *args, **kwargs):
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True), *args, **kwargs
+        )
+
+
+def main() -> None:
+    args = arguments("dual-era Python SDK peer (mcp 2.3 low-level Server)")
+    logging.basicConfig(level=logging.WARNING)
+    catalog = Catalog(args.page_size)
+    legacy = LegacySessions()
+    bus = InMemorySubscriptionBus()
+
+    def remember(ctx) -> None:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            return  # modern requests have no session; they hear changes on a listen stream only
+        request = getattr(ctx, "request", None)
+        legacy.remember(request.headers.get("mcp-session-id") if request is not None else None, ctx.session)
+
+    async def on_list_tools(ctx, params):
+        remember(ctx)
+        return catalog.page(params)
+
+    async def on_call_tool(ctx, params):
+        remember(ctx)
+        return catalog.call(params)
+
+    async def announce_modern() -> int:
+        await bus.publish(ToolsListChanged())
+        return 1
+
+    catalog.announcers += [announce_modern, legacy.announce]
+    hint = CacheHint(ttl_ms=args.ttl_ms, scope=args.cache_scope)
+    server = KbServer(
+        "ci-py-modern",
+        version="1.0.0",
+        cache_hints={"tools/list": hint, "server/discover": hint},
+        on_list_tools=on_list_tools,
+        on_call_tool=on_call_tool,
+        on_subscriptions_listen=ListenHandler(bus),
+    )
+    app = server.streamable_http_app(
+        host="127.0.0.1",
+        custom_starlette_routes=admin_routes(catalog, lambda: {"legacy_sessions": len(legacy.sessions)}),
+    )
+    anyio.run(serve_http, app, args.port, catalog, args)
+
+
+if __name__ == "__main__":
+    main()
