@@ -29,12 +29,17 @@ def main() -> None:
     catalog = Catalog(args.page_size)
     streams = LegacySessions()
 
+    def remember(ctx) -> None:
+        # The SDK builds a ServerSession per request; the stream is named by the POST's session_id.
+        request = getattr(ctx, "request", None)
+        streams.remember(request.query_params.get("session_id") if request is not None else None, ctx.session)
+
     async def on_list_tools(ctx, params):
-        streams.remember(id(ctx.session), ctx.session)
+        remember(ctx)
         return catalog.page(params)
 
     async def on_call_tool(ctx, params):
-        streams.remember(id(ctx.session), ctx.session)
+        remember(ctx)
         return catalog.call(params)
 
     catalog.announcers.append(streams.announce)

@@ -39,7 +39,7 @@ async def serve(args) -> None:
 
     def remember(ctx) -> None:
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            legacy.remember(id(ctx.session), ctx.session)
+            legacy.remember("stdio", ctx.session)  # one connection per process; a session per request
 
     async def on_list_tools(ctx, params):
         remember(ctx)
