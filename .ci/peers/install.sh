@@ -7,7 +7,7 @@
 #              packages @modelcontextprotocol/server + @modelcontextprotocol/node (modern era)
 #
 # The layout is the one .ci/sdk_peers_e2e.sh uses, so a work folder set up by either is reused by
-# the other. Prints shell assignments (VENV_PY, NODE, NODE_PATH) on stdout for `eval`; progress goes
+# the other. Prints shell assignments (PEER_PY, PEER_NODE, PEER_NODE_PATH) on stdout for `eval`; progress goes
 # to stderr. @modelcontextprotocol/node has no 2.4 release: 2.1.x is the newest and its peer range
 # is server ^2.4.0.
 #
@@ -69,4 +69,4 @@ if [ "$have" != "$want" ]; then
 fi
 log "python: $("$venv/bin/python" -c 'from importlib.metadata import version as v; print("mcp", v("mcp"), "fastmcp", v("fastmcp"))'); node $("$node" --version): $want"
 log "install took $(($(date +%s) - started)) s"
-printf 'VENV_PY=%q\nNODE=%q\nNODE_PATH=%q\n' "$venv/bin/python" "$node" "$node_dir/node_modules"
+printf 'PEER_PY=%q\nPEER_NODE=%q\nPEER_NODE_PATH=%q\n' "$venv/bin/python" "$node" "$node_dir/node_modules"
