@@ -8,12 +8,15 @@ Stdlib only. Run with the peers installed (.ci/peers/install.sh DIR):
 
 Each peer starts on a free loopback port (the stdio one on pipes) and is asked, byte for byte:
 - modern (py_modern_server.py, ts2_server.mjs): `server/discover` (supportedVersions, ttlMs,
-  cacheScope), `tools/list` in 2 pages with ttlMs/cacheScope, an invalid cursor, `ping`, the
+  cacheScope), `tools/list` in 2 pages with ttlMs/cacheScope, an invalid cursor, `tools/call` of
+  the read-only tool with and without `Mcp-Name`, `ping`, the
   era-detection answers (no `MCP-Protocol-Version` header, an unsupported version, a header/_meta
   mismatch), `subscriptions/listen` acknowledged then `notifications/tools/list_changed` carrying
   the subscriptionId after an announced swap, nothing after an unannounced one, and what a legacy
   `initialize` gets on the same URL (session id, GET stream or 405, list_changed on it);
-- legacy-only (ts_sdk_server.mjs, SDK 1.32 Streamable HTTP): its answer to a modern request;
+- the timed swap (`--swap-after`, announced and `--unannounced`) on a fresh modern peer each;
+- legacy-only, SDK 1.32 Streamable HTTP (ts_sse_server.mjs's stateless `/mcp`, and CI's sessionful
+  legacy peer ts_sdk_server.mjs): the answer to a modern request;
 - HTTP+SSE (py_sse_server.py, ts_sse_server.mjs): the `endpoint` event and content type, a
   tools/list round trip in 2 pages, list_changed on the stream after an announced swap;
 - stdio (py_stdio_server.py): tools/list in 2 pages over pipes in both eras, list_changed after
@@ -42,6 +45,7 @@ HERE = Path(__file__).resolve().parent
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 MAX_STREAM_BYTES = 1 << 20
+TIMED_SWAP_S = 4  # from the peer's start to its timed swap; the listen must be acknowledged first
 T0 = time.monotonic()
 CHILDREN: list[tuple[str, subprocess.Popen, Path]] = []
 FACTS: dict[str, dict] = {}
@@ -55,6 +59,7 @@ EXPECT = {
         "unsupported_version": (400, -32022),
         "header_mismatch": (400, -32600),  # a 2025 header picks the legacy era: "Missing session ID"
         "meta_mismatch": (400, -32020),
+        "call_without_mcp_name": (400, -32020),
         "legacy_session": True,
         "legacy_get": 200,
     },
@@ -65,6 +70,7 @@ EXPECT = {
         "unsupported_version": (400, -32022),
         "header_mismatch": (400, -32020),
         "meta_mismatch": (400, -32020),
+        "call_without_mcp_name": (400, -32020),
         "legacy_session": False,
         "legacy_get": 405,
     },
@@ -369,6 +375,17 @@ def verify_modern(peer: str, port: int) -> None:
     check(peer, "invalid cursor -> JSON-RPC code", error_code(r.response(2)), -32602)
     check(peer, "invalid cursor -> HTTP status", r.status, exp["modern_jsonrpc_error_http"]["invalid_cursor"])
 
+    # tools/call of the read-only tool, with and without the Mcp-Name header
+    call = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"_meta": meta(), "name": "kb_stats", "arguments": {}}}
+    r = request(port, "POST", url, call, {**modern_headers("tools/call"), "Mcp-Name": "kb_stats"})
+    m = r.response(8)
+    check(peer, "modern tools/call kb_stats -> text", m.get("result", {}).get("content", [{}])[0].get("text"), "ok")
+    check(peer, "modern tools/call kb_stats -> resultType", m["result"].get("resultType"), "complete")
+    r = request(port, "POST", url, {**call, "id": 9}, modern_headers("tools/call"))
+    m = r.first()
+    check(peer, "modern tools/call without Mcp-Name -> (HTTP, code)", (r.status, error_code(m) if "error" in m else "result"),
+          exp["call_without_mcp_name"])
+
     # ping (removed in 2026-07-28)
     r = request(port, "POST", url, {"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"_meta": meta()}},
                 modern_headers("ping"))
@@ -456,6 +473,35 @@ def verify_modern(peer: str, port: int) -> None:
             fact(peer, "legacy GET body", get.resp.read(2000).decode("utf-8", "replace"))
     finally:
         get.close()
+
+
+def verify_timed_swap(peer: str, argv: list[str], announced: bool, logs: Path, env: dict) -> None:
+    """The `--swap-after S` flag: the list changes S seconds after start, announced or not."""
+    port = free_port()
+    flags = ["--swap-after", str(TIMED_SWAP_S)] + ([] if announced else ["--unannounced"])
+    wait_port(peer, port, start(peer, [*argv, str(port), *flags], logs, env))
+    listen = Stream(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+                                           "params": {"_meta": meta(), "notifications": {"toolsListChanged": True}}},
+                    modern_headers("subscriptions/listen"))
+    try:
+        listen.message(10, lambda m: m.get("method") == "notifications/subscriptions/acknowledged")
+        state = json.loads(request(port, "GET", "/admin/state", None, {}).body)
+        if state["generation"] != 0:
+            raise Mismatch(f"{peer}: the timed swap fired before the listen stream was acknowledged; raise --swap-after")
+        if announced:
+            listen.message(20, is_list_changed)
+        else:
+            deadline = time.monotonic() + 20
+            while json.loads(request(port, "GET", "/admin/state", None, {}).body)["generation"] == 0:
+                if time.monotonic() > deadline:
+                    raise Mismatch(f"{peer}: the timed swap did not happen within 20 s")
+                time.sleep(0.2)
+            listen.quiet(2, is_list_changed)
+        check_pages(peer, walk_http_modern(port), modern=True, expect_last="search_v2", record=False)
+        fact(peer, " ".join(flags),
+             "list_changed on the listen stream, then search_v2" if announced else "search_v2, no list_changed within 2 s")
+    finally:
+        listen.close()
 
 
 def verify_legacy_only(peer: str, port: int, expected: dict) -> None:
@@ -636,6 +682,10 @@ def main() -> int:
         for name, proc_entry in zip(peers, CHILDREN):
             wait_port(name, ports[name], proc_entry[1])
         steps = [
+            # the timed swap (the flag a test uses when it cannot reach /admin/change), each peer
+            # started just before its check so the swap cannot beat the listen stream
+            ("py_modern_timed", lambda: verify_timed_swap("py_modern_timed", [py, "py_modern_server.py"], False, logs, {})),
+            ("ts2_timed", lambda: verify_timed_swap("ts2_timed", [node, "ts2_server.mjs"], True, logs, nenv)),
             ("py_modern", lambda: verify_modern("py_modern", ports["py_modern"])),
             ("ts2", lambda: verify_modern("ts2", ports["ts2"])),
             # the SDK's own answer: ts_sse_server.mjs serves SDK 1.32 stateless Streamable HTTP at /mcp
