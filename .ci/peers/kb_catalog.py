@@ -152,6 +152,48 @@ class LegacySessions:
         return sent
 
 
+def server_handlers(catalog: Catalog, legacy: LegacySessions, key: Callable[[object], object],
+                    modern: argparse.Namespace | None = None) -> dict:
+    """Keyword arguments for the low-level `Server`: the tools handlers, and, given the parsed flags
+    as `modern`, the 2026-07-28 pieces (cache hints; `subscriptions/listen` on an in-memory bus).
+
+    An announced swap notifies every open listen stream and every legacy recipient. `key(ctx)`
+    names a legacy request's recipient (the SDK builds a new ServerSession per request, so the
+    session object cannot be the key); modern requests are never recipients: they hear changes on
+    a listen stream only.
+    """
+    from mcp.server.caching import CacheHint
+    from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    def remember(ctx) -> None:
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            legacy.remember(key(ctx), ctx.session)
+
+    async def on_list_tools(ctx, params):
+        remember(ctx)
+        return catalog.page(params)
+
+    async def on_call_tool(ctx, params):
+        remember(ctx)
+        return catalog.call(params)
+
+    handlers: dict = {"on_list_tools": on_list_tools, "on_call_tool": on_call_tool}
+    if modern is not None:
+        bus = InMemorySubscriptionBus()
+
+        async def announce_modern() -> int:
+            await bus.publish(ToolsListChanged())
+            return 1
+
+        catalog.announcers.append(announce_modern)
+        hint = CacheHint(ttl_ms=modern.ttl_ms, scope=modern.cache_scope)
+        handlers["cache_hints"] = {"tools/list": hint, "server/discover": hint}
+        handlers["on_subscriptions_listen"] = ListenHandler(bus)
+    catalog.announcers.append(legacy.announce)
+    return handlers
+
+
 def admin_routes(catalog: Catalog, extra_state: Callable[[], dict] | None = None) -> list:
     """`POST /admin/change[?announce=0|1]` (default: announce) and `GET /admin/state`."""
     from starlette.requests import Request

@@ -18,11 +18,8 @@ MCP at http://127.0.0.1:PORT/mcp; POST /admin/change[?announce=0] swaps now; GET
 import logging
 
 import anyio
-from kb_catalog import Catalog, LegacySessions, admin_routes, arguments, serve_http
-from mcp.server.caching import CacheHint
+from kb_catalog import Catalog, LegacySessions, admin_routes, arguments, serve_http, server_handlers
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 
 class KbServer(Server):
@@ -40,36 +37,12 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     catalog = Catalog(args.page_size)
     legacy = LegacySessions()
-    bus = InMemorySubscriptionBus()
 
-    def remember(ctx) -> None:
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            return  # modern requests have no session; they hear changes on a listen stream only
+    def session_id(ctx):
         request = getattr(ctx, "request", None)
-        legacy.remember(request.headers.get("mcp-session-id") if request is not None else None, ctx.session)
+        return request.headers.get("mcp-session-id") if request is not None else None
 
-    async def on_list_tools(ctx, params):
-        remember(ctx)
-        return catalog.page(params)
-
-    async def on_call_tool(ctx, params):
-        remember(ctx)
-        return catalog.call(params)
-
-    async def announce_modern() -> int:
-        await bus.publish(ToolsListChanged())
-        return 1
-
-    catalog.announcers += [announce_modern, legacy.announce]
-    hint = CacheHint(ttl_ms=args.ttl_ms, scope=args.cache_scope)
-    server = KbServer(
-        "ci-py-modern",
-        version="1.0.0",
-        cache_hints={"tools/list": hint, "server/discover": hint},
-        on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
-        on_subscriptions_listen=ListenHandler(bus),
-    )
+    server = KbServer("ci-py-modern", version="1.0.0", **server_handlers(catalog, legacy, session_id, modern=args))
     app = server.streamable_http_app(
         host="127.0.0.1",
         custom_starlette_routes=admin_routes(catalog, lambda: {"legacy_sessions": len(legacy.sessions)}),

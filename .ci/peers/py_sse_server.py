@@ -14,7 +14,7 @@ SSE at http://127.0.0.1:PORT/sse; POST /admin/change[?announce=0] swaps now; GET
 import logging
 
 import anyio
-from kb_catalog import Catalog, LegacySessions, admin_routes, arguments, serve_http
+from kb_catalog import Catalog, LegacySessions, admin_routes, arguments, serve_http, server_handlers
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.sse import SseServerTransport
 from starlette.applications import Starlette
@@ -29,21 +29,11 @@ def main() -> None:
     catalog = Catalog(args.page_size)
     streams = LegacySessions()
 
-    def remember(ctx) -> None:
-        # The SDK builds a ServerSession per request; the stream is named by the POST's session_id.
+    def session_id(ctx):  # the stream a POST belongs to
         request = getattr(ctx, "request", None)
-        streams.remember(request.query_params.get("session_id") if request is not None else None, ctx.session)
+        return request.query_params.get("session_id") if request is not None else None
 
-    async def on_list_tools(ctx, params):
-        remember(ctx)
-        return catalog.page(params)
-
-    async def on_call_tool(ctx, params):
-        remember(ctx)
-        return catalog.call(params)
-
-    catalog.announcers.append(streams.announce)
-    server = Server("ci-py-sse", version="1.0.0", on_list_tools=on_list_tools, on_call_tool=on_call_tool)
+    server = Server("ci-py-sse", version="1.0.0", **server_handlers(catalog, streams, session_id))
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
     sse = SseServerTransport("/messages/")
 

@@ -18,12 +18,9 @@ import logging
 import signal
 
 import anyio
-from kb_catalog import Catalog, LegacySessions, arguments
-from mcp.server.caching import CacheHint
+from kb_catalog import Catalog, LegacySessions, arguments, server_handlers
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
-from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ToolsListChanged
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 
 async def on_signals(catalog: Catalog) -> None:
@@ -34,35 +31,9 @@ async def on_signals(catalog: Catalog) -> None:
 
 async def serve(args) -> None:
     catalog = Catalog(args.page_size)
-    legacy = LegacySessions()
-    bus = InMemorySubscriptionBus()
-
-    def remember(ctx) -> None:
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            legacy.remember("stdio", ctx.session)  # one connection per process; a session per request
-
-    async def on_list_tools(ctx, params):
-        remember(ctx)
-        return catalog.page(params)
-
-    async def on_call_tool(ctx, params):
-        remember(ctx)
-        return catalog.call(params)
-
-    async def announce_modern() -> int:
-        await bus.publish(ToolsListChanged())
-        return 1
-
-    catalog.announcers += [announce_modern, legacy.announce]
-    hint = CacheHint(ttl_ms=args.ttl_ms, scope=args.cache_scope)
-    server = Server(
-        "ci-py-stdio",
-        version="1.0.0",
-        cache_hints={"tools/list": hint, "server/discover": hint},
-        on_list_tools=on_list_tools,
-        on_call_tool=on_call_tool,
-        on_subscriptions_listen=ListenHandler(bus),
-    )
+    # one connection per process: a single legacy recipient
+    server = Server("ci-py-stdio", version="1.0.0",
+                    **server_handlers(catalog, LegacySessions(), lambda ctx: "stdio", modern=args))
     options = server.create_initialization_options(NotificationOptions(tools_changed=True))
     async with anyio.create_task_group() as tg:
         tg.start_soon(catalog.swap_later, args.swap_after, not args.unannounced)

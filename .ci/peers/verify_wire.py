@@ -42,12 +42,14 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from sdk_peers_e2e import CHILDREN, Failure, free_port, stop_all, wait_port  # noqa: E402  (shared .ci helpers)
+
 MODERN = "2026-07-28"
 LEGACY = "2025-11-25"
 MAX_STREAM_BYTES = 1 << 20
 TIMED_SWAP_S = 4  # from the peer's start to its timed swap; the listen must be acknowledged first
 T0 = time.monotonic()
-CHILDREN: list[tuple[str, subprocess.Popen, Path]] = []
 FACTS: dict[str, dict] = {}
 
 # What each peer answered when verified (2026-12-03); a change in an SDK shows up as a mismatch.
@@ -81,8 +83,7 @@ def log(msg: str) -> None:
     print(f"[verify_wire {time.monotonic() - T0:5.1f}s] {msg}", flush=True)
 
 
-class Mismatch(Exception):
-    pass
+Mismatch = Failure  # what every failed check raises
 
 
 def check(peer: str, what: str, seen, expected) -> None:
@@ -107,12 +108,6 @@ def fact(peer: str, what: str, value) -> None:
 # ---------------------------------------------------------------- processes
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start(name: str, argv: list[str], logs: Path, env: dict, pipes: bool = False) -> subprocess.Popen:
     path = logs / f"{name}.log"
     err = open(path, "wb")
@@ -123,34 +118,6 @@ def start(name: str, argv: list[str], logs: Path, env: dict, pipes: bool = False
     )
     CHILDREN.append((name, proc, path))
     return proc
-
-
-def wait_port(name: str, port: int, proc: subprocess.Popen, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise Mismatch(f"{name}: exited early with {proc.returncode}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise Mismatch(f"{name}: did not listen on 127.0.0.1:{port} within {seconds:.0f} s")
-
-
-def stop_all() -> None:
-    for _, proc, _ in CHILDREN:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    for _, proc, _ in CHILDREN:
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
 
 
 # ---------------------------------------------------------------- HTTP
@@ -479,7 +446,7 @@ def verify_timed_swap(peer: str, argv: list[str], announced: bool, logs: Path, e
     """The `--swap-after S` flag: the list changes S seconds after start, announced or not."""
     port = free_port()
     flags = ["--swap-after", str(TIMED_SWAP_S)] + ([] if announced else ["--unannounced"])
-    wait_port(peer, port, start(peer, [*argv, str(port), *flags], logs, env))
+    wait_port(peer, port, start(peer, [*argv, str(port), *flags], logs, env), 30)
     listen = Stream(port, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
                                            "params": {"_meta": meta(), "notifications": {"toolsListChanged": True}}},
                     modern_headers("subscriptions/listen"))
@@ -680,7 +647,7 @@ def main() -> int:
             proc = start(name, [*argv, str(ports[name])], logs, env)
             log(f"started {name} (pid {proc.pid}) on 127.0.0.1:{ports[name]}")
         for name, proc_entry in zip(peers, CHILDREN):
-            wait_port(name, ports[name], proc_entry[1])
+            wait_port(name, ports[name], proc_entry[1], 30)
         steps = [
             # the timed swap (the flag a test uses when it cannot reach /admin/change), each peer
             # started just before its check so the swap cannot beat the listen stream
