@@ -15,17 +15,14 @@ import sys
 
 import mcp_types as types
 import uvicorn
+from kb_catalog import BASE_TOOLS, Catalog
 from mcp.server.lowlevel import NotificationOptions, Server
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 PAGE_SIZE = 5
-BASE_TOOLS = [
-    "kb_search", "kb_get_article", "kb_list_spaces", "kb_create_article", "kb_update_article",
-    "kb_delete_article", "kb_tag_article", "kb_list_tags", "kb_attach_file", "kb_export_space",
-    "kb_import_space", "kb_history", "kb_stats",
-]
+tool = Catalog.tool  # the catalog every Python peer serves (kb_catalog.py)
 state = {"generation": 0, "swapped": False}
 sessions: dict = {}  # Mcp-Session-Id -> the latest ServerSession of that session: recipients of list_changed
 
@@ -34,16 +31,6 @@ log = logging.getLogger("py_lowlevel_server")
 
 def current_names() -> list[str]:
     return BASE_TOOLS + (["search_v2"] if state["swapped"] else ["search_legacy"])
-
-
-def tool(name: str) -> types.Tool:
-    read_only = name == "kb_stats"
-    return types.Tool(
-        name=name,
-        description=f"{name} on the knowledge base",
-        input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
-        annotations=types.ToolAnnotations(read_only_hint=read_only, destructive_hint=not read_only),
-    )
 
 
 def encode_cursor(offset: int) -> str:
