@@ -24,8 +24,12 @@ pub fn init(level: &str, format: Format) {
             .with(
                 // No module path as `target=`: the key is ours, the probed target's name, and
                 // a logfmt line with two `target` keys reads differently in every parser.
+                // Span fields (a connection's target and index) are kept; the span's name and
+                // path add nothing to them.
                 tracing_logfmt::builder()
                     .with_target(false)
+                    .with_span_name(false)
+                    .with_span_path(false)
                     .layer()
                     .with_writer(std::io::stderr),
             )

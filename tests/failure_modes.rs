@@ -7,7 +7,7 @@ mod common;
 use std::net::SocketAddr;
 
 use common::{Harness, Scrape, target};
-use mcp_exporter::lab::{Behaviour, Lab};
+use mcp_exporter::lab::{Behaviour, Era as LabEra, Lab};
 
 const C0: (&str, &str) = ("connection", "0");
 
@@ -27,6 +27,16 @@ async fn probe(lab: &Lab, name: &str) -> Harness {
 }
 
 /// The knobs of a named `mcp_exporter lab` scenario: the tests prove what operators can serve.
+/// `b` served in the legacy era only: for the failure modes of legacy mechanisms (sessions and
+/// their expiry, the GET stream, `ping`, notifications inside POST answers, session affinity).
+/// The modern era's counterparts are in `tests/modern.rs`.
+fn legacy(b: Behaviour) -> Behaviour {
+    Behaviour {
+        era: LabEra::Legacy,
+        ..b
+    }
+}
+
 fn scenario(name: &str) -> Behaviour {
     mcp_exporter::lab::scenarios::find(name)
         .expect("scenario exists")
@@ -281,7 +291,7 @@ async fn f3_no_get_stream_shows_stream_down_while_capable() {
 /// F6: the server ends the session (404 with our session id): a new session, and a re-walk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f6_session_expiry_reinitializes_and_rewalks() {
-    let lab = lab("kb", Behaviour::default()).await;
+    let lab = lab("kb", legacy(Behaviour::default())).await;
     let h = probe(&lab, "kb").await;
     h.until("initial walk", |s| walks(s, "kb", "initial") == 1.0)
         .await;
@@ -318,7 +328,7 @@ async fn reconnect_relists_and_repairs_a_stale_cache() {
         deliver_list_changed: false,
         ..Behaviour::default()
     };
-    let (lab, h) = start("lossy", lossy).await;
+    let (lab, h) = start("lossy", legacy(lossy)).await;
     h.until("initial walk", |s| walks(s, "lossy", "initial") == 1.0)
         .await;
     lab.churn();
@@ -441,7 +451,7 @@ async fn notifications_interleaved_in_post_answers_are_honoured() {
         list_changed_in_answers: true,
         ..Behaviour::default()
     };
-    let (lab, h) = start("inline", inline).await;
+    let (lab, h) = start("inline", legacy(inline)).await;
     h.until("initial walk", |s| walks(s, "inline", "initial") == 1.0)
         .await;
     lab.churn();
@@ -585,7 +595,7 @@ async fn f14_spurious_notifications_are_counted_as_without_change() {
 /// F15: alive but too slow: pings time out, the target is down, the session is replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f15_slow_server_is_down_with_ping_timeouts() {
-    let b = scenario("slow-server");
+    let b = legacy(scenario("slow-server"));
     let lab = lab("slow", b).await;
     let mut h = Harness::new();
     let mut cfg = target("slow", lab.url("slow"));
@@ -737,7 +747,7 @@ async fn f11_offset_cursors_under_churn_show_duplicate_tools() {
 /// fingerprints differ while each connection on its own is consistent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f12_instances_disagree_across_connections() {
-    let b = scenario("split-instances");
+    let b = legacy(scenario("split-instances"));
     let lab = lab("split", b).await;
     let mut h = Harness::new();
     let mut cfg = target("split", lab.url("split"));
