@@ -7,7 +7,7 @@ mod common;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{DEADLINE, free_port};
+use common::{DEADLINE, free_port, start_lab};
 use mcp_exporter::lab::{Lab, scenarios};
 use serde_json::Value;
 
@@ -97,16 +97,11 @@ async fn check(args: &[&str], envs: &[(&str, &str)]) -> Run {
 
 /// A lab serving the named scenarios' behaviours, each at `/<name>/mcp`, without churn.
 async fn lab(names: &[&str]) -> Lab {
-    let profiles = names
-        .iter()
-        .map(|n| {
-            let s = scenarios::find(n).unwrap_or_else(|| panic!("no scenario {n}"));
-            (n.to_string(), s.behaviour)
-        })
-        .collect();
-    Lab::start("127.0.0.1:0".parse().unwrap(), profiles)
-        .await
-        .expect("lab starts")
+    let profiles = names.iter().map(|n| {
+        let s = scenarios::find(n).unwrap_or_else(|| panic!("no scenario {n}"));
+        (n.to_string(), s.behaviour)
+    });
+    start_lab(profiles).await
 }
 
 fn url(lab: &Lab, profile: &str) -> String {
@@ -538,12 +533,7 @@ async fn a_change_while_the_stream_was_cut_is_a_warning_not_a_failure() {
         change_in_stream_gap: true,
         ..Behaviour::default()
     };
-    let lab = Lab::start(
-        "127.0.0.1:0".parse().unwrap(),
-        vec![("cut".into(), behaviour)],
-    )
-    .await
-    .expect("lab starts");
+    let lab = start_lab([("cut", behaviour)]).await;
     let run = check(&["--listen-for", "6s", &url(&lab, "cut")], &[]).await;
     run.ended(0, "pass with warnings");
     let detail = run.expect("WARN", "list_changed");

@@ -2,10 +2,14 @@
 //! waits on conditions with a deadline (never a sleep-and-hope).
 #![allow(dead_code)]
 
+pub mod series;
+
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_exporter::config::{Config, Defaults, ProtocolChoice, TargetConfig};
+use mcp_exporter::lab::{Behaviour, Lab};
 use mcp_exporter::probe::Supervisor;
 use mcp_exporter::telemetry::Telemetry;
 
@@ -55,6 +59,14 @@ impl Harness {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// The lab on an ephemeral loopback port, serving each `(name, behaviour)` at `/<name>/mcp`.
+pub async fn start_lab<N: Into<String>>(profiles: impl IntoIterator<Item = (N, Behaviour)>) -> Lab {
+    let profiles = profiles.into_iter().map(|(n, b)| (n.into(), b)).collect();
+    Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), profiles)
+        .await
+        .expect("lab starts")
 }
 
 /// A loopback port that was free a moment ago.
