@@ -23,12 +23,7 @@ pub(super) fn expand_env(
                 return Err("unterminated ${ (missing '}'); write $${ for a literal ${".to_owned());
             };
             let name = &after[..end];
-            let valid = name
-                .bytes()
-                .next()
-                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-            if !valid {
+            if !is_variable_name(name) {
                 return Err(
                     "invalid environment variable reference: a name inside ${...} must match \
                      [A-Za-z_][A-Za-z0-9_]*; write $${ for a literal ${"
@@ -50,6 +45,14 @@ pub(super) fn expand_env(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// A portable environment variable name: `[A-Za-z_][A-Za-z0-9_]*`, as in `${VAR}` and `env`.
+pub(super) fn is_variable_name(name: &str) -> bool {
+    name.bytes()
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 #[cfg(test)]

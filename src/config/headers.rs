@@ -173,8 +173,8 @@ fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-/// `.Name` for header names that are tokens, `["odd name"]` otherwise.
-fn path_key(name: &str) -> String {
+/// `.Name` for names that are tokens, `["odd name"]` otherwise: a field path's last step.
+pub(super) fn path_key(name: &str) -> String {
     if !name.is_empty() && name.bytes().all(is_token_byte) {
         format!(".{name}")
     } else {

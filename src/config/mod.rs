@@ -22,11 +22,13 @@
 //! * `model`: the validated types the rest of the exporter reads (`Config`, `TargetConfig` …);
 //! * `raw`: the file as written, as serde reads it;
 //! * `validate`: raw → model, every error naming file, field and why;
+//! * `endpoint`: where a target is: `url` (and its `transport`) or `command`, `args`, `env`, `cwd`;
 //! * `headers`: the rules for configured request headers (also `--header`);
 //! * `expand`: `${VAR}` expansion;
 //! * `probes`, `limits`, `secret`, `error`: functional probes, bounds checked before parsing,
 //!   values kept out of logs, and the error type.
 
+mod endpoint;
 mod error;
 mod expand;
 mod headers;
@@ -41,8 +43,14 @@ mod validate;
 
 pub use error::ConfigError;
 pub use headers::header_flag;
-pub use limits::{MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_TOTAL_CONNECTIONS};
-pub use model::{Config, DEFAULT_MAX_LISTING_BYTES, Defaults, ProtocolChoice, TargetConfig};
+pub use limits::{
+    MAX_COMMAND_ARG_BYTES, MAX_COMMAND_ARGS, MAX_COMMAND_ENV, MAX_COMMAND_ENV_BYTES,
+    MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_TOTAL_CONNECTIONS,
+};
+pub use model::{
+    CommandSpec, Config, DEFAULT_MAX_LISTING_BYTES, Defaults, Endpoint, HttpTransportKind,
+    ProtocolChoice, TargetConfig,
+};
 pub use probes::{Expect, MAX_PROBES, ProbeConfig, valid_tool_name};
 pub use raw::parse_bytes;
 pub use secret::{Secret, redact_url};

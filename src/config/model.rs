@@ -7,6 +7,7 @@
 use super::{ProbeConfig, Secret, redact_url};
 use crate::mcp::version::ProtocolVersion;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Default `max_listing_bytes`: some twenty times the demo's 14-tool listing (~10 KiB) and above
@@ -56,10 +57,11 @@ impl Default for Defaults {
 pub struct TargetConfig {
     /// Unique name; the value of the `target` label.
     pub name: String,
-    /// MCP endpoint (http or https, no fragment). May carry secrets: log it with [`redact_url`].
-    pub url: url::Url,
+    /// Where the MCP server is and how to reach it: a URL or a local command.
+    pub endpoint: Endpoint,
     pub protocol_version: ProtocolChoice,
-    /// Extra request headers in file order: `headers` first, then `header_files`.
+    /// Extra request headers in file order: `headers` first, then `header_files`. Always empty
+    /// for a command target (the validator refuses headers there).
     pub headers: Vec<(String, Secret)>,
     pub connections: u16,
     pub audit_interval: Duration,
@@ -77,7 +79,7 @@ impl fmt::Debug for TargetConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TargetConfig")
             .field("name", &self.name)
-            .field("url", &redact_url(&self.url))
+            .field("endpoint", &self.endpoint)
             .field("protocol_version", &self.protocol_version)
             .field("headers", &self.headers)
             .field("connections", &self.connections)
@@ -90,6 +92,126 @@ impl fmt::Debug for TargetConfig {
             .field("probes", &self.probes)
             .finish()
     }
+}
+
+impl TargetConfig {
+    /// The URL of an HTTP target; `None` for a command (stdio) target. May carry secrets: log
+    /// it with [`redact_url`].
+    pub fn url(&self) -> Option<&url::Url> {
+        match &self.endpoint {
+            Endpoint::Http { url, .. } => Some(url),
+            Endpoint::Command(_) => None,
+        }
+    }
+}
+
+/// Where a target's MCP server is: exactly one of a URL and a local command, so a target with
+/// both, or with neither, cannot be built.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `url:` (http or https, no fragment; may carry secrets: log it with [`redact_url`]), and
+    /// the HTTP transport to speak there.
+    Http {
+        url: url::Url,
+        transport: HttpTransportKind,
+    },
+    /// `command:`: a program started by the exporter, spoken to over its stdin and stdout.
+    Command(CommandSpec),
+}
+
+impl Endpoint {
+    /// An HTTP endpoint with the default transport (`auto`).
+    pub fn http(url: url::Url) -> Endpoint {
+        Endpoint::Http {
+            url,
+            transport: HttpTransportKind::Auto,
+        }
+    }
+}
+
+/// Without secrets, for logs, the status page and `--config.check`: the URL through
+/// [`redact_url`] and its transport unless `auto`; for a command, the program and how many
+/// arguments it gets (not the arguments, nor the environment).
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Http { url, transport } => {
+                f.write_str(&redact_url(url))?;
+                if *transport != HttpTransportKind::Auto {
+                    write!(f, " (transport {transport})")?;
+                }
+                Ok(())
+            }
+            Endpoint::Command(c) => {
+                write!(f, "command {}", c.command.display())?;
+                match c.args.len() {
+                    0 => Ok(()),
+                    1 => f.write_str(" (1 argument)"),
+                    n => write!(f, " ({n} arguments)"),
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Http { url, transport } => f
+                .debug_struct("Http")
+                .field("url", &redact_url(url))
+                .field("transport", transport)
+                .finish(),
+            Endpoint::Command(c) => f.debug_tuple("Command").field(c).finish(),
+        }
+    }
+}
+
+/// The `transport` setting of a URL target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum HttpTransportKind {
+    /// Streamable HTTP first; the HTTP+SSE transport of 2024-11-05 where the spec's
+    /// backwards-compatibility rule says the server speaks only that.
+    #[default]
+    Auto,
+    /// Streamable HTTP only.
+    StreamableHttp,
+    /// The HTTP+SSE transport (2024-11-05): the URL is the SSE (GET) endpoint.
+    Sse,
+}
+
+impl HttpTransportKind {
+    /// The spelling used in the configuration file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpTransportKind::Auto => "auto",
+            HttpTransportKind::StreamableHttp => "streamable_http",
+            HttpTransportKind::Sse => "sse",
+        }
+    }
+}
+
+impl fmt::Display for HttpTransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A local MCP server started by the exporter (the stdio transport). No shell is involved:
+/// `command` is executed with `args` as they are. `Debug` redacts the `env` values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
+    /// The program: a path (relative ones resolved against the configuration file's directory),
+    /// or a bare name looked up in `PATH` when it is started.
+    pub command: PathBuf,
+    /// Arguments, passed as they are (no `${VAR}` expansion, no shell splitting).
+    pub args: Vec<String>,
+    /// Variables set for the program in addition to the exporter's own environment, in file
+    /// order; values may come from `${VAR}` and are secrets.
+    pub env: Vec<(String, Secret)>,
+    /// The working directory (absolute: a relative one is resolved against the configuration
+    /// file's directory); `None`: the exporter's own.
+    pub cwd: Option<PathBuf>,
 }
 
 /// The `protocol_version` setting of a target.
@@ -136,7 +258,7 @@ mod tests {
             "targets:\n  - name: kb\n    url: 'https://probe:{SENTINEL}@kb.example.com/mcp?key=${{QUERY_KEY}}'\n    headers:\n      Authorization: Bearer ${{KB_TOKEN}}\n      X-Literal: {SENTINEL}\n"
         ));
         let t = &c.targets[0];
-        assert_eq!(t.url.query(), Some("key=s3cr3t-token"));
+        assert_eq!(t.url().unwrap().query(), Some("key=s3cr3t-token"));
         for shown in [format!("{t:?}"), format!("{c:?}"), format!("{t:#?}")] {
             assert!(!shown.contains(SENTINEL), "{shown}");
             assert_has(&shown, "<redacted>");

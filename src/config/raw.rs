@@ -8,6 +8,7 @@ use super::probes;
 use serde::Deserialize;
 use serde::de::{Deserializer, MapAccess, Visitor};
 use std::fmt;
+use std::marker::PhantomData;
 
 #[derive(Deserialize)]
 #[serde(
@@ -34,11 +35,16 @@ pub(super) struct RawGlobal {
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a target: a mapping with at least `name` and `url`"
+    expecting = "a target: a mapping with at least `name` and `url` or `command`"
 )]
 pub(super) struct RawTarget {
     pub(super) name: Option<String>,
     pub(super) url: Option<String>,
+    pub(super) transport: Option<String>,
+    pub(super) command: Option<String>,
+    pub(super) args: Option<Vec<String>>,
+    pub(super) env: Option<PairList<VariableNames>>,
+    pub(super) cwd: Option<String>,
     pub(super) protocol_version: Option<String>,
     pub(super) headers: Option<PairList>,
     pub(super) header_files: Option<PairList>,
@@ -65,26 +71,46 @@ pub(super) enum RawBytes {
 }
 
 /// A string → string mapping that keeps file order and repeated keys (so that duplicates,
-/// which a map type would silently collapse, can be reported).
-pub(super) struct PairList(pub(super) Vec<(String, String)>);
+/// which a map type would silently collapse, can be reported). `K` names what the keys are, for
+/// the parser's message when the value is not a mapping.
+pub(super) struct PairList<K = HeaderNames>(pub(super) Vec<(String, String)>, PhantomData<K>);
 
-impl<'de> Deserialize<'de> for PairList {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<PairList, D::Error> {
-        struct PairVisitor;
-        impl<'de> Visitor<'de> for PairVisitor {
-            type Value = PairList;
+/// What the keys of a [`PairList`] are.
+pub(super) trait PairKeys {
+    const EXPECTING: &'static str;
+}
+
+/// `headers`, `header_files`.
+pub(super) struct HeaderNames;
+
+impl PairKeys for HeaderNames {
+    const EXPECTING: &'static str = "a mapping of header names to strings";
+}
+
+/// `env` of a command target.
+pub(super) struct VariableNames;
+
+impl PairKeys for VariableNames {
+    const EXPECTING: &'static str = "a mapping of environment variable names to strings";
+}
+
+impl<'de, K: PairKeys> Deserialize<'de> for PairList<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<PairList<K>, D::Error> {
+        struct PairVisitor<K>(PhantomData<K>);
+        impl<'de, K: PairKeys> Visitor<'de> for PairVisitor<K> {
+            type Value = PairList<K>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a mapping of header names to strings")
+                f.write_str(K::EXPECTING)
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PairList, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PairList<K>, A::Error> {
                 let mut pairs = Vec::new();
                 while let Some(pair) = map.next_entry::<String, String>()? {
                     pairs.push(pair);
                 }
-                Ok(PairList(pairs))
+                Ok(PairList(pairs, PhantomData))
             }
         }
-        deserializer.deserialize_map(PairVisitor)
+        deserializer.deserialize_map(PairVisitor(PhantomData))
     }
 }
 

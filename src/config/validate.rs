@@ -6,7 +6,6 @@
 //! from: set here, inherited from `global`, or the built-in default.
 
 use super::error::{ConfigError, ErrorKind};
-use super::expand::expand_env;
 use super::limits::{MAX_CONFIG_BYTES, MAX_TOTAL_CONNECTIONS};
 use super::model::{Config, Defaults, ProtocolChoice, TargetConfig};
 use super::raw::{RawBytes, RawConfig, RawGlobal, RawTarget, parse_bytes};
@@ -180,14 +179,14 @@ impl Validator<'_> {
     fn target(
         &self,
         index: usize,
-        raw: RawTarget,
+        mut raw: RawTarget,
         global: &Defaults,
         inherited_timeout: Duration,
     ) -> Result<TargetConfig, ConfigError> {
         let p = format!("targets[{index}]");
         let p = p.as_str();
-        let name = self.name(p, raw.name)?;
-        let url = self.url(p, raw.url)?;
+        let name = self.name(p, raw.name.take())?;
+        let endpoint = self.endpoint(p, &name, &mut raw)?;
         let protocol_version = self.protocol_version(p, raw.protocol_version)?;
 
         let audit = origin(
@@ -217,7 +216,7 @@ impl Validator<'_> {
         let probes = self.probes(p, raw.probes)?;
         Ok(TargetConfig {
             name,
-            url,
+            endpoint,
             protocol_version,
             headers,
             connections,
@@ -258,50 +257,6 @@ impl Validator<'_> {
             ));
         }
         Ok(name)
-    }
-
-    /// Never puts any part of the URL in a message: it may hold a password or a token.
-    fn url(&self, p: &str, raw: Option<String>) -> Result<url::Url, ConfigError> {
-        let field = format!("{p}.url");
-        let Some(raw) = raw else {
-            return Err(self.err(
-                field,
-                "required; the MCP endpoint, for example https://mcp.example.com/mcp",
-            ));
-        };
-        let text = expand_env(&raw, self.env).map_err(|why| self.err(&field, why))?;
-        if text.is_empty() {
-            return Err(self.err(
-                field,
-                "required; the MCP endpoint, for example https://mcp.example.com/mcp",
-            ));
-        }
-        if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(self.err(
-                field,
-                "URL must not contain whitespace or control characters",
-            ));
-        }
-        let url =
-            url::Url::parse(&text).map_err(|e| self.err(&field, format!("invalid URL: {e}")))?;
-        if url.scheme() != "http" && url.scheme() != "https" {
-            return Err(self.err(field, "URL scheme must be http or https"));
-        }
-        if !has_authority_host(&text) {
-            // The URL parser would accept `http:///mcp` and `http:mcp` as `http://mcp/`.
-            return Err(self.err(
-                field,
-                "URL has no host: write scheme://host[:port]/path, with a host between '//' and \
-                 the path",
-            ));
-        }
-        if url.host().is_none() {
-            return Err(self.err(field, "URL has no host"));
-        }
-        if url.fragment().is_some() {
-            return Err(self.err(field, "URL must not have a fragment (the part after '#')"));
-        }
-        Ok(url)
     }
 
     fn protocol_version(
@@ -456,19 +411,6 @@ impl Validator<'_> {
     }
 }
 
-/// Whether the URL text has `://` after its scheme and a non-empty host after it (past any
-/// `user:password@`). Only the form is checked here; the URL parser checks the rest.
-fn has_authority_host(text: &str) -> bool {
-    let Some((_, rest)) = text.split_once("://") else {
-        return false;
-    };
-    let authority = rest.split(['/', '?', '#', '\\']).next().unwrap_or_default();
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    !host.is_empty() && !host.starts_with(':')
-}
-
 /// A value set here, or the fallback with where it came from (for precise error messages).
 fn origin(value: Option<Duration>, fallback: (Duration, Origin)) -> (Duration, Origin) {
     value.map_or(fallback, |v| (v, Origin::Here))
@@ -525,7 +467,7 @@ mod tests {
             c.targets,
             vec![TargetConfig {
                 name: "kb".into(),
-                url: url::Url::parse("https://kb.example.com/mcp").unwrap(),
+                endpoint: Endpoint::http(url::Url::parse("https://kb.example.com/mcp").unwrap()),
                 protocol_version: ProtocolChoice::Auto,
                 headers: vec![],
                 connections: 1,
@@ -765,117 +707,6 @@ targets:
         ok(
             "targets:\n  - {name: kb, url: 'https://a.example/'}\n  - {name: KB, url: 'https://a.example/'}\n",
         );
-    }
-
-    #[test]
-    fn url_is_required() {
-        let e = err("targets:\n  - name: kb\n");
-        assert_eq!(
-            e,
-            "test.yml: targets[0].url: required; the MCP endpoint, for example https://mcp.example.com/mcp"
-        );
-        let e = err("targets:\n  - name: kb\n    url: ''\n");
-        assert_has(&e, "targets[0].url: required");
-    }
-
-    #[test]
-    fn url_must_parse() {
-        let e = err(&format!(
-            "targets:\n  - name: kb\n    url: kb.example.com/mcp?token={SENTINEL}\n"
-        ));
-        assert_eq!(
-            e,
-            "test.yml: targets[0].url: invalid URL: relative URL without a base"
-        );
-        let e = err(&format!(
-            "targets:\n  - name: kb\n    url: 'https://u:{SENTINEL}@kb.example.com:99999/?k={SENTINEL}'\n"
-        ));
-        assert_eq!(
-            e,
-            "test.yml: targets[0].url: invalid URL: invalid port number"
-        );
-        let e = err("targets:\n  - name: kb\n    url: 'http://'\n");
-        assert_eq!(e, "test.yml: targets[0].url: invalid URL: empty host");
-    }
-
-    #[test]
-    fn url_scheme_must_be_http_or_https() {
-        let e = err(&format!(
-            "targets:\n  - name: kb\n    url: 'ftp://user:{SENTINEL}@kb.example.com/?key={SENTINEL}'\n"
-        ));
-        assert_eq!(
-            e,
-            "test.yml: targets[0].url: URL scheme must be http or https"
-        );
-        let e = err("targets:\n  - name: kb\n    url: 'file:///etc/passwd'\n");
-        assert_eq!(
-            e,
-            "test.yml: targets[0].url: URL scheme must be http or https"
-        );
-        // "user:password" without a scheme parses as scheme "user"; the password stays hidden
-        let e = err(&format!(
-            "targets:\n  - name: kb\n    url: 'user:{SENTINEL}'\n"
-        ));
-        assert_eq!(
-            e,
-            "test.yml: targets[0].url: URL scheme must be http or https"
-        );
-    }
-
-    #[test]
-    fn url_must_not_have_a_fragment() {
-        let e = err(&format!(
-            "targets:\n  - name: kb\n    url: 'https://u:{SENTINEL}@kb.example.com/mcp?k={SENTINEL}#{SENTINEL}'\n"
-        ));
-        assert_eq!(
-            e,
-            "test.yml: targets[0].url: URL must not have a fragment (the part after '#')"
-        );
-        let e = err("targets:\n  - name: kb\n    url: 'https://kb.example.com/mcp#'\n");
-        assert_has(&e, "must not have a fragment");
-    }
-
-    #[test]
-    fn url_must_not_contain_whitespace() {
-        let e = err("targets:\n  - name: kb\n    url: 'https://kb.example.com/a b'\n");
-        assert_eq!(
-            e,
-            "test.yml: targets[0].url: URL must not contain whitespace or control characters"
-        );
-        let e = err("targets:\n  - name: kb\n    url: \"https://kb.example.com/\\tx\"\n");
-        assert_has(&e, "URL must not contain whitespace or control characters");
-    }
-
-    #[test]
-    fn url_expands_env_variables() {
-        let c = ok(
-            "targets:\n  - name: t\n    url: https://${HOST}/mcp?key=${QUERY_KEY}&literal=$${X}\n",
-        );
-        let url = &c.targets[0].url;
-        assert_eq!(url.host_str(), Some("tickets.example.com"));
-        assert_eq!(url.query(), Some("key=s3cr3t-token&literal=${X}"));
-        let e = err("targets:\n  - name: t\n    url: https://kb.example.com/mcp?key=${NOPE}\n");
-        assert_eq!(
-            e,
-            "test.yml: targets[0].url: environment variable NOPE is not set"
-        );
-        let e =
-            err("targets:\n  - name: t\n    url: https://kb.example.com/mcp?key=${WITH_NEWLINE}\n");
-        assert_eq!(
-            e,
-            "test.yml: targets[0].url: URL must not contain whitespace or control characters"
-        );
-    }
-
-    #[test]
-    fn userinfo_in_url_is_allowed_but_redacted() {
-        let c = ok(&format!(
-            "targets:\n  - name: kb\n    url: 'https://probe:{SENTINEL}@kb.example.com/mcp'\n"
-        ));
-        assert_eq!(c.targets[0].url.password(), Some(SENTINEL));
-        let debug = format!("{c:?}");
-        assert!(!debug.contains(SENTINEL), "{debug}");
-        assert_has(&debug, "https://probe:<redacted>@kb.example.com/mcp");
     }
 
     #[test]
@@ -1235,24 +1066,6 @@ targets:
         let fits = format!("# {}\n", "x".repeat(MAX_CONFIG_BYTES - 3));
         assert_eq!(fits.len(), MAX_CONFIG_BYTES);
         assert_eq!(ok(&fits), Config::default());
-    }
-
-    #[test]
-    fn url_with_an_empty_host_is_refused() {
-        // `http:///mcp` used to run as `http://mcp/`
-        for url in ["http:///mcp", "https:///mcp", "http:/mcp", "http:mcp"] {
-            assert_eq!(
-                err(&format!("targets:\n  - name: kb\n    url: '{url}'\n")),
-                "test.yml: targets[0].url: URL has no host: write scheme://host[:port]/path, with a host between '//' and the path",
-                "{url}"
-            );
-        }
-        let e = err(&format!(
-            "targets:\n  - name: kb\n    url: 'https://u:{SENTINEL}@/mcp?k={SENTINEL}'\n"
-        ));
-        assert_has(&e, "targets[0].url: ");
-        ok("targets:\n  - name: kb\n    url: 'http://u:p@kb.example:8080/mcp?a=b'\n");
-        ok("targets:\n  - name: kb\n    url: 'http://[::1]:8080/mcp'\n");
     }
 
     #[test]

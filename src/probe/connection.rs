@@ -38,7 +38,7 @@ use super::repeats::{Repeats, name_list};
 use super::status::{ConnState, ConnStatusHandle};
 use super::toolset::{Drift, ToolSet};
 use super::walker::{self, Pager, WalkLimits, WalkReport};
-use crate::config::{ProbeConfig, TargetConfig};
+use crate::config::{Endpoint, HttpTransportKind, ProbeConfig, TargetConfig};
 use crate::mcp::http::StreamEnd;
 use crate::mcp::{HttpTransport, Inbox, Limits, McpError, Reason, Session};
 use crate::telemetry::ConnMetrics;
@@ -178,6 +178,28 @@ async fn timed<T>(
     r
 }
 
+/// The URL to open a Streamable HTTP transport on: `auto` speaks Streamable HTTP only in this
+/// build (no fallback yet). The other transports are configured but not built yet.
+fn streamable_url(config: &TargetConfig) -> Result<url::Url, McpError> {
+    match &config.endpoint {
+        Endpoint::Http {
+            url,
+            transport: HttpTransportKind::Auto | HttpTransportKind::StreamableHttp,
+        } => Ok(url.clone()),
+        Endpoint::Http {
+            transport: HttpTransportKind::Sse,
+            ..
+        } => Err(McpError::new(
+            Reason::Transport,
+            "HTTP+SSE targets are not supported by this build yet",
+        )),
+        Endpoint::Command(_) => Err(McpError::new(
+            Reason::Transport,
+            "stdio targets are not supported by this build yet",
+        )),
+    }
+}
+
 impl Connection {
     pub fn new(
         config: TargetConfig,
@@ -190,7 +212,7 @@ impl Connection {
             .iter()
             .map(|(k, v)| (k.clone(), v.expose().to_string()))
             .collect();
-        let transport = HttpTransport::new(config.url.clone(), &headers, Limits::default())?;
+        let transport = HttpTransport::new(streamable_url(&config)?, &headers, Limits::default())?;
         let probes = if index == 0 {
             config.probes.clone()
         } else {

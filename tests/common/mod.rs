@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_exporter::config::{Config, Defaults, ProtocolChoice, TargetConfig};
+use mcp_exporter::config::{Config, Defaults, Endpoint, ProtocolChoice, TargetConfig};
 use mcp_exporter::lab::{Behaviour, Lab};
 use mcp_exporter::probe::Supervisor;
 use mcp_exporter::telemetry::Telemetry;
@@ -82,7 +82,7 @@ pub fn free_port() -> u16 {
 pub fn target(name: &str, url: url::Url) -> TargetConfig {
     TargetConfig {
         name: name.to_string(),
-        url,
+        endpoint: Endpoint::http(url),
         protocol_version: ProtocolChoice::Auto,
         headers: vec![],
         connections: 1,
