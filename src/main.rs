@@ -149,6 +149,9 @@ fn main() -> ExitCode {
                     cli.config_file.display(),
                     c.targets.len()
                 );
+                for t in &c.targets {
+                    println!("  {}: {}", t.name, t.endpoint);
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {

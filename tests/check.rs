@@ -7,7 +7,7 @@ mod common;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{DEADLINE, free_port};
+use common::{DEADLINE, free_port, start_lab};
 use mcp_exporter::lab::{Lab, scenarios};
 use serde_json::Value;
 
@@ -97,16 +97,11 @@ async fn check(args: &[&str], envs: &[(&str, &str)]) -> Run {
 
 /// A lab serving the named scenarios' behaviours, each at `/<name>/mcp`, without churn.
 async fn lab(names: &[&str]) -> Lab {
-    let profiles = names
-        .iter()
-        .map(|n| {
-            let s = scenarios::find(n).unwrap_or_else(|| panic!("no scenario {n}"));
-            (n.to_string(), s.behaviour)
-        })
-        .collect();
-    Lab::start("127.0.0.1:0".parse().unwrap(), profiles)
-        .await
-        .expect("lab starts")
+    let profiles = names.iter().map(|n| {
+        let s = scenarios::find(n).unwrap_or_else(|| panic!("no scenario {n}"));
+        (n.to_string(), s.behaviour)
+    });
+    start_lab(profiles).await
 }
 
 fn url(lab: &Lab, profile: &str) -> String {
@@ -186,9 +181,21 @@ async fn a_listing_over_the_byte_cap_fails_naming_the_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_without_a_get_stream_is_a_warning() {
     let lab = lab(&["no-get-stream"]).await;
+    // The lab serves both eras: auto picks the modern one, whose channel is subscriptions/listen.
     let run = check(&[&url(&lab, "no-get-stream")], &[]).await;
     run.ended(0, "pass with warnings");
     let detail = run.expect("WARN", "notification_stream");
+    assert!(
+        detail.contains("subscriptions/listen") && detail.contains("F3"),
+        "{detail}"
+    );
+    let legacy = check(
+        &["--protocol-version", "2025-11-25", &url(&lab, "no-get-stream")],
+        &[],
+    )
+    .await;
+    legacy.ended(0, "pass with warnings");
+    let detail = legacy.expect("WARN", "notification_stream");
     assert!(detail.contains("405") && detail.contains("F3"), "{detail}");
 }
 
@@ -351,7 +358,7 @@ async fn json_output_follows_the_documented_schema() {
     assert_eq!(v["schema_version"], 1);
     assert_eq!(v["result"], "pass");
     assert_eq!(v["exit_code"], 0);
-    assert_eq!(v["server"]["protocol_version"], "2025-11-25");
+    assert_eq!(v["server"]["protocol_version"], "2026-07-28");
     assert_eq!(v["server"]["tools_list_changed"], true);
     assert_eq!(v["server"]["notification_stream"], true);
     for walk in v["walks"].as_array().unwrap() {
@@ -538,12 +545,7 @@ async fn a_change_while_the_stream_was_cut_is_a_warning_not_a_failure() {
         change_in_stream_gap: true,
         ..Behaviour::default()
     };
-    let lab = Lab::start(
-        "127.0.0.1:0".parse().unwrap(),
-        vec![("cut".into(), behaviour)],
-    )
-    .await
-    .expect("lab starts");
+    let lab = start_lab([("cut", behaviour)]).await;
     let run = check(&["--listen-for", "6s", &url(&lab, "cut")], &[]).await;
     run.ended(0, "pass with warnings");
     let detail = run.expect("WARN", "list_changed");

@@ -4,20 +4,13 @@
 
 mod common;
 
-use std::net::SocketAddr;
 
-use common::{Harness, Scrape, target};
+use common::series::{C0, checks, counter, t, walks};
+use common::{Harness, Scrape, start_lab, target};
 use mcp_exporter::lab::{Behaviour, Era as LabEra, Lab};
 
-const C0: (&str, &str) = ("connection", "0");
-
 async fn lab(profile: &str, b: Behaviour) -> Lab {
-    Lab::start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        vec![(profile.to_string(), b)],
-    )
-    .await
-    .expect("lab starts")
+    start_lab([(profile, b)]).await
 }
 
 async fn probe(lab: &Lab, name: &str) -> Harness {
@@ -50,30 +43,11 @@ async fn start(profile: &str, b: Behaviour) -> (Lab, Harness) {
     (lab, h)
 }
 
-fn t(name: &str) -> (&str, &str) {
-    ("target", name)
-}
-
 fn drift(s: &Scrape, name: &str, kind: &str) -> f64 {
     s.v(
         "mcp_probe_cache_drift_tools",
         &[t(name), C0, ("kind", kind)],
     )
-}
-
-fn walks(s: &Scrape, name: &str, trigger: &str) -> f64 {
-    s.v(
-        "mcp_probe_tools_list_walks_total",
-        &[t(name), C0, ("trigger", trigger)],
-    )
-}
-
-fn checks(s: &Scrape, name: &str) -> f64 {
-    s.v("mcp_probe_cache_consistency_checks_total", &[t(name), C0])
-}
-
-fn counter(s: &Scrape, metric: &str, name: &str) -> f64 {
-    s.v(metric, &[t(name), C0])
 }
 
 /// Redeploy the lab, then let three audits pass: a change the cache misses must be detected by

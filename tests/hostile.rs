@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Harness, Scrape, target};
+use common::series::{C0, checks, counter, t, walks};
+use common::{Harness, Scrape, start_lab, target};
 use mcp_exporter::config::TargetConfig;
 use mcp_exporter::lab::{Behaviour, Lab};
 use serde_json::{Value, json};
@@ -21,7 +22,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
-const C0: (&str, &str) = ("connection", "0");
 const HOSTILE: &str = "hostile";
 const SESSION_ID: &str = "hostile-7f3a9c";
 const PROTOCOL_VERSION: &str = "2025-11-25";
@@ -36,25 +36,6 @@ const SESSION_FAILURES: &str = "mcp_probe_session_failures_total";
 // ---------------------------------------------------------------------------------------------
 // Scrape helpers
 // ---------------------------------------------------------------------------------------------
-
-fn t(name: &str) -> (&str, &str) {
-    ("target", name)
-}
-
-fn counter(s: &Scrape, metric: &str, name: &str) -> f64 {
-    s.v(metric, &[t(name), C0])
-}
-
-fn checks(s: &Scrape, name: &str) -> f64 {
-    counter(s, "mcp_probe_cache_consistency_checks_total", name)
-}
-
-fn walks(s: &Scrape, name: &str, trigger: &str) -> f64 {
-    s.v(
-        "mcp_probe_tools_list_walks_total",
-        &[t(name), C0, ("trigger", trigger)],
-    )
-}
 
 fn list_changed(s: &Scrape, name: &str) -> f64 {
     counter(s, "mcp_probe_list_changed_notifications_total", name)
@@ -139,12 +120,7 @@ struct Scene {
 }
 
 async fn scene(hostile: Vec<TargetConfig>) -> Scene {
-    let lab = Lab::start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        vec![("kb".into(), Behaviour::default())],
-    )
-    .await
-    .expect("lab starts");
+    let lab = start_lab([("kb", Behaviour::default())]).await;
     let mut h = Harness::new();
     let mut targets = vec![target("kb", lab.url("kb"))];
     targets.extend(hostile);

@@ -4,20 +4,14 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{Harness, Scrape, target};
+use common::{Harness, Scrape, start_lab, target};
 use mcp_exporter::config::{Expect, ProbeConfig};
 use mcp_exporter::lab::{Behaviour, Lab};
 
 async fn lab(b: Behaviour) -> Lab {
-    Lab::start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        vec![("kb".to_string(), b)],
-    )
-    .await
-    .expect("lab starts")
+    start_lab([("kb", b)]).await
 }
 
 fn probe(tool: &str) -> ProbeConfig {

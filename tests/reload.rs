@@ -4,22 +4,13 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::process::Command;
 
-use common::{Exporter, Harness, Scrape, get, target, wait_exit};
+use common::{Exporter, Harness, Scrape, get, start_lab, target, wait_exit};
 use mcp_exporter::lab::{Behaviour, Lab};
 
 async fn two_profile_lab() -> Lab {
-    Lab::start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        vec![
-            ("a".into(), Behaviour::default()),
-            ("b".into(), Behaviour::default()),
-        ],
-    )
-    .await
-    .expect("lab starts")
+    start_lab([("a", Behaviour::default()), ("b", Behaviour::default())]).await
 }
 
 fn started(s: &Scrape, name: &str) -> f64 {

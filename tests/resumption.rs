@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,13 +16,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use common::{Harness, Scrape, target};
+use common::series::C0;
+use common::{Harness, Scrape, start_lab, target};
 use mcp_exporter::lab::{Behaviour, Lab, ResumeCounts};
 use mcp_exporter::mcp::http::MAX_RESUMPTIONS;
 use mcp_exporter::mcp::{HttpTransport, Inbox, Limits, McpError, ProtocolVersion, Reason, Session};
 use serde_json::{Value, json};
-
-const C0: (&str, &str) = ("connection", "0");
 
 /// The lab profile every test here uses.
 const RP: &str = "rp";
@@ -34,9 +32,7 @@ async fn resumable_lab(b: Behaviour) -> (Lab, url::Url) {
         resumable_posts: true,
         ..b
     };
-    let lab = Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), vec![(RP.into(), b)])
-        .await
-        .expect("lab starts");
+    let lab = start_lab([(RP, b)]).await;
     let url = lab.url(RP);
     (lab, url)
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::{DEADLINE, Exporter, get};
+use common::{DEADLINE, Exporter, get, start_lab};
 use mcp_exporter::lab::{Behaviour, Lab, demo};
 use mcp_exporter::probe::status::MAX_RESPONSE_BYTES;
 use mcp_exporter::text::is_hostile;
@@ -56,21 +56,17 @@ fn kinds(t: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_names_the_stale_tool_and_tells_the_story() {
-    let lab = Lab::start(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        vec![
-            ("healthy".to_string(), Behaviour::default()),
-            (
-                "lossy".to_string(),
-                Behaviour {
-                    deliver_list_changed: false,
-                    ..Behaviour::default()
-                },
-            ),
-        ],
-    )
-    .await
-    .unwrap();
+    let lab = start_lab([
+        ("healthy", Behaviour::default()),
+        (
+            "lossy",
+            Behaviour {
+                deliver_list_changed: false,
+                ..Behaviour::default()
+            },
+        ),
+    ])
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mcp_exporter.yml");
     std::fs::write(&path, config(&lab)).unwrap();
@@ -211,9 +207,7 @@ fn demo_config(lab: &Lab) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_reads_worst_first_with_causes_in_the_page_and_the_json() {
-    let lab = Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), demo::profiles())
-        .await
-        .unwrap();
+    let lab = start_lab(demo::profiles()).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mcp_exporter.yml");
     std::fs::write(&path, demo_config(&lab)).unwrap();

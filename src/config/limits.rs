@@ -38,6 +38,24 @@ pub const MAX_NESTING_DEPTH: usize = 64;
 /// descriptors under `LimitNOFILE`). A larger fleet is split over several exporters.
 pub const MAX_TOTAL_CONNECTIONS: u32 = 10_000;
 
+/// Most `args` of a command target: 256. An MCP server's command line is a handful of flags;
+/// far more is a mistake, and every argument is held for as long as the target is configured.
+pub const MAX_COMMAND_ARGS: usize = 256;
+
+/// Most bytes of a command target's `args`, summed: 64 KiB. With [`MAX_COMMAND_ENV_BYTES`]
+/// that stays well within what `execve` accepts for arguments and environment together (on
+/// Linux a quarter of the stack limit, 2 MiB by default), next to the exporter's own
+/// environment, which the program inherits.
+pub const MAX_COMMAND_ARG_BYTES: usize = 64 * 1024;
+
+/// Most `env` entries of a command target: 64. A server reads a few variables; more is a
+/// mistake, and each value is a secret held for as long as the target is configured.
+pub const MAX_COMMAND_ENV: usize = 64;
+
+/// Most bytes of a command target's `env`, names and values (after `${VAR}` expansion)
+/// summed: 64 KiB, as for `args`.
+pub const MAX_COMMAND_ENV_BYTES: usize = 64 * 1024;
+
 /// Where the text nests deeper than [`MAX_NESTING_DEPTH`] (1-based line and column).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TooDeep {

@@ -10,7 +10,8 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ConfigError, Validator};
+use super::ConfigError;
+use super::validate::Validator;
 
 /// At most this many probes per target: each adds series labelled by its tool.
 pub const MAX_PROBES: usize = 16;

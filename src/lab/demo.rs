@@ -12,7 +12,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::{Behaviour, Lab};
-use crate::config::{Config, Defaults, Expect, ProbeConfig, ProtocolChoice, TargetConfig};
+use crate::config::{
+    Config, Defaults, Endpoint, Expect, ProbeConfig, ProtocolChoice, TargetConfig,
+};
 
 /// How often the demo backend is redeployed with a changed tool list.
 pub const CHURN_PERIOD: Duration = Duration::from_secs(30);
@@ -73,7 +75,7 @@ pub fn config(lab: &Lab) -> Config {
     let targets = profiles()
         .into_iter()
         .map(|(name, _)| TargetConfig {
-            url: lab.url(&name),
+            endpoint: Endpoint::http(lab.url(&name)),
             protocol_version: ProtocolChoice::Auto,
             headers: vec![],
             connections: global.connections,

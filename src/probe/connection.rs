@@ -43,7 +43,7 @@ use super::status::ConnStatusHandle;
 use super::task::{OwnedTask, Slot, poll_slot, sleep_opt};
 use super::toolset::{Drift, ToolSet};
 use super::walker::{self, Pager, WalkLimits, WalkReport};
-use crate::config::{ProbeConfig, ProtocolChoice, TargetConfig};
+use crate::config::{Endpoint, HttpTransportKind, ProbeConfig, TargetConfig};
 use crate::mcp::{Client, HttpTransport, Inbox, Limits, McpError, Reason};
 use crate::telemetry::ConnMetrics;
 
@@ -122,6 +122,28 @@ async fn timed<T>(
     r
 }
 
+/// The URL to open a Streamable HTTP transport on: `auto` speaks Streamable HTTP only in this
+/// build (no fallback yet). The other transports are configured but not built yet.
+fn streamable_url(config: &TargetConfig) -> Result<url::Url, McpError> {
+    match &config.endpoint {
+        Endpoint::Http {
+            url,
+            transport: HttpTransportKind::Auto | HttpTransportKind::StreamableHttp,
+        } => Ok(url.clone()),
+        Endpoint::Http {
+            transport: HttpTransportKind::Sse,
+            ..
+        } => Err(McpError::new(
+            Reason::Transport,
+            "HTTP+SSE targets are not supported by this build yet",
+        )),
+        Endpoint::Command(_) => Err(McpError::new(
+            Reason::Transport,
+            "stdio targets are not supported by this build yet",
+        )),
+    }
+}
+
 impl Connection {
     pub fn new(
         config: TargetConfig,
@@ -134,7 +156,7 @@ impl Connection {
             .iter()
             .map(|(k, v)| (k.clone(), v.expose().to_string()))
             .collect();
-        let transport = HttpTransport::new(config.url.clone(), &headers, Limits::default())?;
+        let transport = HttpTransport::new(streamable_url(&config)?, &headers, Limits::default())?;
         let probes = if index == 0 {
             config.probes.clone()
         } else {
@@ -182,10 +204,7 @@ impl Connection {
             }
             let (inbox, requests) = Inbox::new();
             let inbox = Arc::new(inbox);
-            let pinned = match self.config.protocol_version {
-                ProtocolChoice::Auto => None,
-                ProtocolChoice::Pinned(v) => Some(v),
-            };
+            let pinned = self.config.protocol_version.pinned();
             let metrics = self.events.metrics.clone();
             let observe = move |method, elapsed, outcome| metrics.request(method, elapsed, outcome);
             let opened = tokio::select! {

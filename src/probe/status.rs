@@ -28,7 +28,7 @@ use serde::Serialize;
 
 use super::Trigger;
 use super::toolset::{Drift, ToolSet};
-use crate::config::{TargetConfig, redact_url};
+use crate::config::TargetConfig;
 use crate::mcp::{Era, ServerInfo};
 use crate::text;
 pub use verdict::Severity;
@@ -335,7 +335,7 @@ impl TargetStatus {
         let at = now();
         TargetStatus {
             name: t.name.clone(),
-            url: redact_url(&t.url),
+            url: t.endpoint.to_string(),
             connections: (0..t.connections)
                 .map(|i| Mutex::new(ConnStatus::new(i, &at)))
                 .collect(),

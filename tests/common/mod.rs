@@ -2,10 +2,14 @@
 //! waits on conditions with a deadline (never a sleep-and-hope).
 #![allow(dead_code)]
 
+pub mod series;
+
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_exporter::config::{Config, Defaults, ProtocolChoice, TargetConfig};
+use mcp_exporter::config::{Config, Defaults, Endpoint, ProtocolChoice, TargetConfig};
+use mcp_exporter::lab::{Behaviour, Lab};
 use mcp_exporter::probe::Supervisor;
 use mcp_exporter::telemetry::Telemetry;
 
@@ -57,6 +61,14 @@ impl Harness {
     }
 }
 
+/// The lab on an ephemeral loopback port, serving each `(name, behaviour)` at `/<name>/mcp`.
+pub async fn start_lab<N: Into<String>>(profiles: impl IntoIterator<Item = (N, Behaviour)>) -> Lab {
+    let profiles = profiles.into_iter().map(|(n, b)| (n.into(), b)).collect();
+    Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), profiles)
+        .await
+        .expect("lab starts")
+}
+
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -70,7 +82,7 @@ pub fn free_port() -> u16 {
 pub fn target(name: &str, url: url::Url) -> TargetConfig {
     TargetConfig {
         name: name.to_string(),
-        url,
+        endpoint: Endpoint::http(url),
         protocol_version: ProtocolChoice::Auto,
         headers: vec![],
         connections: 1,

@@ -1,11 +1,11 @@
 use super::*;
-use crate::config::{Expect, ProbeConfig, ProtocolChoice};
+use crate::config::{Endpoint, Expect, ProbeConfig, ProtocolChoice};
 use crate::text::is_hostile;
 
 fn target() -> TargetConfig {
     TargetConfig {
         name: "kb".into(),
-        url: "https://user:pw@kb.example/mcp?key=k".parse().unwrap(),
+        endpoint: Endpoint::http("https://user:pw@kb.example/mcp?key=k".parse().unwrap()),
         protocol_version: ProtocolChoice::Auto,
         headers: vec![],
         connections: 1,

@@ -1,0 +1,383 @@
+//! Recording walks and comparing them.
+//!
+//! The walk itself is the exporter's own [`walker`]; the [`Recorder`] only keeps, per page, the
+//! (name, fingerprint) pairs served, bounded, so that rows can name duplicates, invalid names
+//! and what changed between two walks. The wording of those rows lives here too, so every row
+//! that quotes names quotes them the same bounded way.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Checker, Status, WalkSummary};
+use crate::config::valid_tool_name;
+use crate::mcp::{Client, McpError, truncate};
+use crate::probe::toolset::{Drift, ToolSet, kept_name, tool_fingerprint};
+use crate::probe::walker::{self, Pager, WalkError, WalkReport};
+
+/// At most this many names are quoted in one row; the rest are counted.
+const MAX_NAMES_SHOWN: usize = 10;
+
+impl Checker<'_> {
+    /// One walk of `tools/list`, recorded and summarised in the report as `which`.
+    pub(super) async fn walk(&mut self, which: &'static str) -> Recorded {
+        let mut pager = Recorder {
+            session: self.session,
+            pages: Vec::new(),
+            kept: 0,
+        };
+        let limits = walker::WalkLimits {
+            max_pages: self.opts.max_pages,
+            max_bytes: self.opts.max_listing_bytes,
+        };
+        let report = walker::walk(&mut pager, limits).await;
+        let recorded = Recorded {
+            report,
+            pages: pager.pages,
+        };
+        self.report.walks.push(recorded.summary(which));
+        recorded
+    }
+}
+
+/// A pager that lets the walker drive the session and keeps, per page, what was served.
+struct Recorder<'a> {
+    session: &'a Client,
+    pages: Vec<Page>,
+    /// Entries kept so far over all pages, at most [`MAX_KEPT`].
+    kept: usize,
+}
+
+/// At most this many (name, fingerprint) entries are kept per walk, duplicates included: the
+/// walker bounds distinct tools, this bounds a server that repeats one name a million times.
+const MAX_KEPT: usize = 2 * walker::MAX_TOOLS_PER_WALK;
+
+/// What one page served.
+struct Page {
+    /// Named tools on the page.
+    served: usize,
+    /// (name, fingerprint) of each, in the order served, while under [`MAX_KEPT`].
+    tools: Vec<(String, u64)>,
+}
+
+impl Pager for Recorder<'_> {
+    async fn page(
+        &mut self,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
+        let params = cursor.map(|c| json!({ "cursor": c }));
+        let (page, bytes) = self
+            .session
+            .request_within("tools/list", params, max_bytes)
+            .await?;
+        let named = page
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| Some((t.get("name")?.as_str()?, t)));
+        let mut served = 0;
+        let mut tools = Vec::new();
+        for (name, t) in named {
+            served += 1;
+            if self.kept < MAX_KEPT {
+                self.kept += 1;
+                tools.push((kept_name(name).0.into(), tool_fingerprint(t)));
+            }
+        }
+        self.pages.push(Page { served, tools });
+        Ok((page, bytes))
+    }
+}
+
+/// A walk and what each page served.
+pub(super) struct Recorded {
+    pub(super) report: WalkReport,
+    pages: Vec<Page>,
+}
+
+impl Recorded {
+    fn served(&self) -> impl Iterator<Item = &(String, u64)> {
+        self.pages.iter().flat_map(|p| &p.tools)
+    }
+
+    pub(super) fn summary(&self, which: &'static str) -> WalkSummary {
+        let tools = match &self.report.result {
+            Ok(w) => w.tools.len(),
+            Err(_) => self.pages.iter().map(|p| p.served).sum(),
+        };
+        WalkSummary {
+            walk: which,
+            pages: self.pages.iter().map(|p| p.served as u32).collect(),
+            tools: tools as u32,
+            complete: self.report.result.is_ok(),
+        }
+    }
+
+    fn page_counts(&self) -> String {
+        let counts: Vec<String> = self.pages.iter().map(|p| p.served.to_string()).collect();
+        if counts.len() > 16 {
+            format!("{} + … ({} pages)", counts[..16].join(" + "), counts.len())
+        } else {
+            counts.join(" + ")
+        }
+    }
+
+    pub(super) fn verdict(&self, max_pages: u32) -> (Status, String) {
+        let n = self.report.requests;
+        match &self.report.result {
+            Ok(w) => (
+                Status::Pass,
+                format!(
+                    "{} page(s) ({}), {} tools; cursors followed to the end",
+                    w.pages,
+                    self.page_counts(),
+                    w.tools.len()
+                ),
+            ),
+            Err(WalkError::RepeatedCursor) => (
+                Status::Fail,
+                format!(
+                    "repeated cursor: page {n} returned a nextCursor this walk had already \
+                     followed; a client without a guard loops forever (F9)"
+                ),
+            ),
+            Err(WalkError::LoopCap) => (
+                Status::Fail,
+                format!(
+                    "loop cap: still a nextCursor after {max_pages} pages (--max-pages); the \
+                     cursors never end (F10)"
+                ),
+            ),
+            Err(WalkError::Request {
+                error,
+                with_cursor: true,
+            }) => (
+                Status::Fail,
+                format!(
+                    "cursor error on page {n}: {error}; the server rejected a cursor it issued, \
+                     so a client cannot see every tool (F8)"
+                ),
+            ),
+            Err(e) => (Status::Fail, e.to_string()),
+        }
+    }
+
+    pub(super) fn distinct_names(&self) -> usize {
+        let names: HashSet<&str> = self.served().map(|(n, _)| n.as_str()).collect();
+        names.len()
+    }
+
+    pub(super) fn duplicate_names(&self) -> Vec<String> {
+        let mut seen = HashSet::new();
+        let dups = self
+            .served()
+            .filter(|(name, _)| !seen.insert(name.as_str()));
+        first_of_each(dups.map(|(name, _)| name.as_str()))
+    }
+
+    pub(super) fn invalid_names(&self) -> Vec<String> {
+        let bad = self.served().filter(|(name, _)| !valid_tool_name(name));
+        first_of_each(bad.map(|(name, _)| name.as_str()))
+    }
+}
+
+/// Each distinct name once, in the order first seen.
+fn first_of_each<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut seen = HashSet::new();
+    names
+        .filter(|n| seen.insert(*n))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The second walk against the first: same names in the same order with the same definitions.
+pub(super) fn compare(first: &Recorded, second: &Recorded, notified: bool) -> (Status, String) {
+    let a: Vec<&(String, u64)> = first.served().collect();
+    let b: Vec<&(String, u64)> = second.served().collect();
+    let (Ok(w1), Ok(w2)) = (&first.report.result, &second.report.result) else {
+        unreachable!("compared walks are complete")
+    };
+    if a == b {
+        return (
+            Status::Pass,
+            format!(
+                "second walk: the same {} tools in the same order with the same definitions",
+                w1.tools.len()
+            ),
+        );
+    }
+    let drift = ToolSet::diff(&w2.tools, &w1.tools);
+    if drift.is_empty() {
+        let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(0);
+        let name = |s: &[&(String, u64)]| {
+            s.get(at)
+                .map(|(n, _)| format!("{:?}", truncate(n, 64)))
+                .unwrap_or_else(|| "nothing".into())
+        };
+        return (
+            Status::Warn,
+            format!(
+                "same tools and definitions, another order (position {}: {} then {}); clients \
+                 that compare lists or cache by position see a change that is not one",
+                at + 1,
+                name(&a),
+                name(&b)
+            ),
+        );
+    }
+    if notified {
+        (
+            Status::Info,
+            format!(
+                "the list changed between the walks, and list_changed was received: {}",
+                describe(&drift)
+            ),
+        )
+    } else {
+        (
+            Status::Fail,
+            format!(
+                "two walks a moment apart differ and no list_changed arrived: {}; a client's \
+                 cache is stale as soon as it is filled",
+                describe(&drift)
+            ),
+        )
+    }
+}
+
+/// "added a; removed b; changed c" (server = the later listing).
+pub(super) fn describe(d: &Drift) -> String {
+    if d.is_empty() {
+        return "no change".into();
+    }
+    let mut parts = Vec::new();
+    for (what, list) in [
+        ("added", &d.missing),
+        ("removed", &d.extra),
+        ("changed", &d.changed),
+    ] {
+        if !list.is_empty() {
+            parts.push(format!("{what} {}", names(list)));
+        }
+    }
+    parts.join("; ")
+}
+
+/// Up to [`MAX_NAMES_SHOWN`] names, quoted when they are not plain, then a count of the rest.
+pub(super) fn names(list: &[String]) -> String {
+    let mut shown: Vec<String> = list
+        .iter()
+        .take(MAX_NAMES_SHOWN)
+        .map(|n| {
+            if valid_tool_name(n) {
+                n.clone()
+            } else {
+                format!("{:?}", truncate(n, 64))
+            }
+        })
+        .collect();
+    if list.len() > MAX_NAMES_SHOWN {
+        shown.push(format!("and {} more", list.len() - MAX_NAMES_SHOWN));
+    }
+    shown.join(", ")
+}
+
+/// "2.3 ms" below a second, "29.2 s" above.
+pub(super) fn elapsed(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::walker::Walk;
+
+    fn recorded(pages: &[&[(&str, u64)]], complete: bool) -> Recorded {
+        let pages: Vec<Vec<(String, u64)>> = pages
+            .iter()
+            .map(|p| p.iter().map(|(n, f)| (n.to_string(), *f)).collect())
+            .collect();
+        let mut tools = ToolSet::new();
+        let mut duplicates = 0;
+        for (n, f) in pages.iter().flatten() {
+            if !tools.insert(n.as_str().into(), *f) {
+                duplicates += 1;
+            }
+        }
+        let result = if complete {
+            Ok(Walk {
+                tools,
+                pages: pages.len() as u32,
+                cache: None,
+            })
+        } else {
+            Err(WalkError::RepeatedCursor)
+        };
+        Recorded {
+            report: WalkReport {
+                result,
+                requests: pages.len() as u32,
+                answered: pages.len() as u32,
+                duplicates,
+                long_names: 0,
+                bytes: 0,
+            },
+            pages: pages
+                .into_iter()
+                .map(|tools| Page {
+                    served: tools.len(),
+                    tools,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn identical_walks_pass_and_order_changes_warn() {
+        let a = recorded(&[&[("a", 1), ("b", 2)], &[("c", 3)]], true);
+        let same = recorded(&[&[("a", 1)], &[("b", 2), ("c", 3)]], true);
+        assert_eq!(compare(&a, &same, false).0, Status::Pass);
+        let swapped = recorded(&[&[("b", 2), ("a", 1)], &[("c", 3)]], true);
+        let (s, d) = compare(&a, &swapped, false);
+        assert_eq!(s, Status::Warn);
+        assert!(d.contains("position 1: \"a\" then \"b\""), "{d}");
+    }
+
+    #[test]
+    fn changed_walks_fail_unless_announced() {
+        let a = recorded(&[&[("a", 1), ("b", 2)]], true);
+        let b = recorded(&[&[("a", 9), ("c", 3)]], true);
+        let (s, d) = compare(&a, &b, false);
+        assert_eq!(s, Status::Fail);
+        assert!(d.contains("added c; removed b; changed a"), "{d}");
+        assert_eq!(compare(&a, &b, true).0, Status::Info);
+    }
+
+    #[test]
+    fn duplicates_and_invalid_names_are_named_once() {
+        let r = recorded(
+            &[&[("a", 1), ("bad name", 2)], &[("a", 1), ("bad name", 2)]],
+            false,
+        );
+        assert_eq!(r.duplicate_names(), vec!["a", "bad name"]);
+        assert_eq!(r.invalid_names(), vec!["bad name"]);
+        assert_eq!(
+            r.summary("first"),
+            WalkSummary {
+                walk: "first",
+                pages: vec![2, 2],
+                tools: 4,
+                complete: false
+            }
+        );
+        let many: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+        assert!(names(&many).ends_with("t9, and 2 more"));
+    }
+}

@@ -1,0 +1,130 @@
+//! The configuration file as written, as serde reads it.
+//!
+//! Every key is optional here so that a missing one gets the validator's own message with its
+//! field path, and `deny_unknown_fields` turns a typo into an error with line and column. No
+//! checks live here beyond the YAML types; see `validate`.
+
+use super::probes;
+use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
+use std::fmt;
+use std::marker::PhantomData;
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with the keys `global` and `targets`"
+)]
+pub(super) struct RawConfig {
+    pub(super) global: Option<RawGlobal>,
+    pub(super) targets: Option<Vec<RawTarget>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of global settings")]
+pub(super) struct RawGlobal {
+    pub(super) audit_interval: Option<String>,
+    pub(super) ping_interval: Option<String>,
+    pub(super) request_timeout: Option<String>,
+    pub(super) notification_grace: Option<String>,
+    pub(super) max_pages: Option<i64>,
+    pub(super) max_listing_bytes: Option<RawBytes>,
+    pub(super) connections: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a target: a mapping with at least `name` and `url` or `command`"
+)]
+pub(super) struct RawTarget {
+    pub(super) name: Option<String>,
+    pub(super) url: Option<String>,
+    pub(super) transport: Option<String>,
+    pub(super) command: Option<String>,
+    pub(super) args: Option<Vec<String>>,
+    pub(super) env: Option<PairList<VariableNames>>,
+    pub(super) cwd: Option<String>,
+    pub(super) protocol_version: Option<String>,
+    pub(super) headers: Option<PairList>,
+    pub(super) header_files: Option<PairList>,
+    pub(super) connections: Option<i64>,
+    pub(super) audit_interval: Option<String>,
+    pub(super) ping_interval: Option<String>,
+    pub(super) request_timeout: Option<String>,
+    pub(super) notification_grace: Option<String>,
+    pub(super) max_pages: Option<i64>,
+    pub(super) max_listing_bytes: Option<RawBytes>,
+    pub(super) probes: Option<Vec<probes::RawProbe>>,
+}
+
+/// A size: a plain number of bytes, or a string with a unit (`512KiB`, `1MiB`; `KB`/`MB` mean
+/// the same powers of two, as in Prometheus' `body_size_limit`).
+#[derive(Deserialize)]
+#[serde(
+    untagged,
+    expecting = "a size: bytes as a number, or a string like 256KiB or 1MiB"
+)]
+pub(super) enum RawBytes {
+    Number(i64),
+    Text(String),
+}
+
+/// A string → string mapping that keeps file order and repeated keys (so that duplicates,
+/// which a map type would silently collapse, can be reported). `K` names what the keys are, for
+/// the parser's message when the value is not a mapping.
+pub(super) struct PairList<K = HeaderNames>(pub(super) Vec<(String, String)>, PhantomData<K>);
+
+/// What the keys of a [`PairList`] are.
+pub(super) trait PairKeys {
+    const EXPECTING: &'static str;
+}
+
+/// `headers`, `header_files`.
+pub(super) struct HeaderNames;
+
+impl PairKeys for HeaderNames {
+    const EXPECTING: &'static str = "a mapping of header names to strings";
+}
+
+/// `env` of a command target.
+pub(super) struct VariableNames;
+
+impl PairKeys for VariableNames {
+    const EXPECTING: &'static str = "a mapping of environment variable names to strings";
+}
+
+impl<'de, K: PairKeys> Deserialize<'de> for PairList<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<PairList<K>, D::Error> {
+        struct PairVisitor<K>(PhantomData<K>);
+        impl<'de, K: PairKeys> Visitor<'de> for PairVisitor<K> {
+            type Value = PairList<K>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(K::EXPECTING)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PairList<K>, A::Error> {
+                let mut pairs = Vec::new();
+                while let Some(pair) = map.next_entry::<String, String>()? {
+                    pairs.push(pair);
+                }
+                Ok(PairList(pairs, PhantomData))
+            }
+        }
+        deserializer.deserialize_map(PairVisitor(PhantomData))
+    }
+}
+
+/// `1048576`, `512KiB`, `512KB`, `1MiB`, `1MB`, `64B` → bytes (units are powers of two).
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let n: u64 = digits.parse().ok()?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" | "KB" => 1 << 10,
+        "MiB" | "MB" => 1 << 20,
+        _ => return None,
+    };
+    n.checked_mul(scale)
+}
