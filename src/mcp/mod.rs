@@ -8,12 +8,18 @@
 //! [`Reason`] from a fixed set. The modern (2026-07-28) era will be a second session type beside
 //! [`session::Session`], chosen by [`version::Era`].
 
+/// One ordered two-way channel with responses matched by id (stdio, HTTP+SSE).
+pub mod duplex;
 pub mod error;
 pub mod http;
 pub mod inbox;
 pub mod jsonrpc;
+/// The deprecated HTTP+SSE transport of 2024-11-05: one GET stream in, a POST per message out.
+pub mod legacy_sse;
 pub mod session;
 pub mod sse_lines;
+/// The stdio transport: a server process spoken to in newline-delimited JSON-RPC.
+pub mod stdio;
 pub mod version;
 
 pub use error::{McpError, Reason, truncate};
