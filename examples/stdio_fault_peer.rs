@@ -6,7 +6,7 @@
 //! Usage: `stdio_fault_peer MODE [N]`, MODE one of
 //! - `normal`: no fault;
 //! - `flood N`: before each answer, N `notifications/tools/list_changed`;
-//! - `huge N`: every answer carries an N-byte string (one N-byte line);
+//! - `huge N`: the `tools/list` answer carries an N-byte string (a line over N bytes);
 //! - `silent`: reads everything, answers nothing, exits when stdin ends;
 //! - `exit N`: exits at once with status N;
 //! - `garbage`: before each answer, a line that is not JSON;
@@ -25,11 +25,12 @@ fn main() {
     match mode {
         "exit" => std::process::exit(n as i32),
         "stubborn" => {
-            let grandchild = std::process::Command::new("sleep")
+            let mut grandchild = std::process::Command::new("sleep")
                 .arg("600")
                 .spawn()
                 .expect("sleep starts");
             eprintln!("pids {} {}", std::process::id(), grandchild.id());
+            std::thread::spawn(move || grandchild.wait());
         }
         _ => {}
     }

@@ -71,6 +71,14 @@ fn command(name: &str, args: &[&str]) -> Command {
     }
 }
 
+/// The fault peer in `mode`, connected.
+async fn fault(mode: &[&str], inbox: Arc<Inbox>, limits: Limits) -> Duplex {
+    let cmd = command("stdio_fault_peer", mode);
+    within("connect", connect_stdio(&cmd, inbox, limits))
+        .await
+        .unwrap()
+}
+
 fn inbox() -> (Arc<Inbox>, mpsc::Receiver<ServerRequest>) {
     let (inbox, rx) = Inbox::new();
     (Arc::new(inbox), rx)
@@ -188,13 +196,7 @@ async fn stdio_rmcp_pages_and_list_changed() {
 #[tokio::test]
 async fn stdio_a_process_that_exits_ends_the_channel_with_its_status() {
     let (inbox, _rq) = inbox();
-    let d = connect_stdio(
-        &command("stdio_fault_peer", &["exit", "3"]),
-        inbox,
-        Limits::default(),
-    )
-    .await
-    .unwrap();
+    let d = fault(&["exit", "3"], inbox, Limits::default()).await;
     let why = within("closed", d.closed()).await;
     assert_eq!(why.reason, Reason::StreamClosed);
     assert!(why.detail.contains("exit status: 3"), "{why}");
@@ -206,13 +208,7 @@ async fn stdio_a_process_that_exits_ends_the_channel_with_its_status() {
 #[tokio::test]
 async fn stdio_a_line_over_the_cap_fails_the_channel() {
     let (inbox, _rq) = inbox();
-    let d = connect_stdio(
-        &command("stdio_fault_peer", &["huge", "10485760"]),
-        inbox,
-        limits(1 << 20),
-    )
-    .await
-    .unwrap();
+    let d = fault(&["huge", "10485760"], inbox, limits(1 << 20)).await;
     handshake(&d, "2025-11-25").await;
     let e = call(&d, 1, "tools/list", None).await.unwrap_err();
     assert_eq!(e.reason, Reason::StreamClosed);
@@ -224,13 +220,7 @@ async fn stdio_a_line_over_the_cap_fails_the_channel() {
 #[tokio::test]
 async fn stdio_an_answer_over_the_callers_cap_fails_only_that_request() {
     let (inbox, _rq) = inbox();
-    let d = connect_stdio(
-        &command("stdio_fault_peer", &["huge", "4096"]),
-        inbox,
-        Limits::default(),
-    )
-    .await
-    .unwrap();
+    let d = fault(&["huge", "4096"], inbox, Limits::default()).await;
     handshake(&d, "2025-11-25").await;
     let body = jsonrpc::request(1, "tools/list", None);
     let e = within("capped", d.request(1, body, 1024))
@@ -246,13 +236,7 @@ async fn stdio_an_answer_over_the_callers_cap_fails_only_that_request() {
 #[tokio::test]
 async fn stdio_garbage_on_stdout_fails_the_channel_with_a_clear_reason() {
     let (inbox, _rq) = inbox();
-    let d = connect_stdio(
-        &command("stdio_fault_peer", &["garbage"]),
-        inbox,
-        Limits::default(),
-    )
-    .await
-    .unwrap();
+    let d = fault(&["garbage"], inbox, Limits::default()).await;
     let body = jsonrpc::request(0, "ping", None);
     let e = within("ping", d.request(0, body, usize::MAX))
         .await
@@ -267,13 +251,7 @@ async fn stdio_garbage_on_stdout_fails_the_channel_with_a_clear_reason() {
 #[tokio::test]
 async fn stdio_a_notification_flood_is_counted_not_queued() {
     let (inbox, _rq) = inbox();
-    let d = connect_stdio(
-        &command("stdio_fault_peer", &["flood", "100000"]),
-        inbox.clone(),
-        Limits::default(),
-    )
-    .await
-    .unwrap();
+    let d = fault(&["flood", "100000"], inbox.clone(), Limits::default()).await;
     // The flood comes before the answer on the one ordered stdout, so it is all in by then.
     assert_eq!(call(&d, 1, "ping", None).await.unwrap(), json!({}));
     assert_eq!(inbox.list_changed_count(), 100_000);
@@ -285,13 +263,7 @@ async fn stdio_a_notification_flood_is_counted_not_queued() {
 #[tokio::test]
 async fn stdio_a_server_that_never_answers_is_bounded_by_the_caller() {
     let (inbox, _rq) = inbox();
-    let d = connect_stdio(
-        &command("stdio_fault_peer", &["silent"]),
-        inbox,
-        Limits::default(),
-    )
-    .await
-    .unwrap();
+    let d = fault(&["silent"], inbox, Limits::default()).await;
     let body = jsonrpc::request(1, "tools/list", None);
     let r = tokio::time::timeout(Duration::from_millis(200), d.request(1, body, usize::MAX)).await;
     assert!(r.is_err(), "a silent server cannot answer");
@@ -316,16 +288,10 @@ fn alive(pid: u32) -> bool {
     }
 }
 
-#[tokio::test]
-async fn stdio_close_ends_the_whole_process_group_and_keeps_stderr() {
+/// The stubborn peer, handshaken, and the pids it reports on stderr: itself and its grandchild.
+async fn stubborn() -> (Duplex, Vec<u32>) {
     let (inbox, _rq) = inbox();
-    let d = connect_stdio(
-        &command("stdio_fault_peer", &["stubborn"]),
-        inbox,
-        Limits::default(),
-    )
-    .await
-    .unwrap();
+    let d = fault(&["stubborn"], inbox, Limits::default()).await;
     handshake(&d, "2025-11-25").await;
     until("the peer reports its pids on stderr", || {
         d.stderr_tail(4096).is_some_and(|t| t.contains("pids "))
@@ -343,6 +309,12 @@ async fn stdio_close_ends_the_whole_process_group_and_keeps_stderr() {
         .collect();
     assert_eq!(pids.len(), 2, "{tail}");
     assert!(pids.iter().all(|&p| alive(p)), "{pids:?}");
+    (d, pids)
+}
+
+#[tokio::test]
+async fn stdio_close_ends_the_whole_process_group() {
+    let (d, pids) = stubborn().await;
     // It ignores the end of stdin: close() escalates to the group signal.
     within("close", d.close()).await;
     until("peer and grandchild are gone", || {
@@ -352,15 +324,19 @@ async fn stdio_close_ends_the_whole_process_group_and_keeps_stderr() {
 }
 
 #[tokio::test]
+async fn stdio_a_dropped_channel_still_ends_the_process_group() {
+    let (d, pids) = stubborn().await;
+    drop(d);
+    until("peer and grandchild are gone", || {
+        pids.iter().all(|&p| !alive(p))
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn stdio_stderr_is_kept_as_a_bounded_escaped_tail() {
     let (inbox, _rq) = inbox();
-    let d = connect_stdio(
-        &command("stdio_fault_peer", &["stderr", "100000"]),
-        inbox,
-        Limits::default(),
-    )
-    .await
-    .unwrap();
+    let d = fault(&["stderr", "100000"], inbox, Limits::default()).await;
     assert_eq!(call(&d, 1, "ping", None).await.unwrap(), json!({}));
     until("the last log line is in the tail", || {
         d.stderr_tail(20_000)

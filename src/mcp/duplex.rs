@@ -272,18 +272,9 @@ impl Duplex {
             sent: false,
             cancellable,
         };
-        let (done, written) = oneshot::channel();
-        self.outgoing
-            .send(Outgoing {
-                body,
-                done: Some(done),
-            })
-            .await
-            .map_err(|_| self.core.current_closed_error())?;
+        let written = self.enqueue(body).await?;
         guard.sent = true;
-        written
-            .await
-            .unwrap_or_else(|_| Err(self.core.current_closed_error()))?;
+        self.on_wire(written).await?;
         let answer = answer
             .await
             .unwrap_or_else(|_| Err(self.core.current_closed_error()));
@@ -296,6 +287,16 @@ impl Duplex {
         if self.core.is_ended() {
             return Err(self.core.current_closed_error());
         }
+        let written = self.enqueue(body).await?;
+        self.on_wire(written).await
+    }
+
+    /// Queue `body` for the writer (waiting while the queue is full); the receiver tells when it
+    /// is on the wire.
+    async fn enqueue(
+        &self,
+        body: Vec<u8>,
+    ) -> Result<oneshot::Receiver<Result<(), McpError>>, McpError> {
         let (done, written) = oneshot::channel();
         self.outgoing
             .send(Outgoing {
@@ -304,6 +305,14 @@ impl Duplex {
             })
             .await
             .map_err(|_| self.core.current_closed_error())?;
+        Ok(written)
+    }
+
+    /// Wait until the writer has put a queued message on the wire, or failed to.
+    async fn on_wire(
+        &self,
+        written: oneshot::Receiver<Result<(), McpError>>,
+    ) -> Result<(), McpError> {
         written
             .await
             .unwrap_or_else(|_| Err(self.core.current_closed_error()))

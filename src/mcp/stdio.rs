@@ -33,7 +33,7 @@ use super::http::Limits;
 use super::inbox::Inbox;
 
 /// How to launch a stdio server.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Command {
     /// The executable: a path, or a name looked up in `PATH`.
     pub program: String,
@@ -42,6 +42,19 @@ pub struct Command {
     pub env: Vec<(String, String)>,
     /// Working directory; the exporter's own when `None`.
     pub cwd: Option<PathBuf>,
+}
+
+/// Environment values are left out: they are where servers take their API keys.
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let env: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("Command")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env_names", &env)
+            .field("cwd", &self.cwd)
+            .finish()
+    }
 }
 
 /// Variables passed on from the exporter's environment, when set.
@@ -260,6 +273,8 @@ async fn supervise(
     exit: watch::Sender<Option<ExitStatus>>,
     done: watch::Sender<bool>,
 ) {
+    // Dropped last: at the end of this function, or with the task when the runtime shuts down.
+    let _group = GroupKill(group);
     tokio::select! {
         status = child.wait() => {
             if let Ok(s) = status {
@@ -287,9 +302,37 @@ async fn supervise(
             }
         }
     }
-    // Whatever the leader did, nothing of the group outlives the channel.
-    signal_group(group, &mut child, Signal::Kill);
     done.send_replace(true);
+}
+
+/// Whatever the leader did, nothing of its group outlives the channel: SIGKILL to the group on
+/// drop (a group already gone gives ESRCH).
+struct GroupKill(Option<u32>);
+
+impl Drop for GroupKill {
+    fn drop(&mut self) {
+        if let Some(group) = self.0 {
+            kill_group(group, Signal::Kill);
+        }
+    }
+}
+
+/// Signal a process group; false where there are no groups (not unix) or the id does not fit.
+fn kill_group(group: u32, signal: Signal) -> bool {
+    #[cfg(unix)]
+    if let Ok(pgid) = libc::pid_t::try_from(group) {
+        let sig = match signal {
+            Signal::Term => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
+        };
+        // SAFETY: killpg only sends a signal.
+        unsafe {
+            libc::killpg(pgid, sig);
+        }
+        return true;
+    }
+    let _ = (group, signal);
+    false
 }
 
 #[derive(Clone, Copy)]
@@ -299,20 +342,9 @@ enum Signal {
 }
 
 fn signal_group(group: Option<u32>, child: &mut Child, signal: Signal) {
-    #[cfg(unix)]
-    if let Some(pgid) = group.and_then(|g| libc::pid_t::try_from(g).ok()) {
-        let sig = match signal {
-            Signal::Term => libc::SIGTERM,
-            Signal::Kill => libc::SIGKILL,
-        };
-        // SAFETY: killpg only sends a signal; a group that is already gone gives ESRCH.
-        unsafe {
-            libc::killpg(pgid, sig);
-        }
-        return;
+    if !group.is_some_and(|g| kill_group(g, signal)) {
+        let _ = child.start_kill();
     }
-    let _ = (group, signal);
-    let _ = child.start_kill();
 }
 
 /// What the channel keeps of the process: when it is gone, and its stderr.
@@ -398,6 +430,21 @@ mod tests {
             vec![Err(Reason::BodyTooLarge)]
         );
         assert_eq!(lines(b"12345678\n", 8).await[0], Ok("12345678".into()));
+    }
+
+    #[test]
+    fn debug_output_never_shows_environment_values() {
+        let cmd = Command {
+            program: "server".into(),
+            args: vec![],
+            env: vec![("API_KEY".into(), "s3cret".into())],
+            cwd: None,
+        };
+        let shown = format!("{cmd:?}");
+        assert!(
+            shown.contains("API_KEY") && !shown.contains("s3cret"),
+            "{shown}"
+        );
     }
 
     #[test]
