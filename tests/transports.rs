@@ -446,6 +446,7 @@ async fn sse_a_lost_stream_closes_the_channel() {
 async fn sse_an_endpoint_on_another_origin_is_refused() {
     let peer = SsePeer::start(Options {
         foreign_endpoint: true,
+        ..Options::default()
     })
     .await;
     let (inbox, _rq) = inbox();
@@ -495,5 +496,36 @@ async fn sse_a_server_request_is_answered_through_send() {
             .any(|m| m["id"] == "srv-1" && m["result"] == json!({}))
     })
     .await;
+    within("close", d.close()).await;
+}
+
+#[tokio::test]
+async fn sse_a_forgotten_session_fails_the_post_and_ends_the_channel() {
+    let peer = SsePeer::start(Options::default()).await;
+    let (inbox, _rq) = inbox();
+    let d = sse(&peer, inbox, Limits::default()).await.unwrap();
+    handshake(&d, "2024-11-05").await;
+    peer.forget_sessions();
+    let e = call(&d, 1, "tools/list", None).await.unwrap_err();
+    assert_eq!(e.reason, Reason::SessionExpired, "{e}");
+    assert_eq!(
+        within("closed", d.closed()).await.reason,
+        Reason::SessionExpired
+    );
+    let e = call(&d, 2, "ping", None).await.unwrap_err();
+    assert_eq!(e.reason, Reason::StreamClosed);
+}
+
+#[tokio::test]
+async fn sse_posts_accepted_with_200_are_tolerated() {
+    let peer = SsePeer::start(Options {
+        accept_with_200: true,
+        ..Options::default()
+    })
+    .await;
+    let (inbox, _rq) = inbox();
+    let d = sse(&peer, inbox, Limits::default()).await.unwrap();
+    handshake(&d, "2024-11-05").await;
+    assert_eq!(list_all(&d, 1).await.1, 2);
     within("close", d.close()).await;
 }

@@ -611,6 +611,22 @@ mod tests {
         assert_eq!(pending(&d), 1);
     }
 
+    #[test]
+    fn the_channel_and_its_futures_can_move_between_tasks() {
+        fn send_sync<T: Send + Sync>(_: &T) {}
+        fn send<T: Send>(_: T) {}
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let _guard = rt.enter();
+        let (d, _feed, _wire, _inbox, _rq) = channel();
+        send_sync(&d);
+        send(d.request(1, Vec::new(), 0));
+        send(d.send(Vec::new()));
+        send(d.closed());
+        send(d.close());
+    }
+
     #[tokio::test]
     async fn garbage_is_an_error_for_the_reader_to_end_with() {
         let (_d, feed, _wire, _inbox, _rq) = channel();

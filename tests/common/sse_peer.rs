@@ -27,6 +27,8 @@ use tokio::sync::mpsc;
 pub struct Options {
     /// Send an `endpoint` on another origin (another host) instead of its own.
     pub foreign_endpoint: bool,
+    /// Accept POSTs with `200 OK` instead of `202 Accepted`.
+    pub accept_with_200: bool,
 }
 
 /// Tool names served, two per page.
@@ -37,6 +39,8 @@ const PAGE_SIZE: usize = 2;
 struct Peer {
     options: Options,
     sessions: Mutex<HashMap<String, mpsc::Sender<Bytes>>>,
+    /// Streams of forgotten sessions, kept open.
+    orphans: Mutex<Vec<mpsc::Sender<Bytes>>>,
     next_session: AtomicU64,
     /// (method, `Authorization` value) of every HTTP request received.
     seen: Mutex<Vec<(String, Option<String>)>>,
@@ -104,6 +108,19 @@ impl SsePeer {
     /// End every stream (the server lost its sessions).
     pub fn drop_streams(&self) {
         self.peer.sessions.lock().unwrap().clear();
+    }
+
+    /// Forget every session but keep its stream open: POSTs to it get 404.
+    pub fn forget_sessions(&self) {
+        let streams: Vec<_> = self
+            .peer
+            .sessions
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        self.peer.orphans.lock().unwrap().extend(streams);
     }
 
     /// (HTTP method, Authorization header) of every request so far.
@@ -184,6 +201,9 @@ async fn take_message(
         let _ = stream
             .send(Bytes::from(format!("event: message\ndata: {answer}\n\n")))
             .await;
+    }
+    if peer.options.accept_with_200 {
+        return (StatusCode::OK, "OK").into_response();
     }
     (StatusCode::ACCEPTED, "Accepted").into_response()
 }
