@@ -529,3 +529,62 @@ async fn sse_posts_accepted_with_200_are_tolerated() {
     assert_eq!(list_all(&d, 1).await.1, 2);
     within("close", d.close()).await;
 }
+
+/// For CI against the SDKs' own HTTP+SSE servers (Python `SseServerTransport`, TypeScript
+/// `SSEServerTransport`): `MCP_SSE_URL=http://127.0.0.1:PORT/sse cargo test --test transports
+/// -- --ignored external_sse`.
+#[tokio::test]
+#[ignore = "needs MCP_SSE_URL: a running HTTP+SSE server"]
+async fn external_sse_server_handshake_walk_and_ping() {
+    let url = std::env::var("MCP_SSE_URL").expect("MCP_SSE_URL names the SSE endpoint");
+    let (inbox, _rq) = inbox();
+    let d = within(
+        "connect",
+        connect_sse(
+            url::Url::parse(&url).unwrap(),
+            &[],
+            inbox,
+            Limits::default(),
+            Duration::from_secs(10),
+        ),
+    )
+    .await
+    .unwrap();
+    let init = handshake(&d, "2024-11-05").await;
+    assert!(init["protocolVersion"].is_string(), "{init}");
+    let (names, pages) = list_all(&d, 1).await;
+    assert!(!names.is_empty(), "{pages} pages, no tools");
+    assert_eq!(call(&d, 100, "ping", None).await.unwrap(), json!({}));
+    eprintln!("{} tools in {pages} pages", names.len());
+    within("close", d.close()).await;
+}
+
+/// For CI against the SDKs' stdio servers: `MCP_STDIO_COMMAND="python3 server.py" cargo test
+/// --test transports -- --ignored external_stdio` (split on whitespace, no shell).
+#[tokio::test]
+#[ignore = "needs MCP_STDIO_COMMAND: a stdio MCP server to launch"]
+async fn external_stdio_server_handshake_walk_and_ping() {
+    let line = std::env::var("MCP_STDIO_COMMAND").expect("MCP_STDIO_COMMAND names the server");
+    let mut words = line.split_whitespace().map(String::from);
+    let cmd = Command {
+        program: words.next().expect("a program"),
+        args: words.collect(),
+        env: vec![],
+        cwd: None,
+    };
+    let (inbox, _rq) = inbox();
+    let d = within("connect", connect_stdio(&cmd, inbox, Limits::default()))
+        .await
+        .unwrap();
+    let init = handshake(&d, "2025-11-25").await;
+    assert!(init["protocolVersion"].is_string(), "{init}");
+    let (names, pages) = list_all(&d, 1).await;
+    assert_eq!(call(&d, 100, "ping", None).await.unwrap(), json!({}));
+    let start = std::time::Instant::now();
+    within("close", d.close()).await;
+    eprintln!(
+        "{} tools in {pages} pages; close took {:?}",
+        names.len(),
+        start.elapsed()
+    );
+}
