@@ -183,7 +183,7 @@ async fn stdio_rmcp_pages_and_list_changed() {
     assert_eq!(b.unwrap()["tools"].as_array().unwrap().len(), 2);
     assert_eq!(c.unwrap(), json!({}));
 
-    // rmcp exits when its stdin closes: close() ends without a signal.
+    // close() closes stdin (rmcp exits on it); later requests fail at once.
     within("close", d.close()).await;
     assert_eq!(
         within("closed", d.closed()).await.reason,
