@@ -386,6 +386,18 @@ async fn sse(peer: &SsePeer, inbox: Arc<Inbox>, limits: Limits) -> Result<Duplex
     .await
 }
 
+/// A peer with `options`, a channel to it under `limits`, after the handshake.
+async fn sse_session(
+    options: Options,
+    limits: Limits,
+) -> (SsePeer, Duplex, Arc<Inbox>, mpsc::Receiver<ServerRequest>) {
+    let peer = SsePeer::start(options).await;
+    let (inbox, requests) = inbox();
+    let d = sse(&peer, inbox.clone(), limits).await.unwrap();
+    handshake(&d, "2024-11-05").await;
+    (peer, d, inbox, requests)
+}
+
 #[tokio::test]
 async fn sse_pages_notifications_and_headers_on_every_request() {
     let peer = SsePeer::start(Options::default()).await;
@@ -431,10 +443,7 @@ async fn sse_pages_notifications_and_headers_on_every_request() {
 
 #[tokio::test]
 async fn sse_a_lost_stream_closes_the_channel() {
-    let peer = SsePeer::start(Options::default()).await;
-    let (inbox, _rq) = inbox();
-    let d = sse(&peer, inbox, Limits::default()).await.unwrap();
-    handshake(&d, "2024-11-05").await;
+    let (peer, d, _inbox, _rq) = sse_session(Options::default(), Limits::default()).await;
     peer.drop_streams();
     let why = within("closed", d.closed()).await;
     assert_eq!(why.reason, Reason::StreamClosed, "{why}");
@@ -461,10 +470,7 @@ async fn sse_an_endpoint_on_another_origin_is_refused() {
 
 #[tokio::test]
 async fn sse_an_oversized_event_fails_the_channel() {
-    let peer = SsePeer::start(Options::default()).await;
-    let (inbox, _rq) = inbox();
-    let d = sse(&peer, inbox, limits(64 * 1024)).await.unwrap();
-    handshake(&d, "2024-11-05").await;
+    let (peer, d, _inbox, _rq) = sse_session(Options::default(), limits(64 * 1024)).await;
     let big = json!({"jsonrpc": "2.0", "method": "notifications/message",
         "params": {"data": "x".repeat(100 * 1024)}});
     peer.send_event("message", &big.to_string()).await;
@@ -476,10 +482,7 @@ async fn sse_an_oversized_event_fails_the_channel() {
 
 #[tokio::test]
 async fn sse_a_server_request_is_answered_through_send() {
-    let peer = SsePeer::start(Options::default()).await;
-    let (inbox, mut requests) = inbox();
-    let d = sse(&peer, inbox, Limits::default()).await.unwrap();
-    handshake(&d, "2024-11-05").await;
+    let (peer, d, _inbox, mut requests) = sse_session(Options::default(), Limits::default()).await;
     peer.send_event(
         "message",
         r#"{"jsonrpc":"2.0","id":"srv-1","method":"ping"}"#,
@@ -501,10 +504,7 @@ async fn sse_a_server_request_is_answered_through_send() {
 
 #[tokio::test]
 async fn sse_a_forgotten_session_fails_the_post_and_ends_the_channel() {
-    let peer = SsePeer::start(Options::default()).await;
-    let (inbox, _rq) = inbox();
-    let d = sse(&peer, inbox, Limits::default()).await.unwrap();
-    handshake(&d, "2024-11-05").await;
+    let (peer, d, _inbox, _rq) = sse_session(Options::default(), Limits::default()).await;
     peer.forget_sessions();
     let e = call(&d, 1, "tools/list", None).await.unwrap_err();
     assert_eq!(e.reason, Reason::SessionExpired, "{e}");
@@ -518,14 +518,14 @@ async fn sse_a_forgotten_session_fails_the_post_and_ends_the_channel() {
 
 #[tokio::test]
 async fn sse_posts_accepted_with_200_are_tolerated() {
-    let peer = SsePeer::start(Options {
-        accept_with_200: true,
-        ..Options::default()
-    })
+    let (_peer, d, _inbox, _rq) = sse_session(
+        Options {
+            accept_with_200: true,
+            ..Options::default()
+        },
+        Limits::default(),
+    )
     .await;
-    let (inbox, _rq) = inbox();
-    let d = sse(&peer, inbox, Limits::default()).await.unwrap();
-    handshake(&d, "2024-11-05").await;
     assert_eq!(list_all(&d, 1).await.1, 2);
     within("close", d.close()).await;
 }
@@ -550,13 +550,7 @@ async fn external_sse_server_handshake_walk_and_ping() {
     )
     .await
     .unwrap();
-    let init = handshake(&d, "2024-11-05").await;
-    assert!(init["protocolVersion"].is_string(), "{init}");
-    let (names, pages) = list_all(&d, 1).await;
-    assert!(!names.is_empty(), "{pages} pages, no tools");
-    assert_eq!(call(&d, 100, "ping", None).await.unwrap(), json!({}));
-    eprintln!("{} tools in {pages} pages", names.len());
-    within("close", d.close()).await;
+    handshake_walk_ping_close(d, "2024-11-05").await;
 }
 
 /// For CI against the SDKs' stdio servers: `MCP_STDIO_COMMAND="python3 server.py" cargo test
@@ -576,9 +570,15 @@ async fn external_stdio_server_handshake_walk_and_ping() {
     let d = within("connect", connect_stdio(&cmd, inbox, Limits::default()))
         .await
         .unwrap();
-    let init = handshake(&d, "2025-11-25").await;
+    handshake_walk_ping_close(d, "2025-11-25").await;
+}
+
+/// What the external tests check of a server the SDKs wrote.
+async fn handshake_walk_ping_close(d: Duplex, version: &str) {
+    let init = handshake(&d, version).await;
     assert!(init["protocolVersion"].is_string(), "{init}");
     let (names, pages) = list_all(&d, 1).await;
+    assert!(!names.is_empty(), "{pages} pages, no tools");
     assert_eq!(call(&d, 100, "ping", None).await.unwrap(), json!({}));
     let start = std::time::Instant::now();
     within("close", d.close()).await;
