@@ -594,6 +594,14 @@ impl HttpTransport {
             drain(resp, 64 * 1024).await;
         }
     }
+
+    /// A request to another URL of the same server (the HTTP+SSE message endpoint) with this
+    /// transport's client (no redirects) and configured headers. The caller checks the origin.
+    pub(crate) fn request_to(&self, method: Method, url: url::Url) -> reqwest::RequestBuilder {
+        self.client
+            .request(method, url)
+            .headers(self.headers.clone())
+    }
 }
 
 /// The server's long-lived stream of notifications and requests: the legacy GET stream, or a
@@ -711,7 +719,7 @@ fn jsonrpc_id(id: &Value) -> String {
     super::error::truncate(&id.to_string(), 40)
 }
 
-fn check_status(status: StatusCode, had_session: bool) -> Result<(), McpError> {
+pub(crate) fn check_status(status: StatusCode, had_session: bool) -> Result<(), McpError> {
     let code = status.as_u16();
     let reason = match code {
         200..=299 => return Ok(()),
@@ -725,13 +733,13 @@ fn check_status(status: StatusCode, had_session: bool) -> Result<(), McpError> {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-enum ContentKind {
+pub(crate) enum ContentKind {
     Json,
     EventStream,
     Other,
 }
 
-fn content_kind(headers: &HeaderMap) -> ContentKind {
+pub(crate) fn content_kind(headers: &HeaderMap) -> ContentKind {
     let ct = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -769,7 +777,7 @@ async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>,
     Ok(body)
 }
 
-async fn drain(mut resp: reqwest::Response, cap: usize) {
+pub(crate) async fn drain(mut resp: reqwest::Response, cap: usize) {
     let mut seen = 0usize;
     while let Ok(Some(chunk)) = resp.chunk().await {
         seen += chunk.len();
@@ -790,7 +798,7 @@ type ByteStream = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, ByteFault>> 
 
 /// An SSE event stream fed whole lines by a [`LineFramer`], so the pending line and event are
 /// capped and every byte is parsed once.
-struct CappedEvents {
+pub(crate) struct CappedEvents {
     inner: std::pin::Pin<Box<eventsource_stream::EventStream<ByteStream>>>,
     total: Arc<AtomicUsize>,
     cursor: Arc<Mutex<Cursor>>,
@@ -798,7 +806,7 @@ struct CappedEvents {
 
 impl CappedEvents {
     /// `start` is where an earlier stream of the same answer left off (default for a new one).
-    fn new(resp: reqwest::Response, max_event_bytes: usize, start: Cursor) -> Self {
+    pub(crate) fn new(resp: reqwest::Response, max_event_bytes: usize, start: Cursor) -> Self {
         let total = Arc::new(AtomicUsize::new(0));
         let seen = total.clone();
         let cursor = Arc::new(Mutex::new(start.clone()));
@@ -866,7 +874,7 @@ impl CappedEvents {
         self.cursor.lock().expect("cursor lock").clone()
     }
 
-    async fn next(&mut self) -> Option<Result<Event, McpError>> {
+    pub(crate) async fn next(&mut self) -> Option<Result<Event, McpError>> {
         let item = self.inner.next().await?;
         Some(item.map_err(|e| match e {
             EventStreamError::Transport(ByteFault::Http(e)) => McpError::from_reqwest(&e),

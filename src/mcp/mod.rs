@@ -10,13 +10,19 @@
 //! `check` use.
 
 pub mod client;
+/// One ordered two-way channel with responses matched by id (stdio, HTTP+SSE).
+pub mod duplex;
 pub mod error;
 pub mod http;
 pub mod inbox;
 pub mod jsonrpc;
+/// The deprecated HTTP+SSE transport of 2024-11-05: one GET stream in, a POST per message out.
+pub mod legacy_sse;
 pub mod modern;
 pub mod session;
 pub mod sse_lines;
+/// The stdio transport: a server process spoken to in newline-delimited JSON-RPC.
+pub mod stdio;
 pub mod version;
 
 pub use client::{Channel, Client};
