@@ -104,7 +104,7 @@ struct CheckArgs {
     /// Deadline of each request.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     timeout: Duration,
-    /// Protocol version to offer in initialize (default: the newest this client speaks).
+    /// Protocol version to pin (default: auto, the newest era the server serves).
     #[arg(long = "protocol-version", value_name = "VERSION")]
     protocol_version: Option<String>,
     /// Most tools/list pages one walk may take.
@@ -128,6 +128,10 @@ struct CheckArgs {
     /// Report format.
     #[arg(long, value_enum, default_value = "text")]
     format: check::report::Format,
+    /// The HTTP transport: auto (Streamable HTTP, then HTTP+SSE when the server refuses it),
+    /// streamable_http, or sse (the URL is the SSE endpoint of a 2024-11-05 server).
+    #[arg(long, value_enum, default_value = "auto")]
+    transport: mcp_exporter::config::HttpTransportKind,
     /// The MCP endpoint, e.g. https://kb.example.com/mcp (credentials in it are never printed).
     url: String,
 }
@@ -290,6 +294,7 @@ fn check_options(url: &str, args: &CheckArgs) -> Result<check::Options, String> 
     };
     Ok(check::Options {
         url,
+        transport: args.transport,
         headers: headers("--header", &args.headers)?,
         timeout: args.timeout,
         protocol_version: args

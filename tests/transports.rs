@@ -588,3 +588,124 @@ async fn handshake_walk_ping_close(d: Duplex, version: &str) {
         start.elapsed()
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// The exporter's probe on these transports: the same metrics and detection as Streamable HTTP
+// ---------------------------------------------------------------------------------------------
+
+mod common;
+
+use common::series::{C0, counter, t, walks};
+use common::{Harness, Scrape};
+use mcp_exporter::config::{CommandSpec, Endpoint, HttpTransportKind, TargetConfig};
+
+fn legacy_era(s: &Scrape, name: &str) -> bool {
+    s.get("mcp_probe_session_info", &[t(name), ("era", "legacy")]) == Some(1.0)
+}
+
+fn tools(s: &Scrape, name: &str) -> f64 {
+    s.v("mcp_probe_tools", &[t(name), C0, ("view", "server")])
+}
+
+/// A `transport: sse` target, and an `auto` one at the same URL (the SSE endpoint refuses the
+/// Streamable HTTP POSTs with 405, so the probe falls back as the spec's compatibility section
+/// says): both up in the legacy era, both pages walked, a list_changed on the stream re-walks,
+/// and a lost stream is a new session and a re-walk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_targets_are_probed_like_streamable_ones() {
+    let peer = sse_peer::SsePeer::start(sse_peer::Options::default()).await;
+    let mut h = Harness::new();
+    let mut sse = common::target("sse", peer.url.clone());
+    sse.endpoint = Endpoint::Http {
+        url: peer.url.clone(),
+        transport: HttpTransportKind::Sse,
+    };
+    let auto = common::target("auto", peer.url.clone());
+    h.apply(vec![sse, auto]);
+    let s = h
+        .until("both up with the listing", |s| {
+            ["sse", "auto"].iter().all(|n| {
+                s.v("mcp_probe_up", &[t(n)]) == 1.0 && tools(s, n) == sse_peer::TOOLS.len() as f64
+            })
+        })
+        .await;
+    for n in ["sse", "auto"] {
+        assert!(legacy_era(&s, n), "{n}\n{}", s.text);
+        assert_eq!(s.v("mcp_probe_tools_list_pages", &[t(n), C0]), 2.0);
+        assert_eq!(
+            s.v("mcp_probe_notification_stream_up", &[t(n), C0]),
+            1.0,
+            "{n}: the session's own channel carries notifications"
+        );
+    }
+    peer.announce_list_changed().await;
+    h.until("a notification re-walk on both", |s| {
+        ["sse", "auto"]
+            .iter()
+            .all(|n| walks(s, n, "notification") >= 1.0)
+    })
+    .await;
+    peer.drop_streams();
+    let s = h
+        .until(
+            "new sessions and re-walks after the streams were lost",
+            |s| {
+                ["sse", "auto"].iter().all(|n| {
+                    counter(s, "mcp_probe_sessions_started_total", n) >= 2.0
+                        && walks(s, n, "reconnect") >= 1.0
+                        && s.v("mcp_probe_up", &[t(n)]) == 1.0
+                })
+            },
+        )
+        .await;
+    assert_eq!(
+        counter(&s, "mcp_probe_unannounced_changes_total", "sse"),
+        0.0
+    );
+}
+
+/// A stdio target (the official Rust SDK as a child process): up in the legacy era, 2 pages of
+/// 4 tools, a tool call that adds a tool announces it and the cache follows; the process is
+/// killed when the target is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stdio_targets_are_started_probed_and_stopped() {
+    let mut h = Harness::new();
+    let mut cfg: TargetConfig = common::target("local", "http://unused.invalid/".parse().unwrap());
+    cfg.endpoint = Endpoint::Command(CommandSpec {
+        command: example("rmcp_stdio_peer"),
+        args: vec![],
+        env: vec![],
+        cwd: None,
+    });
+    cfg.probes = vec![mcp_exporter::config::ProbeConfig {
+        tool: "add_tool".into(),
+        arguments: Default::default(),
+        interval: Duration::from_secs(3600),
+        timeout: Duration::from_secs(5),
+        expect: Default::default(),
+        allow_side_effects: true,
+    }];
+    h.apply(vec![cfg]);
+    let s = h
+        .until(
+            "up, walked, and the added tool announced and re-listed",
+            |s| {
+                s.v("mcp_probe_up", &[t("local")]) == 1.0
+                    && walks(s, "local", "notification") >= 1.0
+                    && s.v("mcp_probe_tools", &[t("local"), C0, ("view", "cache")]) == 5.0
+            },
+        )
+        .await;
+    assert!(legacy_era(&s, "local"), "{}", s.text);
+    assert_eq!(s.v("mcp_probe_tools_list_pages", &[t("local"), C0]), 3.0);
+    assert_eq!(
+        s.v(
+            "mcp_probe_cache_drift_tools",
+            &[t("local"), C0, ("kind", "extra")]
+        ),
+        0.0
+    );
+    h.apply(vec![]);
+    h.until("the target is gone", |s| !s.has_target("local"))
+        .await;
+}

@@ -166,7 +166,7 @@ impl Listener {
                         let _ = open_tx.send(false);
                         gap_tx.send_modify(|n| *n += 1);
                     }
-                    ChannelEvent::Unavailable | ChannelEvent::Expired => {
+                    ChannelEvent::Unavailable | ChannelEvent::Expired | ChannelEvent::Closed(_) => {
                         let _ = open_tx.send(false);
                         return;
                     }

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::config::{Expect, ProbeConfig};
-use crate::mcp::{Client, Era, HttpTransport, Inbox, Limits};
+use crate::mcp::{Client, Era, Inbox};
 use crate::probe::channel::{ChannelEvent, ChannelKeeper};
 use crate::probe::functional::{self, ProbeFailure};
 use crate::probe::toolset::ToolSet;
@@ -41,13 +41,12 @@ use recorder::{compare, elapsed, names};
 /// Run every check once against `opts.url`.
 pub async fn run(opts: &Options) -> Report {
     let mut report = Report::new(&opts.url);
-    let headers: Vec<(String, String)> = opts
-        .headers
-        .iter()
-        .map(|(n, v)| (n.clone(), v.expose().to_string()))
-        .collect();
-    let transport = match HttpTransport::new(opts.url.clone(), &headers, Limits::default()) {
-        Ok(t) => Arc::new(t),
+    let endpoint = crate::config::Endpoint::Http {
+        url: opts.url.clone(),
+        transport: opts.transport,
+    };
+    let dialer = match crate::probe::connection::dialer(&endpoint, &opts.headers) {
+        Ok(d) => d,
         Err(e) => {
             report.row(Status::Error, "initialize", format!("no HTTP client: {e}"));
             return report;
@@ -57,7 +56,7 @@ pub async fn run(opts: &Options) -> Report {
     let inbox = Arc::new(inbox);
     let observe = |_: &'static str, _, _| {};
     let connected = Client::connect(
-        transport,
+        &dialer,
         opts.protocol_version,
         inbox.clone(),
         opts.timeout,
@@ -131,7 +130,11 @@ async fn session_rows(
         Some(v) => format!("offered {v}; the server counter-offered a version this client speaks"),
         None => format!("auto: the newest era the server serves is {}", era.as_str()),
     };
-    report.row(Status::Pass, "protocol_version", format!("{chosen} ({how})"));
+    report.row(
+        Status::Pass,
+        "protocol_version",
+        format!("{chosen} ({how})"),
+    );
     let (status, detail) = match (info.tools, info.list_changed) {
         (true, true) => (Status::Pass, "tools, tools.listChanged: true"),
         (true, false) => (
@@ -146,21 +149,39 @@ async fn session_rows(
     report.row(status, "capabilities", detail);
     let mut keeper = ChannelKeeper::new();
     let (opened, task) = match (keeper.open_now(session, inbox).await, era) {
-        (ChannelEvent::Opened { tools_list_changed: true, .. }, Era::Legacy) => {
-            report.row(
-                Status::Pass,
-                "notification_stream",
-                "GET answered with text/event-stream",
-            );
-            (true, Some(Listener::start(session.clone(), inbox.clone(), keeper)))
+        (
+            ChannelEvent::Opened {
+                tools_list_changed: true,
+                ..
+            },
+            Era::Legacy,
+        ) => {
+            let detail = match session.channel_name() {
+                "GET stream" => "GET answered with text/event-stream",
+                _ => "notifications arrive on the session's own channel (stdio or HTTP+SSE)",
+            };
+            report.row(Status::Pass, "notification_stream", detail);
+            (
+                true,
+                Some(Listener::start(session.clone(), inbox.clone(), keeper)),
+            )
         }
-        (ChannelEvent::Opened { tools_list_changed: true, .. }, Era::Modern) => {
+        (
+            ChannelEvent::Opened {
+                tools_list_changed: true,
+                ..
+            },
+            Era::Modern,
+        ) => {
             report.row(
                 Status::Pass,
                 "notification_stream",
                 "subscriptions/listen acknowledged with toolsListChanged",
             );
-            (true, Some(Listener::start(session.clone(), inbox.clone(), keeper)))
+            (
+                true,
+                Some(Listener::start(session.clone(), inbox.clone(), keeper)),
+            )
         }
         (ChannelEvent::Opened { .. }, _) => {
             let status = if info.list_changed {
@@ -208,6 +229,14 @@ async fn session_rows(
                     "{} failed: {e}; a client hears no unsolicited notification",
                     session.channel_name()
                 ),
+            );
+            (false, None)
+        }
+        (ChannelEvent::Closed(e), _) => {
+            report.row(
+                Status::Warn,
+                "notification_stream",
+                format!("the session's channel ended: {e}"),
             );
             (false, None)
         }

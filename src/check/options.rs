@@ -14,6 +14,9 @@ use crate::mcp::{ProtocolVersion, truncate};
 #[derive(Debug, Clone)]
 pub struct Options {
     pub url: url::Url,
+    /// The HTTP transport to speak at `url` (`--transport`; `auto`: Streamable HTTP, then
+    /// HTTP+SSE when the server refuses it).
+    pub transport: crate::config::HttpTransportKind,
     /// Extra request headers ('Authorization' …); values are never printed.
     pub headers: Vec<(String, Secret)>,
     /// Deadline of each request.

@@ -167,8 +167,9 @@ impl fmt::Debug for Endpoint {
     }
 }
 
-/// The `transport` setting of a URL target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// The `transport` setting of a URL target (also `check --transport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, clap::ValueEnum)]
+#[value(rename_all = "snake_case")]
 pub enum HttpTransportKind {
     /// Streamable HTTP first; the HTTP+SSE transport of 2024-11-05 where the spec's
     /// backwards-compatibility rule says the server speaks only that.

@@ -8,12 +8,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use super::duplex::Duplex;
 use super::error::{McpError, Reason};
-use super::http::{HttpTransport, NotificationStream};
+use super::http::{HttpTransport, Limits, NotificationStream, StreamEnd};
 use super::inbox::Inbox;
 use super::modern::{self, Detected, ModernClient};
 use super::session::{ServerInfo, Session};
 use super::version::{Era, ProtocolVersion};
+use super::{legacy_sse, stdio};
 
 /// A connected client of one server, in the era it speaks.
 #[derive(Debug)]
@@ -26,9 +28,61 @@ pub enum Client {
 /// its request metrics.
 pub type Observe<'a> = &'a (dyn Fn(&'static str, Duration, Result<(), Reason>) + Sync);
 
+/// How to reach a server.
+pub enum Dialer {
+    /// Streamable HTTP (both eras). With `sse_fallback`, a server that refuses the legacy
+    /// `initialize` POST with 400, 404 or 405 is tried as an HTTP+SSE (2024-11-05) server at the
+    /// same URL, as the spec's backwards-compatibility section describes.
+    Http {
+        transport: Arc<HttpTransport>,
+        sse_fallback: Option<SseEndpoint>,
+    },
+    /// HTTP+SSE (2024-11-05): the URL is the SSE (GET) endpoint.
+    Sse(SseEndpoint),
+    /// A local process on stdio, started for each session.
+    Stdio {
+        command: stdio::Command,
+        limits: Limits,
+    },
+}
+
+/// Where an HTTP+SSE server's stream is, and the headers it is opened with.
+pub struct SseEndpoint {
+    pub url: url::Url,
+    pub headers: Vec<(String, String)>,
+    pub limits: Limits,
+}
+
+/// What a notification channel reads.
+pub enum ChannelStream {
+    /// An SSE stream of its own (legacy GET stream, modern listen stream).
+    Sse(NotificationStream),
+    /// The session's one two-way channel (stdio, HTTP+SSE): its end is the session's end.
+    Session(Arc<Duplex>),
+}
+
+impl ChannelStream {
+    /// Read until the stream ends, filing every message into `inbox`.
+    pub async fn run(self, inbox: &Inbox) -> StreamEnd {
+        match self {
+            ChannelStream::Sse(s) => s.run(inbox).await,
+            // The channel's reader files messages itself; here we only wait for its end.
+            ChannelStream::Session(d) => StreamEnd {
+                error: Some(d.closed().await),
+                retry: None,
+            },
+        }
+    }
+
+    /// Whether the end of this stream ends the session.
+    pub fn ends_session(&self) -> bool {
+        matches!(self, ChannelStream::Session(_))
+    }
+}
+
 /// The notification channel of a client, once open.
 pub struct Channel {
-    pub stream: NotificationStream,
+    pub stream: ChannelStream,
     /// Whether tool list changes will arrive on it: the server's listen acknowledgement in the
     /// modern era; assumed in the legacy era (the GET stream carries whatever the server sends).
     pub tools_list_changed: bool,
@@ -36,14 +90,101 @@ pub struct Channel {
 
 impl Client {
     /// Connect: `pinned` to one version, or (`None`) the newest era the server serves — a
-    /// modern `server/discover` first, `initialize` when the server turns out to be legacy.
+    /// modern `server/discover` first, `initialize` when the server turns out to be legacy (and
+    /// over HTTP+SSE when the dialer allows and Streamable HTTP is refused). stdio and HTTP+SSE
+    /// speak the legacy era.
     pub async fn connect(
-        transport: Arc<HttpTransport>,
+        dialer: &Dialer,
         pinned: Option<ProtocolVersion>,
         inbox: Arc<Inbox>,
         timeout: Duration,
         observe: Observe<'_>,
     ) -> Result<Client, McpError> {
+        let legacy = match pinned {
+            Some(v) if v.era() == Era::Modern => None,
+            Some(v) => Some(v),
+            None => Some(ProtocolVersion::NEWEST_LEGACY),
+        };
+        match dialer {
+            Dialer::Http {
+                transport,
+                sse_fallback,
+            } => {
+                let tried = Self::connect_http(transport, pinned, inbox.clone(), timeout, observe);
+                match (tried.await, sse_fallback) {
+                    (Err(e), Some(sse)) if pinned.is_none() && refuses_streamable(&e) => {
+                        tracing::debug!(reason = %e.reason, "Streamable HTTP refused; trying HTTP+SSE");
+                        Self::connect_sse(
+                            sse,
+                            ProtocolVersion::NEWEST_LEGACY,
+                            inbox,
+                            timeout,
+                            observe,
+                        )
+                        .await
+                    }
+                    (r, _) => r,
+                }
+            }
+            Dialer::Sse(sse) => {
+                let v = legacy.ok_or_else(|| legacy_only("HTTP+SSE"))?;
+                Self::connect_sse(sse, v, inbox, timeout, observe).await
+            }
+            Dialer::Stdio { command, limits } => {
+                let v = legacy.ok_or_else(|| legacy_only("stdio"))?;
+                let duplex = stdio::connect_stdio(command, inbox.clone(), *limits).await?;
+                Self::initialize_over(duplex, v, inbox, timeout, observe).await
+            }
+        }
+    }
+
+    async fn connect_sse(
+        sse: &SseEndpoint,
+        version: ProtocolVersion,
+        inbox: Arc<Inbox>,
+        timeout: Duration,
+        observe: Observe<'_>,
+    ) -> Result<Client, McpError> {
+        let duplex = timed(observe, "sse/connect", async {
+            legacy_sse::connect_sse(
+                sse.url.clone(),
+                &sse.headers,
+                inbox.clone(),
+                sse.limits,
+                timeout,
+            )
+            .await
+        })
+        .await?;
+        Self::initialize_over(duplex, version, inbox, timeout, observe).await
+    }
+
+    async fn initialize_over(
+        duplex: Duplex,
+        version: ProtocolVersion,
+        inbox: Arc<Inbox>,
+        timeout: Duration,
+        observe: Observe<'_>,
+    ) -> Result<Client, McpError> {
+        let duplex = Arc::new(duplex);
+        let opened = timed(observe, "initialize", async {
+            Session::open_over(duplex.clone(), version, inbox, timeout).await
+        })
+        .await;
+        if opened.is_err() {
+            duplex.close().await;
+        }
+        opened.map(Client::Legacy)
+    }
+
+    async fn connect_http(
+        transport: &Arc<HttpTransport>,
+        pinned: Option<ProtocolVersion>,
+        inbox: Arc<Inbox>,
+        timeout: Duration,
+        observe: Observe<'_>,
+    ) -> Result<Client, McpError> {
+        let transport = transport.clone();
         let legacy = match pinned {
             Some(v) if v.era() == Era::Legacy => v,
             Some(v) => {
@@ -136,13 +277,19 @@ impl Client {
     /// server does not implement it).
     pub async fn open_channel(&self) -> Result<Option<Channel>, McpError> {
         match self {
-            Client::Legacy(s) => Ok(s.open_stream().await?.map(|stream| Channel {
-                stream,
-                tools_list_changed: true,
-            })),
+            Client::Legacy(s) => match s.duplex() {
+                Some(d) => Ok(Some(Channel {
+                    stream: ChannelStream::Session(d.clone()),
+                    tools_list_changed: true,
+                })),
+                None => Ok(s.open_stream().await?.map(|stream| Channel {
+                    stream: ChannelStream::Sse(stream),
+                    tools_list_changed: true,
+                })),
+            },
             Client::Modern(c) => match c.listen().await {
                 Ok(l) => Ok(Some(Channel {
-                    stream: l.stream,
+                    stream: ChannelStream::Sse(l.stream),
                     tools_list_changed: l.tools_list_changed,
                 })),
                 Err(e) if e.rpc_code == Some(super::jsonrpc::METHOD_NOT_FOUND) => Ok(None),
@@ -154,8 +301,17 @@ impl Client {
     /// What the channel is called in logs and on the status page.
     pub fn channel_name(&self) -> &'static str {
         match self {
+            Client::Legacy(s) if s.duplex().is_some() => "session channel",
             Client::Legacy(_) => "GET stream",
             Client::Modern(_) => "listen stream",
+        }
+    }
+
+    /// The end of what a stdio server wrote to stderr (at most `max_bytes`, safe to show).
+    pub fn stderr_tail(&self, max_bytes: usize) -> Option<String> {
+        match self {
+            Client::Legacy(s) => s.duplex()?.stderr_tail(max_bytes),
+            Client::Modern(_) => None,
         }
     }
 
@@ -173,6 +329,24 @@ impl Client {
             s.close().await;
         }
     }
+}
+
+/// The spec's signal that a server does not speak Streamable HTTP: the `initialize` POST is
+/// refused with 400, 404 or 405 (2025-11-25 transports § backwards compatibility).
+fn refuses_streamable(e: &McpError) -> bool {
+    e.reason == Reason::Http4xx
+        && ["HTTP 400", "HTTP 404", "HTTP 405"]
+            .iter()
+            .any(|s| e.detail.starts_with(s))
+}
+
+fn legacy_only(transport: &str) -> McpError {
+    McpError::new(
+        Reason::UnsupportedVersion,
+        format!(
+            "{transport} targets speak the legacy era in this build; pin a legacy version or use auto"
+        ),
+    )
 }
 
 async fn timed<T>(

@@ -110,13 +110,10 @@ impl ModernHeaders {
 /// not itself shaped like the sentinel, else `=?base64?…?=` of its UTF-8 bytes.
 pub fn header_safe(text: &str) -> HeaderValue {
     use base64::Engine as _;
-    let plain = !text.is_empty()
-        && text
-            .bytes()
-            .all(|b| b == b' ' || (0x21..=0x7e).contains(&b))
-        && !text.starts_with(' ')
-        && !text.ends_with(' ')
-        && !(text.starts_with("=?base64?") && text.ends_with("?="));
+    let visible = |b: u8| b == b' ' || (0x21..=0x7e).contains(&b);
+    let sentinel = text.starts_with("=?base64?") && text.ends_with("?=");
+    let padded = text.starts_with(' ') || text.ends_with(' ');
+    let plain = !text.is_empty() && text.bytes().all(visible) && !padded && !sentinel;
     let value = if plain {
         text.to_string()
     } else {

@@ -25,7 +25,7 @@ pub mod sse_lines;
 pub mod stdio;
 pub mod version;
 
-pub use client::{Channel, Client};
+pub use client::{Channel, ChannelStream, Client, Dialer, SseEndpoint};
 pub use error::{McpError, Reason, truncate};
 pub use http::{HttpTransport, Limits};
 pub use inbox::Inbox;

@@ -1,5 +1,6 @@
-//! A legacy-era MCP session (2025-03-26 … 2025-11-25): `initialize`, the session id and protocol
-//! version headers, requests with deadlines, and the end of the session.
+//! A legacy-era MCP session (2024-11-05 … 2025-11-25): `initialize`, the session id and protocol
+//! version headers, requests with deadlines, and the end of the session — over Streamable HTTP,
+//! or over a [`Duplex`] (stdio, HTTP+SSE), where the session is the channel itself.
 //!
 //! A `Session` is one server-side session: its id never changes. When the server forgets it (404),
 //! every request fails with [`Reason::SessionExpired`] and the owner opens a new `Session` — that
@@ -12,6 +13,7 @@ use std::time::Duration;
 use reqwest::header::HeaderValue;
 use serde_json::{Value, json};
 
+use super::duplex::Duplex;
 use super::error::{McpError, Reason, truncate};
 use super::http::{
     HttpTransport, NotificationStream, PostReply, SessionHeaders, session_id_is_visible_ascii,
@@ -33,11 +35,22 @@ pub struct ServerInfo {
     pub list_changed: bool,
 }
 
+/// What a session's messages travel on.
+#[derive(Debug)]
+enum Wire {
+    /// Streamable HTTP: a POST per message, with the session's headers.
+    Http {
+        transport: Arc<HttpTransport>,
+        headers: SessionHeaders,
+    },
+    /// One two-way channel; the session lives as long as it does.
+    Duplex(Arc<Duplex>),
+}
+
 /// One open session.
 #[derive(Debug)]
 pub struct Session {
-    transport: Arc<HttpTransport>,
-    headers: SessionHeaders,
+    wire: Wire,
     info: ServerInfo,
     next_id: AtomicU64,
     inbox: Arc<Inbox>,
@@ -53,12 +66,7 @@ impl Session {
         inbox: Arc<Inbox>,
         timeout: Duration,
     ) -> Result<Session, McpError> {
-        let params = json!({
-            "protocolVersion": preferred.as_str(),
-            "capabilities": {},
-            "clientInfo": {"name": "mcp_exporter", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let body = jsonrpc::request(0, "initialize", Some(params));
+        let body = jsonrpc::request(0, "initialize", Some(initialize_params(preferred)));
         let none = SessionHeaders::default();
         let reply = deadline(timeout, transport.post(&none, body, Some(0), &inbox)).await?;
         let PostReply::Response {
@@ -85,20 +93,13 @@ impl Session {
         };
         let Some(version) = ProtocolVersion::parse(&info.protocol_version) else {
             transport.delete(&headers).await;
-            return Err(McpError::new(
-                Reason::UnsupportedVersion,
-                format!(
-                    "server chose protocol version {}",
-                    truncate(&info.protocol_version, 40)
-                ),
-            ));
+            return Err(unsupported(&info.protocol_version));
         };
         if version.sends_version_header() {
             headers.protocol_version = HeaderValue::from_str(&info.protocol_version).ok();
         }
         let session = Session {
-            transport,
-            headers,
+            wire: Wire::Http { transport, headers },
             info,
             next_id: AtomicU64::new(1),
             inbox,
@@ -106,6 +107,40 @@ impl Session {
         };
         session.notify("notifications/initialized").await?;
         Ok(session)
+    }
+
+    /// The handshake over a two-way channel (stdio, HTTP+SSE): no headers, the channel is the
+    /// session.
+    pub async fn open_over(
+        duplex: Arc<Duplex>,
+        preferred: ProtocolVersion,
+        inbox: Arc<Inbox>,
+        timeout: Duration,
+    ) -> Result<Session, McpError> {
+        let body = jsonrpc::request(0, "initialize", Some(initialize_params(preferred)));
+        let (outcome, _) = deadline(timeout, duplex.request(0, body, usize::MAX)).await?;
+        let info = parse_initialize(&outcome.map_err(McpError::from)?)?;
+        if ProtocolVersion::parse(&info.protocol_version).is_none() {
+            duplex.close().await;
+            return Err(unsupported(&info.protocol_version));
+        }
+        let session = Session {
+            wire: Wire::Duplex(duplex),
+            info,
+            next_id: AtomicU64::new(1),
+            inbox,
+            timeout,
+        };
+        session.notify("notifications/initialized").await?;
+        Ok(session)
+    }
+
+    /// The channel under a stdio or HTTP+SSE session.
+    pub fn duplex(&self) -> Option<&Arc<Duplex>> {
+        match &self.wire {
+            Wire::Duplex(d) => Some(d),
+            Wire::Http { .. } => None,
+        }
     }
 
     pub fn info(&self) -> &ServerInfo {
@@ -133,30 +168,43 @@ impl Session {
     ) -> Result<(Value, usize), McpError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = jsonrpc::request(id, method, params);
-        let limits = self.transport.limits().within(max_bytes);
-        let reply = deadline(
-            self.timeout,
-            self.transport
-                .post_within(&self.headers, body, Some(id), &self.inbox, limits),
-        )
-        .await?;
-        match reply {
-            PostReply::Response { outcome, bytes, .. } => {
-                outcome.map(|r| (r, bytes)).map_err(McpError::from)
+        let (outcome, bytes) = match &self.wire {
+            Wire::Http { transport, headers } => {
+                let limits = transport.limits().within(max_bytes);
+                let reply = deadline(
+                    self.timeout,
+                    transport.post_within(headers, body, Some(id), &self.inbox, limits),
+                )
+                .await?;
+                match reply {
+                    PostReply::Response { outcome, bytes, .. } => (outcome, bytes),
+                    PostReply::Accepted => {
+                        unreachable!("post with an expected id returns a response")
+                    }
+                }
             }
-            PostReply::Accepted => unreachable!("post with an expected id returns a response"),
-        }
+            Wire::Duplex(d) => deadline(self.timeout, d.request(id, body, max_bytes)).await?,
+        };
+        outcome.map(|r| (r, bytes)).map_err(McpError::from)
     }
 
     /// Send a notification.
     pub async fn notify(&self, method: &str) -> Result<(), McpError> {
-        let body = jsonrpc::notification(method);
-        deadline(
-            self.timeout,
-            self.transport.post(&self.headers, body, None, &self.inbox),
-        )
-        .await
-        .map(|_| ())
+        self.send(jsonrpc::notification(method)).await
+    }
+
+    /// Send a message that expects no answer (a notification, or a response to the server).
+    async fn send(&self, body: Vec<u8>) -> Result<(), McpError> {
+        let sent = async {
+            match &self.wire {
+                Wire::Http { transport, headers } => transport
+                    .post(headers, body, None, &self.inbox)
+                    .await
+                    .map(|_| ()),
+                Wire::Duplex(d) => d.send(body).await,
+            }
+        };
+        deadline(self.timeout, sent).await
     }
 
     /// Answer a request the server sent us: `ping` gets the empty result the spec requires,
@@ -171,24 +219,28 @@ impl Session {
                 data: None,
             })
         };
-        let body = jsonrpc::response(id, outcome);
-        deadline(
-            self.timeout,
-            self.transport.post(&self.headers, body, None, &self.inbox),
-        )
-        .await
-        .map(|_| ())
+        self.send(jsonrpc::response(id, outcome)).await
     }
 
-    /// Open the GET notification stream; `None` when the server offers none (405).
+    /// Open the GET notification stream; `None` when the server offers none (405) or the
+    /// session is a two-way channel (its notifications arrive on it).
     pub async fn open_stream(&self) -> Result<Option<NotificationStream>, McpError> {
-        deadline(self.timeout, self.transport.open_stream(&self.headers)).await
+        match &self.wire {
+            Wire::Http { transport, headers } => {
+                deadline(self.timeout, transport.open_stream(headers)).await
+            }
+            Wire::Duplex(_) => Ok(None),
+        }
     }
 
-    /// End the session on the server (DELETE), best effort.
+    /// End the session on the server (DELETE; the channel's end), best effort.
     pub async fn close(&self) {
-        if self.headers.session_id.is_some() {
-            self.transport.delete(&self.headers).await;
+        match &self.wire {
+            Wire::Http { transport, headers } if headers.session_id.is_some() => {
+                transport.delete(headers).await
+            }
+            Wire::Http { .. } => {}
+            Wire::Duplex(d) => d.close().await,
         }
     }
 }
@@ -205,6 +257,21 @@ pub(crate) async fn deadline<T>(
                 format!("no answer within {timeout:?}"),
             ))
         })
+}
+
+fn initialize_params(preferred: ProtocolVersion) -> Value {
+    json!({
+        "protocolVersion": preferred.as_str(),
+        "capabilities": {},
+        "clientInfo": {"name": "mcp_exporter", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+fn unsupported(chosen: &str) -> McpError {
+    McpError::new(
+        Reason::UnsupportedVersion,
+        format!("server chose protocol version {}", truncate(chosen, 40)),
+    )
 }
 
 fn parse_initialize(result: &Value) -> Result<ServerInfo, McpError> {

@@ -42,11 +42,16 @@ pub enum ChannelEvent {
     },
     /// The session is gone (404 on its id): the owner opens a new one.
     Expired,
+    /// The session's one two-way channel ended (stdio process exited, HTTP+SSE stream lost):
+    /// the session is over, and the owner opens a new one after its backoff.
+    Closed(McpError),
 }
 
 /// Keeps one session's notification channel open.
 pub struct ChannelKeeper {
     reader: Option<OwnedTask<StreamEnd>>,
+    /// Whether the open channel's end ends the session.
+    ends_session: bool,
     opening: Slot<Result<Option<Channel>, McpError>>,
     retry_at: Option<Instant>,
     backoff: Backoff,
@@ -64,6 +69,7 @@ impl ChannelKeeper {
     pub fn new() -> Self {
         ChannelKeeper {
             reader: None,
+            ends_session: false,
             opening: None,
             retry_at: None,
             backoff: Backoff::default(),
@@ -92,57 +98,62 @@ impl ChannelKeeper {
     /// The next thing that happens to the channel; pending while it is open and well, or after
     /// it turned out unavailable. Cancel-safe: everything it waits on lives in `self`.
     pub async fn next(&mut self, client: &Arc<Client>, inbox: &Arc<Inbox>) -> ChannelEvent {
-        loop {
-            if let Some(reader) = &mut self.reader {
-                let end = reader.join().await.unwrap_or(StreamEnd {
-                    error: None,
-                    retry: None,
+        if let Some(reader) = &mut self.reader {
+            let end = reader.join().await.unwrap_or(StreamEnd {
+                error: None,
+                retry: None,
+            });
+            self.reader = None;
+            if self.ends_session {
+                let e = end.error.unwrap_or_else(|| {
+                    McpError::new(Reason::StreamClosed, "the session's channel ended")
                 });
-                self.reader = None;
-                if end
-                    .error
-                    .as_ref()
-                    .is_some_and(|e| e.reason == Reason::SessionExpired)
-                {
-                    return ChannelEvent::Expired;
-                }
-                let retry_in = end
-                    .retry
-                    .map(|r| r.clamp(MIN_RETRY, MAX_RETRY))
-                    .unwrap_or_else(|| self.backoff.next_delay());
-                return self.lost(end.error, retry_in);
+                return ChannelEvent::Closed(e);
             }
-            if self.opening.is_none() {
-                if self.retry_at.is_none() {
-                    return std::future::pending().await;
-                }
-                sleep_opt(self.retry_at).await;
-                self.retry_at = None;
-                self.start_opening(client);
+            if end
+                .error
+                .as_ref()
+                .is_some_and(|e| e.reason == Reason::SessionExpired)
+            {
+                return ChannelEvent::Expired;
             }
-            let opened = poll_slot(&mut self.opening).await;
-            self.opening = None;
-            return match opened {
-                Ok(Some(channel)) => {
-                    self.backoff.reset();
-                    let inbox = inbox.clone();
-                    let stream = channel.stream;
-                    self.reader = Some(OwnedTask::spawn(async move { stream.run(&inbox).await }));
-                    let event = ChannelEvent::Opened {
-                        after_gap: self.retried,
-                        reconnected: self.was_open,
-                        tools_list_changed: channel.tools_list_changed,
-                    };
-                    self.was_open = true;
-                    event
-                }
-                Ok(None) => ChannelEvent::Unavailable,
-                Err(e) if e.reason == Reason::SessionExpired => ChannelEvent::Expired,
-                Err(e) => {
-                    let retry_in = self.backoff.next_delay();
-                    self.lost(Some(e), retry_in)
-                }
-            };
+            let retry_in = end
+                .retry
+                .map(|r| r.clamp(MIN_RETRY, MAX_RETRY))
+                .unwrap_or_else(|| self.backoff.next_delay());
+            return self.lost(end.error, retry_in);
+        }
+        if self.opening.is_none() {
+            if self.retry_at.is_none() {
+                return std::future::pending().await;
+            }
+            sleep_opt(self.retry_at).await;
+            self.retry_at = None;
+            self.start_opening(client);
+        }
+        let opened = poll_slot(&mut self.opening).await;
+        self.opening = None;
+        match opened {
+            Ok(Some(channel)) => {
+                self.backoff.reset();
+                let inbox = inbox.clone();
+                let stream = channel.stream;
+                self.ends_session = stream.ends_session();
+                self.reader = Some(OwnedTask::spawn(async move { stream.run(&inbox).await }));
+                let event = ChannelEvent::Opened {
+                    after_gap: self.retried,
+                    reconnected: self.was_open,
+                    tools_list_changed: channel.tools_list_changed,
+                };
+                self.was_open = true;
+                event
+            }
+            Ok(None) => ChannelEvent::Unavailable,
+            Err(e) if e.reason == Reason::SessionExpired => ChannelEvent::Expired,
+            Err(e) => {
+                let retry_in = self.backoff.next_delay();
+                self.lost(Some(e), retry_in)
+            }
         }
     }
 

@@ -43,8 +43,10 @@ use super::status::ConnStatusHandle;
 use super::task::{OwnedTask, Slot, poll_slot, sleep_opt};
 use super::toolset::{Drift, ToolSet};
 use super::walker::{self, Pager, WalkLimits, WalkReport};
-use crate::config::{Endpoint, HttpTransportKind, ProbeConfig, TargetConfig};
-use crate::mcp::{Client, HttpTransport, Inbox, Limits, McpError, Reason};
+use crate::config::{Endpoint, HttpTransportKind, ProbeConfig, Secret, TargetConfig};
+use crate::mcp::{
+    Client, Dialer, HttpTransport, Inbox, Limits, McpError, Reason, SseEndpoint, stdio,
+};
 use crate::telemetry::ConnMetrics;
 
 /// Consecutive failed liveness checks after which the session is considered dead and re-opened.
@@ -68,7 +70,7 @@ pub struct Connection {
     events: Events,
     /// The functional probes this connection runs (connection 0 runs the target's probes).
     probes: Vec<ProbeConfig>,
-    transport: Arc<HttpTransport>,
+    dialer: Dialer,
     /// What a correct client holds: changed only by refresh walks.
     cache: Option<ToolSet>,
     /// The last complete walk of any trigger.
@@ -122,26 +124,40 @@ async fn timed<T>(
     r
 }
 
-/// The URL to open a Streamable HTTP transport on: `auto` speaks Streamable HTTP only in this
-/// build (no fallback yet). The other transports are configured but not built yet.
-fn streamable_url(config: &TargetConfig) -> Result<url::Url, McpError> {
-    match &config.endpoint {
-        Endpoint::Http {
-            url,
-            transport: HttpTransportKind::Auto | HttpTransportKind::StreamableHttp,
-        } => Ok(url.clone()),
-        Endpoint::Http {
-            transport: HttpTransportKind::Sse,
-            ..
-        } => Err(McpError::new(
-            Reason::Transport,
-            "HTTP+SSE targets are not supported by this build yet",
-        )),
-        Endpoint::Command(_) => Err(McpError::new(
-            Reason::Transport,
-            "stdio targets are not supported by this build yet",
-        )),
-    }
+/// How to reach an endpoint with the configured headers (the probe's targets and `check`).
+pub fn dialer(endpoint: &Endpoint, headers: &[(String, Secret)]) -> Result<Dialer, McpError> {
+    let headers: Vec<(String, String)> = headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.expose().to_string()))
+        .collect();
+    let limits = Limits::default();
+    let sse = |url: &url::Url| SseEndpoint {
+        url: url.clone(),
+        headers: headers.clone(),
+        limits,
+    };
+    Ok(match endpoint {
+        Endpoint::Http { url, transport } => match transport {
+            HttpTransportKind::Sse => Dialer::Sse(sse(url)),
+            kind => Dialer::Http {
+                transport: Arc::new(HttpTransport::new(url.clone(), &headers, limits)?),
+                sse_fallback: (*kind == HttpTransportKind::Auto).then(|| sse(url)),
+            },
+        },
+        Endpoint::Command(spec) => Dialer::Stdio {
+            command: stdio::Command {
+                program: spec.command.to_string_lossy().into_owned(),
+                args: spec.args.clone(),
+                env: spec
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.expose().to_string()))
+                    .collect(),
+                cwd: spec.cwd.clone(),
+            },
+            limits,
+        },
+    })
 }
 
 impl Connection {
@@ -151,12 +167,7 @@ impl Connection {
         metrics: ConnMetrics,
         status: ConnStatusHandle,
     ) -> Result<Self, McpError> {
-        let headers: Vec<(String, String)> = config
-            .headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.expose().to_string()))
-            .collect();
-        let transport = HttpTransport::new(streamable_url(&config)?, &headers, Limits::default())?;
+        let dialer = dialer(&config.endpoint, &config.headers)?;
         let probes = if index == 0 {
             config.probes.clone()
         } else {
@@ -167,7 +178,7 @@ impl Connection {
             audit: Audit::new(config.notification_grace),
             config,
             probes,
-            transport: Arc::new(transport),
+            dialer,
             cache: None,
             server: None,
             ttl: TtlWatch::default(),
@@ -210,7 +221,7 @@ impl Connection {
             let opened = tokio::select! {
                 _ = shutdown.changed() => return,
                 r = Client::connect(
-                    self.transport.clone(),
+                    &self.dialer,
                     pinned,
                     inbox.clone(),
                     self.config.request_timeout,
@@ -290,6 +301,9 @@ impl Connection {
             return SessionEnd::Expired;
         }
         self.events.channel(client, &opened);
+        if let ChannelEvent::Closed(e) = opened {
+            return SessionEnd::Dead(e);
+        }
 
         let mut schedule = WalkSchedule::new(first);
         let mut walk: Slot<WalkRun> = None;
@@ -376,6 +390,9 @@ impl Connection {
                         return SessionEnd::Expired;
                     }
                     self.events.channel(client, &event);
+                    if let ChannelEvent::Closed(e) = event {
+                        return SessionEnd::Dead(e);
+                    }
                     if let ChannelEvent::Opened { after_gap: true, .. } = event {
                         // Notifications sent while the channel was down are lost: re-list.
                         schedule.refresh(Trigger::StreamGap);

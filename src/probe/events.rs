@@ -18,6 +18,9 @@ use super::walker::WalkReport;
 use crate::mcp::{Client, McpError, Reason};
 use crate::telemetry::ConnMetrics;
 
+/// How much of a stdio server's stderr the status page shows when its process ends.
+const STDERR_SHOWN: usize = 1024;
+
 /// The failing streaks whose log lines are rate-limited, one per kind of event.
 #[derive(Default)]
 struct Logs {
@@ -152,6 +155,23 @@ impl Events {
                 if let Some(e) = error {
                     tracing::debug!(reason = %e.reason, "notification channel lost");
                 }
+            }
+            ChannelEvent::Closed(e) => {
+                self.metrics.stream(false);
+                let tail = client
+                    .stderr_tail(STDERR_SHOWN)
+                    .filter(|t| !t.is_empty())
+                    .map(|t| format!("; stderr: {t}"))
+                    .unwrap_or_default();
+                self.status.stream(
+                    false,
+                    &format!(
+                        "{} ended: {}: {}{tail}",
+                        client.channel_name(),
+                        e.reason,
+                        e.detail
+                    ),
+                );
             }
             ChannelEvent::Expired => {}
         }
