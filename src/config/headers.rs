@@ -23,6 +23,8 @@ const MAX_HEADER_VALUE_BYTES: u64 = 64 * 1024;
 const RESERVED_HEADERS: &[&str] = &[
     "Mcp-Session-Id",
     "MCP-Protocol-Version",
+    "Mcp-Method",
+    "Mcp-Name",
     "Content-Type",
     "Accept",
     "Host",
@@ -294,6 +296,8 @@ mod tests {
             "Host",
             "Content-Length",
             "Last-Event-ID",
+            "Mcp-Method",
+            "mcp-name",
         ] {
             let e = err(&one_target(&format!("    headers:\n      {name}: x\n")));
             assert_has(&e, &format!("test.yml: targets[0].headers.{name}: header "));
