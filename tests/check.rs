@@ -189,6 +189,8 @@ async fn list_changed_without_a_get_stream_is_a_warning() {
         detail.contains("subscriptions/listen") && detail.contains("F3"),
         "{detail}"
     );
+    let legacy_path = run.expect("WARN", "legacy_clients");
+    assert!(legacy_path.contains("2025 era"), "{legacy_path}");
     let legacy = check(
         &[
             "--protocol-version",

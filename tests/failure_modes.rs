@@ -259,6 +259,18 @@ async fn f3_no_get_stream_shows_stream_down_while_capable() {
         0.0
     );
     assert_eq!(drift(&s, "nostream", "extra"), 0.0);
+    // The lab serves both eras: the probe speaks the modern one and asks what a 2025-era client
+    // of the same URL hears — listChanged declared, GET 405: nothing, ever.
+    let s = h
+        .until("the legacy path checked", |s| {
+            s.get("mcp_probe_legacy_path_hears_changes", &[t("nostream"), C0])
+                .is_some()
+        })
+        .await;
+    assert_eq!(
+        s.v("mcp_probe_legacy_path_hears_changes", &[t("nostream"), C0]),
+        0.0
+    );
 }
 
 /// F6: the server ends the session (404 with our session id): a new session, and a re-walk.

@@ -10,7 +10,12 @@ use common::{Exporter, Harness, Scrape, get, start_lab, target, wait_exit};
 use mcp_exporter::lab::{Behaviour, Lab};
 
 async fn two_profile_lab() -> Lab {
-    start_lab([("a", Behaviour::default()), ("b", Behaviour::default())]).await
+    // Legacy sessions: a kept target must keep its session (the lab counts `initialize`).
+    let legacy = Behaviour {
+        era: mcp_exporter::lab::Era::Legacy,
+        ..Behaviour::default()
+    };
+    start_lab([("a", legacy.clone()), ("b", legacy)]).await
 }
 
 fn started(s: &Scrape, name: &str) -> f64 {

@@ -28,8 +28,10 @@ const RP: &str = "rp";
 
 /// A lab serving `b` with resumable POST answers as profile [`RP`], and that profile's URL.
 async fn resumable_lab(b: Behaviour) -> (Lab, url::Url) {
+    // Resumable answers (SEP-1699) exist in the legacy era only: the modern era has none.
     let b = Behaviour {
         resumable_posts: true,
+        era: mcp_exporter::lab::Era::Legacy,
         ..b
     };
     let lab = start_lab([(RP, b)]).await;

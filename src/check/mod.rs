@@ -31,7 +31,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::config::{Expect, ProbeConfig};
-use crate::mcp::{Client, Era, Inbox};
+use crate::mcp::client::{self, LegacyPath};
+use crate::mcp::{Client, Dialer, Era, HttpTransport, Inbox};
 use crate::probe::channel::{ChannelEvent, ChannelKeeper};
 use crate::probe::functional::{self, ProbeFailure};
 use crate::probe::toolset::ToolSet;
@@ -85,6 +86,9 @@ pub async fn run(opts: &Options) -> Report {
     };
     let started = Instant::now();
     let stream = session_rows(&session, &inbox, opts, &mut report).await;
+    if let (Dialer::Http { transport, .. }, Era::Modern) = (&dialer, session.era()) {
+        legacy_path_row(transport.clone(), opts, &mut report).await;
+    }
     Checker {
         session: &session,
         inbox: &inbox,
@@ -258,6 +262,31 @@ async fn session_rows(
         notification_stream: Some(opened),
     });
     task
+}
+
+/// A modern server's legacy path: what a client still on the 2025 era hears of tool changes.
+async fn legacy_path_row(transport: Arc<HttpTransport>, opts: &Options, report: &mut Report) {
+    let (status, detail) = match client::legacy_path(transport, opts.timeout).await {
+        Ok(LegacyPath::Hears) => (
+            Status::Pass,
+            "the legacy (2025) path of this server delivers list_changed to its clients too".into(),
+        ),
+        Ok(LegacyPath::Deaf) => (
+            Status::Warn,
+            "the legacy (2025) path declares listChanged but answers GET with 405: clients on \
+             the 2025 era will never see tool list changes (only modern clients will)"
+                .into(),
+        ),
+        Ok(LegacyPath::NotServed) => (
+            Status::Info,
+            "the server turns legacy initialize down: it serves modern clients only".into(),
+        ),
+        Err(e) => (
+            Status::Info,
+            format!("the legacy path could not be checked: {e}"),
+        ),
+    };
+    report.row(status, "legacy_clients", detail);
 }
 
 /// The checks that run on an open session.

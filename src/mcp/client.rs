@@ -331,6 +331,55 @@ impl Client {
     }
 }
 
+/// What a legacy-era client of a modern server hears of tool list changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LegacyPath {
+    /// The server turns `initialize` down: it serves modern clients only.
+    NotServed,
+    /// A legacy session gets a GET stream, or declares no `listChanged` (clients know to re-list).
+    Hears,
+    /// A legacy session declares `listChanged` but offers no GET stream (a stateless legacy
+    /// fallback answers GET with 405): legacy clients wait for notifications that never come.
+    Deaf,
+}
+
+/// Ask a modern server what its legacy path gives a 2025-era client: open a legacy session on
+/// the same transport, try its GET stream, end the session. A transport failure is an error.
+pub async fn legacy_path(
+    transport: Arc<HttpTransport>,
+    timeout: Duration,
+) -> Result<LegacyPath, McpError> {
+    let (inbox, _requests) = Inbox::new();
+    let session = match Session::open(
+        transport,
+        ProtocolVersion::NEWEST_LEGACY,
+        Arc::new(inbox),
+        timeout,
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e) if matches!(e.reason, Reason::Http4xx | Reason::JsonrpcError) => {
+            return Ok(LegacyPath::NotServed);
+        }
+        Err(e) => return Err(e),
+    };
+    let heard = if session.info().list_changed {
+        match session.open_stream().await {
+            Ok(Some(_)) => LegacyPath::Hears,
+            Ok(None) => LegacyPath::Deaf,
+            Err(e) => {
+                session.close().await;
+                return Err(e);
+            }
+        }
+    } else {
+        LegacyPath::Hears
+    };
+    session.close().await;
+    Ok(heard)
+}
+
 /// The spec's signal that a server does not speak Streamable HTTP: the `initialize` POST is
 /// refused with 400, 404 or 405 (2025-11-25 transports § backwards compatibility).
 fn refuses_streamable(e: &McpError) -> bool {

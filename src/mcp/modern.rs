@@ -89,10 +89,15 @@ pub async fn detect(
 ) -> Result<Detected, McpError> {
     let mut client = ModernClient::new(transport, version, inbox, timeout);
     let refused = match client.exchange("server/discover", None, usize::MAX).await {
-        Ok((Ok(result), _)) => {
-            client.info = parse_discover(&result, client.version)?;
-            return Ok(Detected::Modern(client));
-        }
+        // A result that is no DiscoverResult (a legacy server answering any method alike) says
+        // nothing about the modern era: greet the server the legacy way.
+        Ok((Ok(result), _)) => match parse_discover(&result, client.version) {
+            Ok(info) => {
+                client.info = info;
+                return Ok(Detected::Modern(client));
+            }
+            Err(e) => return Ok(Detected::Legacy(e)),
+        },
         Ok((Err(refusal), _)) => refusal,
         Err(e) if e.reason == Reason::Http4xx => return Ok(Detected::Legacy(e)),
         Err(e) => return Err(e),

@@ -44,8 +44,9 @@ use super::task::{OwnedTask, Slot, poll_slot, sleep_opt};
 use super::toolset::{Drift, ToolSet};
 use super::walker::{self, Pager, WalkLimits, WalkReport};
 use crate::config::{Endpoint, HttpTransportKind, ProbeConfig, Secret, TargetConfig};
+use crate::mcp::client::{self, LegacyPath};
 use crate::mcp::{
-    Client, Dialer, HttpTransport, Inbox, Limits, McpError, Reason, SseEndpoint, stdio,
+    Client, Dialer, Era, HttpTransport, Inbox, Limits, McpError, Reason, SseEndpoint, stdio,
 };
 use crate::telemetry::ConnMetrics;
 
@@ -311,6 +312,17 @@ impl Connection {
         let mut liveness_failures = 0u32;
         let mut seen_notifications = inbox.list_changed_count();
         let mut probes = ProbeClock::new(self.probes.len());
+        // Once per modern session on connection 0: what would a 2025-era client hear here?
+        let mut legacy_path: Slot<Result<LegacyPath, McpError>> = match (&self.dialer, client.era())
+        {
+            (Dialer::Http { transport, .. }, Era::Modern) if self.index == 0 => {
+                let (t, timeout) = (transport.clone(), self.config.request_timeout);
+                Some(Box::pin(
+                    async move { client::legacy_path(t, timeout).await },
+                ))
+            }
+            _ => None,
+        };
         let mut probe: Slot<ProbeRun> = None;
 
         let start = tokio::time::Instant::now();
@@ -411,6 +423,10 @@ impl Connection {
                         Some(Err(refused)) => self.probe_done(i, Duration::ZERO, Err(refused)),
                         _ => probe = Some(start_probe(client, &self.events.metrics, i, p)),
                     }
+                }
+                path = poll_slot(&mut legacy_path) => {
+                    legacy_path = None;
+                    self.events.legacy_path(path);
                 }
                 (i, elapsed, verdict) = poll_slot(&mut probe) => {
                     probe = None;

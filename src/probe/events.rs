@@ -15,6 +15,7 @@ use super::repeats::{Repeats, name_list};
 use super::status::{ConnState, ConnStatusHandle};
 use super::toolset::{Drift, ToolSet};
 use super::walker::WalkReport;
+use crate::mcp::client::LegacyPath;
 use crate::mcp::{Client, McpError, Reason};
 use crate::telemetry::ConnMetrics;
 
@@ -265,6 +266,26 @@ impl Events {
                 repeated,
                 "server list changed without list_changed within notification_grace"
             );
+        }
+    }
+
+    /// What the server's legacy path gives a 2025-era client (checked once per modern session).
+    pub fn legacy_path(&self, path: Result<LegacyPath, McpError>) {
+        match path {
+            Ok(LegacyPath::NotServed) => self.metrics.legacy_path(None),
+            Ok(LegacyPath::Hears) => self.metrics.legacy_path(Some(true)),
+            Ok(LegacyPath::Deaf) => {
+                self.metrics.legacy_path(Some(false));
+                self.status.event(
+                    "legacy_clients_deaf",
+                    "the legacy (2025) path declares listChanged but offers no GET stream: \
+                     clients on the 2025 era will never see tool list changes",
+                );
+                tracing::info!(
+                    "legacy-era clients of this server never hear tool list changes (GET stream refused)"
+                );
+            }
+            Err(e) => tracing::debug!(reason = %e.reason, "legacy path not checked"),
         }
     }
 

@@ -301,6 +301,16 @@ impl ConnMetrics {
         self.unannounced.increment(1);
     }
 
+    /// What a legacy-era client of this modern server hears (`None`: not served, no series).
+    pub fn legacy_path(&self, hears: Option<bool>) {
+        if let Some(hears) = hears {
+            self.target
+                .recorder
+                .register_gauge(&key(m::LEGACY_PATH, &self.labels(&[])), &METADATA)
+                .set(if hears { 1.0 } else { 0.0 });
+        }
+    }
+
     pub fn ttl_violation(&self) {
         self.ttl_violations.increment(1);
     }
