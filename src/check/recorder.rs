@@ -62,6 +62,10 @@ struct Page {
 }
 
 impl Pager for Recorder<'_> {
+    fn drops_invalid_header_annotations(&self) -> bool {
+        self.session.era() == crate::mcp::Era::Modern
+    }
+
     async fn page(
         &mut self,
         cursor: Option<&str>,
@@ -327,6 +331,7 @@ mod tests {
                 answered: pages.len() as u32,
                 duplicates,
                 long_names: 0,
+                rejected: 0,
                 bytes: 0,
             },
             pages: pages

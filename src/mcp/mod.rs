@@ -19,6 +19,8 @@ pub mod jsonrpc;
 /// The deprecated HTTP+SSE transport of 2024-11-05: one GET stream in, a POST per message out.
 pub mod legacy_sse;
 pub mod modern;
+/// `x-mcp-header` annotations: which tool definitions a Streamable HTTP client must drop.
+pub mod param_headers;
 pub mod session;
 pub mod sse_lines;
 /// The stdio transport: a server process spoken to in newline-delimited JSON-RPC.

@@ -93,6 +93,10 @@ struct ClientPager {
 }
 
 impl Pager for ClientPager {
+    fn drops_invalid_header_annotations(&self) -> bool {
+        self.client.era() == Era::Modern
+    }
+
     async fn page(
         &mut self,
         cursor: Option<&str>,

@@ -29,6 +29,7 @@ struct Logs {
     walk: Repeats,
     drift: Repeats,
     unannounced: Repeats,
+    rejected: Repeats,
     probes: Vec<Repeats>,
 }
 
@@ -196,6 +197,17 @@ impl Events {
             Err(e) => Err((report.requests, e.to_string())),
         };
         self.status.walk_finished(trigger, outcome, elapsed);
+        if report.rejected > 0 {
+            if let Some(repeated) = self.logs.rejected.failed("x_mcp_header") {
+                tracing::warn!(
+                    tools = report.rejected,
+                    repeated,
+                    "tools dropped from the listing: invalid x-mcp-header annotations"
+                );
+            }
+        } else if report.answered > 0 {
+            self.logs.rejected.recovered();
+        }
         match &report.result {
             Err(e) => {
                 if let Some(repeated) = self.logs.walk.failed(e.reason()) {

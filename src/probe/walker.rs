@@ -38,6 +38,12 @@ pub trait Pager {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> impl Future<Output = Result<(Value, usize), McpError>> + Send;
+
+    /// Whether tools with invalid `x-mcp-header` annotations are dropped from the listing, as a
+    /// 2026-07-28 Streamable HTTP client must (see [`crate::mcp::param_headers`]).
+    fn drops_invalid_header_annotations(&self) -> bool {
+        false
+    }
 }
 
 /// How far one walk may go.
@@ -171,6 +177,8 @@ pub struct WalkReport {
     pub duplicates: u32,
     /// Tool names over the spec's 128 characters (kept shortened).
     pub long_names: u32,
+    /// Tools dropped for invalid `x-mcp-header` annotations (2026-07-28 Streamable HTTP).
+    pub rejected: u32,
     /// Bytes charged to the listing budget: each page's answer, and at least
     /// [`BYTES_PER_TOOL`] per tool it listed.
     pub bytes: usize,
@@ -188,8 +196,10 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
         answered: 0,
         duplicates: 0,
         long_names: 0,
+        rejected: 0,
         bytes: 0,
     };
+    let drop_invalid = pager.drops_invalid_header_annotations();
     let max_pages = limits.max_pages.max(1);
     let done = |mut report: WalkReport, result| {
         report.result = result;
@@ -213,7 +223,7 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
             }
             Err(error) => return done(report, request_error(error)),
         };
-        let parsed = match parse_page(&page, MAX_TOOLS_PER_WALK - tools.len()) {
+        let parsed = match parse_page(&page, MAX_TOOLS_PER_WALK - tools.len(), drop_invalid) {
             Ok(p) => p,
             Err(PageFault::Invalid(error)) => return done(report, request_error(error)),
             Err(PageFault::TooManyTools) => return done(report, Err(WalkError::TooManyTools)),
@@ -227,6 +237,7 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
             return done(report, Err(WalkError::ListingTooLarge { max_bytes }));
         }
         report.answered += 1;
+        report.rejected += parsed.rejected;
         if let Some(hint) = parsed.cache {
             cache = Some(ListingCache::add(cache, hint));
         }
@@ -270,6 +281,8 @@ struct PageTool {
 
 struct Page {
     tools: Vec<PageTool>,
+    /// Tools left out for invalid `x-mcp-header` annotations.
+    rejected: u32,
     next_cursor: Option<String>,
     cache: Option<CacheHint>,
 }
@@ -280,8 +293,9 @@ enum PageFault {
     TooManyTools,
 }
 
-/// Read one `ListToolsResult` holding at most `room` tools.
-fn parse_page(result: &Value, room: usize) -> Result<Page, PageFault> {
+/// Read one `ListToolsResult` holding at most `room` tools; with `drop_invalid`, tools with
+/// invalid `x-mcp-header` annotations are left out (and counted).
+fn parse_page(result: &Value, room: usize, drop_invalid: bool) -> Result<Page, PageFault> {
     let bad = |what: &str| {
         PageFault::Invalid(McpError::new(
             Reason::InvalidResponse,
@@ -293,6 +307,7 @@ fn parse_page(result: &Value, room: usize) -> Result<Page, PageFault> {
         .and_then(Value::as_array)
         .ok_or_else(|| bad("no tools array"))?;
     let mut tools = Vec::with_capacity(list.len().min(room));
+    let mut rejected = 0u32;
     for tool in list {
         let name = tool
             .get("name")
@@ -301,6 +316,11 @@ fn parse_page(result: &Value, room: usize) -> Result<Page, PageFault> {
         if tools.len() == room {
             // Past the cap the walk fails anyway; reading on would only cost memory.
             return Err(PageFault::TooManyTools);
+        }
+        if drop_invalid && let Some(why) = crate::mcp::param_headers::invalid(tool) {
+            tracing::debug!(tool = %crate::text::bounded(name, 160), why, "tool dropped from the listing: invalid x-mcp-header annotation");
+            rejected += 1;
+            continue;
         }
         let (name, shortened) = kept_name(name);
         tools.push(PageTool {
@@ -318,6 +338,7 @@ fn parse_page(result: &Value, room: usize) -> Result<Page, PageFault> {
     let cached = result.get("ttlMs").is_some() || result.get("cacheScope").is_some();
     Ok(Page {
         tools,
+        rejected,
         next_cursor,
         cache: cached.then(|| CacheHint::of(result)),
     })
@@ -333,9 +354,15 @@ mod tests {
     struct Script {
         pages: VecDeque<Result<Value, McpError>>,
         asked: Vec<Option<String>>,
+        /// Speaks as a 2026-07-28 Streamable HTTP client (drops invalid header annotations).
+        modern: bool,
     }
 
     impl Pager for Script {
+        fn drops_invalid_header_annotations(&self) -> bool {
+            self.modern
+        }
+
         async fn page(
             &mut self,
             cursor: Option<&str>,
@@ -374,7 +401,27 @@ mod tests {
         Script {
             pages: pages.into(),
             asked: vec![],
+            modern: false,
         }
+    }
+
+    #[tokio::test]
+    async fn a_modern_client_drops_tools_with_invalid_header_annotations_and_counts_them() {
+        let bad = json!({"name": "bad", "inputSchema": {"type": "object", "properties": {
+            "n": {"type": "number", "x-mcp-header": "N"}}}});
+        let good = json!({"name": "good", "inputSchema": {"type": "object", "properties": {
+            "r": {"type": "string", "x-mcp-header": "Region"}}}});
+        let page = || Ok(json!({"tools": [bad.clone(), good.clone()]}));
+        let mut modern = script(vec![page()]);
+        modern.modern = true;
+        let r = walk(&mut modern, pages(8)).await;
+        assert_eq!(r.rejected, 1);
+        let w = r.result.unwrap();
+        assert_eq!(w.tools.len(), 1);
+        assert!(w.tools.contains("good") && !w.tools.contains("bad"));
+        // The annotation means nothing to a legacy client: both kept.
+        let r = walk(&mut script(vec![page()]), pages(8)).await;
+        assert_eq!((r.rejected, r.result.unwrap().tools.len()), (0, 2));
     }
 
     #[tokio::test]

@@ -113,6 +113,8 @@ metrics_catalog! {
         "1 when every page of the latest complete listing said cacheScope public, 0 when private or absent.";
     SCOPE_MIXED = "mcp_probe_tools_list_cache_scope_mixed_total", Counter, ["target", "connection"],
         "Complete listings whose pages disagreed on cacheScope (the spec requires one scope per list).";
+    REJECTED_TOOLS = "mcp_probe_tools_list_rejected_tools_total", Counter, ["target", "connection"],
+        "Tools left out of complete and failed walks alike because their x-mcp-header annotations break the 2026-07-28 rules (a Streamable HTTP client must drop them; its users cannot call them).";
     LEGACY_PATH = "mcp_probe_legacy_path_hears_changes", Gauge, ["target", "connection"],
         "Modern-era targets only (connection 0): 1 when a legacy-era client of the same URL would hear tool list changes (a GET stream, or no listChanged declared), 0 when the legacy path declares listChanged but offers no stream, so clients on the 2025 era never see changes. Absent for legacy targets and servers that serve no legacy clients.";
     WITHOUT_CHANGE = "mcp_probe_list_changed_without_change_total", Counter, ["target", "connection"],

@@ -49,6 +49,7 @@ pub struct ConnMetrics {
     unannounced: Counter,
     without_change: Counter,
     ttl_violations: Counter,
+    rejected_tools: Counter,
     listing_ttl: Gauge,
     listing_public: Gauge,
     scope_mixed: Counter,
@@ -123,6 +124,7 @@ impl ConnMetrics {
             unannounced: counter(m::UNANNOUNCED, &[]),
             without_change: counter(m::WITHOUT_CHANGE, &[]),
             ttl_violations: counter(m::TTL_VIOLATIONS, &[]),
+            rejected_tools: counter(m::REJECTED_TOOLS, &[]),
             listing_ttl: gauge(m::LISTING_TTL, &[]),
             listing_public: gauge(m::LISTING_PUBLIC, &[]),
             scope_mixed: counter(m::SCOPE_MIXED, &[]),
@@ -242,6 +244,7 @@ impl ConnMetrics {
     pub fn walk_finished(&self, trigger: Trigger, report: &WalkReport, elapsed: Duration) {
         self.duplicate_tools.increment(u64::from(report.duplicates));
         self.long_names.increment(u64::from(report.long_names));
+        self.rejected_tools.increment(u64::from(report.rejected));
         self.target.set_walk_ok(self.index, report.result.is_ok());
         match &report.result {
             Ok(walk) => {

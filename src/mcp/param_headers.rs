@@ -1,0 +1,130 @@
+//! `x-mcp-header` annotations (2026-07-28, Streamable HTTP): a tool may ask that some of its
+//! parameters be mirrored into `Mcp-Param-{name}` headers. A client on Streamable HTTP MUST drop
+//! from its `tools/list` result every tool whose annotations break the spec's constraints, so
+//! one malformed definition does not break the others; this module is that judgement.
+//!
+//! The constraints: the name is a non-empty HTTP token, unique (case-insensitively) within the
+//! schema; the annotated property is a string, integer or boolean; and it is reachable from the
+//! schema root through `properties` keys only (not through `items`, composition, conditionals
+//! or `$ref`).
+
+use std::collections::HashSet;
+
+use serde_json::Value;
+
+/// Most annotations looked at in one schema (a hostile schema cannot make this walk long).
+const MAX_ANNOTATIONS: usize = 64;
+/// Deepest `properties` chain followed.
+const MAX_DEPTH: usize = 32;
+const KEY: &str = "x-mcp-header";
+
+/// Why `tool`'s annotations make it invalid; `None` when it is fine (or has none).
+pub fn invalid(tool: &Value) -> Option<&'static str> {
+    let schema = tool.get("inputSchema")?;
+    // Every annotation anywhere in the schema, and those reachable the allowed way.
+    let everywhere = count_everywhere(schema, 0);
+    let mut names = HashSet::new();
+    let mut reachable = 0usize;
+    let mut stack = vec![(schema, 0usize)];
+    while let Some((node, depth)) = stack.pop() {
+        let Some(props) = node.get("properties").and_then(Value::as_object) else {
+            continue;
+        };
+        for prop in props.values() {
+            if let Some(name) = prop.get(KEY) {
+                reachable += 1;
+                let Some(name) = name.as_str() else {
+                    return Some("an x-mcp-header value is not a string");
+                };
+                if name.is_empty() || !name.bytes().all(is_tchar) {
+                    return Some("an x-mcp-header value is not an HTTP token");
+                }
+                if !names.insert(name.to_ascii_lowercase()) {
+                    return Some("two x-mcp-header values are the same");
+                }
+                if !matches!(
+                    prop.get("type").and_then(Value::as_str),
+                    Some("string" | "integer" | "boolean")
+                ) {
+                    return Some(
+                        "x-mcp-header on a parameter that is not a string, integer or boolean",
+                    );
+                }
+            }
+            if depth < MAX_DEPTH {
+                stack.push((prop, depth + 1));
+            }
+        }
+        if reachable > MAX_ANNOTATIONS {
+            return Some("too many x-mcp-header annotations");
+        }
+    }
+    (everywhere != reachable)
+        .then_some("x-mcp-header on a property not reachable through properties alone")
+}
+
+/// Annotations anywhere in the schema (capped: past the cap the count no longer matters).
+fn count_everywhere(node: &Value, depth: usize) -> usize {
+    if depth > MAX_DEPTH * 2 {
+        return MAX_ANNOTATIONS + 1;
+    }
+    match node {
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| usize::from(k == KEY) + count_everywhere(v, depth + 1))
+            .fold(0usize, |a, b| a.saturating_add(b).min(MAX_ANNOTATIONS * 4)),
+        Value::Array(items) => items
+            .iter()
+            .map(|v| count_everywhere(v, depth + 1))
+            .fold(0usize, |a, b| a.saturating_add(b).min(MAX_ANNOTATIONS * 4)),
+        _ => 0,
+    }
+}
+
+/// RFC 9110 `tchar`.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(schema: Value) -> Value {
+        json!({"name": "t", "inputSchema": schema})
+    }
+
+    #[test]
+    fn valid_annotations_pass() {
+        let ok = tool(json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "opts": {"type": "object", "properties": {
+                "dry": {"type": "boolean", "x-mcp-header": "Dry-Run"}
+            }},
+            "q": {"type": "string"}
+        }}));
+        assert_eq!(invalid(&ok), None);
+        assert_eq!(invalid(&json!({"name": "plain"})), None);
+    }
+
+    #[test]
+    fn each_constraint_is_enforced() {
+        let cases = [
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": ""}}}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": "has space"}}}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": "A\r\nB"}}}),
+            json!({"properties": {
+                "a": {"type": "string", "x-mcp-header": "Same"},
+                "b": {"type": "string", "x-mcp-header": "same"}
+            }}),
+            json!({"properties": {"a": {"type": "number", "x-mcp-header": "N"}}}),
+            json!({"properties": {"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}}}),
+            json!({"oneOf": [{"properties": {"a": {"type": "string", "x-mcp-header": "O"}}}]}),
+            json!({"properties": {"a": {"type": "string", "x-mcp-header": 7}}}),
+        ];
+        for schema in cases {
+            assert!(invalid(&tool(schema.clone())).is_some(), "{schema}");
+        }
+    }
+}
