@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use mcp_exporter::app::{self, Options, Source};
 use mcp_exporter::check;
-use mcp_exporter::config::{self, Config, Secret};
+use mcp_exporter::config::{self, CommandSpec, Config, Endpoint, Secret};
 use mcp_exporter::lab::{Era, scenarios};
 use mcp_exporter::logging::{self, Format};
 use mcp_exporter::telemetry::otlp::{OtlpOptions, OtlpProtocol};
@@ -133,7 +133,12 @@ struct CheckArgs {
     #[arg(long, value_enum, default_value = "auto")]
     transport: mcp_exporter::config::HttpTransportKind,
     /// The MCP endpoint, e.g. https://kb.example.com/mcp (credentials in it are never printed).
-    url: String,
+    #[arg(required_unless_present = "stdio")]
+    url: Option<String>,
+    /// Instead of a URL: a local server to start and check over stdio, after `--`
+    /// (`check -- python3 server.py`). No shell is involved.
+    #[arg(last = true, value_name = "PROGRAM [ARGS]", conflicts_with = "url")]
+    stdio: Vec<String>,
 }
 
 fn listing_bytes(s: &str) -> Result<usize, String> {
@@ -246,7 +251,7 @@ fn headers(flag: &str, raw: &[String]) -> Result<Vec<(String, Secret)>, String> 
 
 /// `mcp_exporter check`: arguments that cannot be used exit 2 before any request is sent.
 fn run_check(args: CheckArgs) -> ExitCode {
-    let options = match check_options(args.url.trim(), &args) {
+    let options = match check_options(&args) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("mcp_exporter check: {e}");
@@ -278,12 +283,32 @@ fn listen_window(text: &str) -> Result<Duration, String> {
     }
 }
 
-fn check_options(url: &str, args: &CheckArgs) -> Result<check::Options, String> {
-    // Parsed here, not by clap: clap's error would echo the URL, credentials included.
-    let url = url::Url::parse(url)
-        .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https"))
-        .ok_or("URL: not an absolute http:// or https:// URL")?;
+fn check_options(args: &CheckArgs) -> Result<check::Options, String> {
+    let endpoint = match (&args.url, args.stdio.split_first()) {
+        (_, Some((program, rest))) => {
+            if !args.headers.is_empty() {
+                return Err("--header applies to a URL, not to a stdio server".into());
+            }
+            Endpoint::Command(CommandSpec {
+                command: program.into(),
+                args: rest.to_vec(),
+                env: vec![],
+                cwd: None,
+            })
+        }
+        (Some(url), None) => {
+            // Parsed here, not by clap: clap's error would echo the URL, credentials included.
+            let url = url::Url::parse(url.trim())
+                .ok()
+                .filter(|u| matches!(u.scheme(), "http" | "https"))
+                .ok_or("URL: not an absolute http:// or https:// URL")?;
+            Endpoint::Http {
+                url,
+                transport: args.transport,
+            }
+        }
+        (None, None) => return Err("a URL or `-- PROGRAM [ARGS]` is required".into()),
+    };
     let call = match &args.call {
         None => None,
         Some(tool) => Some(check::Call {
@@ -293,8 +318,7 @@ fn check_options(url: &str, args: &CheckArgs) -> Result<check::Options, String> 
         }),
     };
     Ok(check::Options {
-        url,
-        transport: args.transport,
+        endpoint,
         headers: headers("--header", &args.headers)?,
         timeout: args.timeout,
         protocol_version: args

@@ -563,3 +563,24 @@ async fn a_change_while_the_stream_was_cut_is_a_warning_not_a_failure() {
         "{detail}"
     );
 }
+
+/// `check -- PROGRAM`: a local server over stdio (the official Rust SDK as a child process) is
+/// checked like a URL: a legacy session on its own channel, both pages walked, a tool called.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stdio_server_is_checked_after_a_double_dash() {
+    let peer = common::example("rmcp_stdio_peer");
+    let peer = peer.to_str().expect("a UTF-8 path");
+    let run = check(
+        &["--call", "add_tool", "--allow-side-effects", "--", peer],
+        &[],
+    )
+    .await;
+    run.ended(0, "pass");
+    let stream = run.expect("PASS", "notification_stream");
+    assert!(stream.contains("own channel"), "{stream}");
+    let list = run.expect("PASS", "tools_list");
+    assert!(list.contains("2 page(s) (2 + 2), 4 tools"), "{list}");
+    run.expect("PASS", "call");
+    let headers = check(&["--header", "A: b", "--", peer], &[]).await;
+    assert_eq!(headers.code, 2, "{}", headers.stderr);
+}

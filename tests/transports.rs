@@ -9,8 +9,7 @@
 #[path = "common/sse_peer.rs"]
 mod sse_peer;
 
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_exporter::mcp::duplex::Duplex;
@@ -38,28 +37,6 @@ async fn until(what: &str, cond: impl Fn() -> bool) {
         }
     })
     .await
-}
-
-/// The example binaries, built once per test run (a no-op when they are fresh): `cargo test
-/// --test transports` alone does not build examples.
-fn example(name: &str) -> PathBuf {
-    static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "--quiet", "--example", "rmcp_stdio_peer"])
-            .args(["--example", "stdio_fault_peer"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the example peers failed");
-    });
-    let exe = std::env::current_exe().unwrap();
-    // target/debug/deps/transports-<hash> → target/debug/examples/<name>
-    exe.parent()
-        .and_then(|deps| deps.parent())
-        .unwrap()
-        .join("examples")
-        .join(name)
 }
 
 fn command(name: &str, args: &[&str]) -> Command {
@@ -595,6 +572,7 @@ async fn handshake_walk_ping_close(d: Duplex, version: &str) {
 
 mod common;
 
+use common::example;
 use common::series::{C0, counter, t, walks};
 use common::{Harness, Scrape};
 use mcp_exporter::config::{CommandSpec, Endpoint, HttpTransportKind, TargetConfig};

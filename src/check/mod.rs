@@ -39,14 +39,10 @@ use crate::probe::toolset::ToolSet;
 use listen::Listener;
 use recorder::{compare, elapsed, names};
 
-/// Run every check once against `opts.url`.
+/// Run every check once against `opts.endpoint`.
 pub async fn run(opts: &Options) -> Report {
-    let mut report = Report::new(&opts.url);
-    let endpoint = crate::config::Endpoint::Http {
-        url: opts.url.clone(),
-        transport: opts.transport,
-    };
-    let dialer = match crate::probe::connection::dialer(&endpoint, &opts.headers) {
+    let mut report = Report::new(&opts.endpoint);
+    let dialer = match crate::probe::connection::dialer(&opts.endpoint, &opts.headers) {
         Ok(d) => d,
         Err(e) => {
             report.row(Status::Error, "initialize", format!("no HTTP client: {e}"));

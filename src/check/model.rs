@@ -5,8 +5,6 @@
 
 use serde::Serialize;
 
-use crate::config::redact_url;
-
 /// The verdict of one row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -85,9 +83,9 @@ pub enum Verdict {
 }
 
 impl Report {
-    pub(super) fn new(url: &url::Url) -> Report {
+    pub(super) fn new(endpoint: &crate::config::Endpoint) -> Report {
         Report {
-            url_redacted: redact_url(url),
+            url_redacted: endpoint.to_string(),
             server: None,
             checks: Vec::new(),
             walks: Vec::new(),
@@ -134,7 +132,7 @@ mod tests {
     #[test]
     fn fail_outranks_error_and_warnings_exit_zero() {
         let url = url::Url::parse("http://u:pw@h/mcp?token=x").unwrap();
-        let mut r = Report::new(&url);
+        let mut r = Report::new(&crate::config::Endpoint::http(url));
         assert_eq!(r.url_redacted, "http://u:<redacted>@h/mcp?<redacted>");
         r.row(Status::Pass, "ping", "");
         r.row(Status::Info, "capabilities", "");

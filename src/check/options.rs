@@ -13,10 +13,9 @@ use crate::mcp::{ProtocolVersion, truncate};
 /// What to check and how.
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub url: url::Url,
-    /// The HTTP transport to speak at `url` (`--transport`; `auto`: Streamable HTTP, then
-    /// HTTP+SSE when the server refuses it).
-    pub transport: crate::config::HttpTransportKind,
+    /// The server: a URL with its HTTP transport (`--transport`; `auto`: Streamable HTTP, then
+    /// HTTP+SSE when the server refuses it), or a program on stdio (`-- PROGRAM ARGS`).
+    pub endpoint: crate::config::Endpoint,
     /// Extra request headers ('Authorization' …); values are never printed.
     pub headers: Vec<(String, Secret)>,
     /// Deadline of each request.

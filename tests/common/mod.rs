@@ -273,3 +273,25 @@ pub fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The example binaries, built once per test run (a no-op when they are fresh): `cargo test
+/// --test transports` alone does not build examples.
+pub fn example(name: &str) -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "--quiet", "--example", "rmcp_stdio_peer"])
+            .args(["--example", "stdio_fault_peer"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the example peers failed");
+    });
+    let exe = std::env::current_exe().unwrap();
+    // target/debug/deps/<test>-<hash> → target/debug/examples/<name>
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .unwrap()
+        .join("examples")
+        .join(name)
+}
