@@ -7,7 +7,10 @@ Run by .ci/sdk_peers_e2e.sh (which installs the peers) with the venv's python:
 1. starts the three peers of .ci/peers/ on free loopback ports;
 2. `EXPORTER_BIN check --call kb_stats URL` against each must exit 0 (skipped, loudly, when this
    build has no `check` subcommand);
-3. starts the exporter on a config with one target per peer (audit every 2 s, `connections: 2` on
+3. starts the exporter on a config with one target per peer, the Python two pinned to
+   `protocol_version: 2025-11-25` (mcp 2.x serves both eras; on `auto` the exporter settles on the
+   modern one, where these peers, having no `subscriptions/listen` handler, declare no listChanged;
+   modern_peers_e2e.py covers that era) (audit every 2 s, `connections: 2` on
    the Python peer, a `kb_stats` probe on each, plus fastmcp's `kb_announce`, which sends
    list_changed inside its POST response) and waits until, for every target and connection:
    up, ready, 3 pages, 14 tools (server and cache), drift 0, no unannounced change, no cursor
@@ -36,10 +39,11 @@ HERE = Path(__file__).resolve().parent
 PEERS = HERE / "peers"
 T0 = time.monotonic()
 CHILDREN: list[tuple[str, subprocess.Popen, Path]] = []
+TAG = "sdk_peers"  # modern_peers_e2e.py imports these helpers and sets its own
 
 
 def log(msg: str) -> None:
-    print(f"[sdk_peers {time.monotonic() - T0:5.1f}s] {msg}", flush=True)
+    print(f"[{TAG} {time.monotonic() - T0:5.1f}s] {msg}", flush=True)
 
 
 class Failure(Exception):
@@ -224,11 +228,13 @@ global:
 targets:
   - name: py_sdk
     url: {url['py_sdk']}
+    protocol_version: 2025-11-25
     connections: 2
     probes:
       - {{tool: kb_stats, interval: 2s, timeout: 2s, expect: {{text_contains: "ok"}}}}
   - name: fastmcp
     url: {url['fastmcp']}
+    protocol_version: 2025-11-25
     probes:
       - {{tool: kb_stats, interval: 2s, timeout: 2s, expect: {{text_contains: "ok"}}}}
       - {{tool: kb_announce, interval: 3s, timeout: 2s, expect: {{text_contains: "announced"}}}}
