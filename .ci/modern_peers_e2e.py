@@ -31,9 +31,7 @@ run's, imported, not copied.
 Every wait has a deadline; every child is killed on exit; on failure the logs are printed.
 """
 
-import argparse
 import json
-import signal
 import subprocess
 import sys
 import time
@@ -60,14 +58,8 @@ def run_check(bin_: str, work: Path, name: str, argv: list[str]) -> subprocess.C
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--work", required=True, type=Path)
-    ap.add_argument("--bin", required=True)
-    ap.add_argument("--node", required=True)
-    ap.add_argument("--node-path", required=True)
-    args = ap.parse_args()
+    args = e2e.arguments()
     work: Path = args.work
-    work.mkdir(parents=True, exist_ok=True)
     py, bin_ = sys.executable, args.bin
 
     peers = {  # peer -> argv without the port
@@ -250,20 +242,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    def on_signal(signum, _frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    rc = 1
-    try:
-        rc = main()
-    except Failure as exc:
-        print(f"FAIL: {exc}", file=sys.stderr)
-        e2e.tail_logs()
-    except Exception as exc:  # noqa: BLE001 - any error fails loudly with the logs
-        print(f"FAIL: {type(exc).__name__}: {exc}", file=sys.stderr)
-        e2e.tail_logs()
-    finally:
-        e2e.stop_all()
-    sys.exit(rc)
+    e2e.run(main)

@@ -173,15 +173,21 @@ def wait_until(what: str, seconds: float, base: str, check) -> Snapshot:
     raise Failure(f"within {seconds:.0f} s, not {what}:\n  " + "\n  ".join(problems[:40]))
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
+    """--work DIR (created) --bin EXPORTER --node NODE --node-path DIR/node_modules."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True, type=Path)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--node", required=True)
     ap.add_argument("--node-path", required=True)
     args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def main() -> int:
+    args = arguments()
     work: Path = args.work
-    work.mkdir(parents=True, exist_ok=True)
     py = sys.executable
 
     ports = {"py_sdk": free_port(), "fastmcp": free_port(), "ts_sdk": free_port(), "exporter": free_port()}
@@ -361,7 +367,8 @@ targets:
     return 0
 
 
-if __name__ == "__main__":
+def run(main_) -> None:
+    """Runs main_ with SIGTERM/SIGINT as exits, prints the failure and the logs, kills every child."""
     def on_signal(signum, _frame):
         raise SystemExit(128 + signum)
 
@@ -369,7 +376,7 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, on_signal)
     rc = 1
     try:
-        rc = main()
+        rc = main_()
     except Failure as exc:
         print(f"FAIL: {exc}", file=sys.stderr)
         tail_logs()
@@ -379,3 +386,7 @@ if __name__ == "__main__":
     finally:
         stop_all()
     sys.exit(rc)
+
+
+if __name__ == "__main__":
+    run(main)
