@@ -11,12 +11,13 @@ alerts/mcp_exporter.rules.yml loaded, both on loopback ports picked free, then p
       Variables are set as an operator would for the whole fleet: job = the scraped job, target and
       connection = `.*` (All), so a panel passes when it has data for at least one demo target;
   (b) McpProbeToolCacheStale reaches firing for kb_lossy_gateway (drift after ~40 s plus `for: 5m`)
-      and is never pending or firing for kb_healthy, and no alert fires for kb_healthy;
+      and is never pending or firing for kb_healthy or kb_modern (the 2026-07-28-only gateway),
+      and no alert fires for either;
       McpProbeToolVanished reaches firing for kb_lossy_gateway (its probe of search_legacy fails
       with unknown_tool from the first redeploy at 30 s, plus `for: 5m`), and then, with that
       probe failing and the target not ready for minutes, neither McpProbeTargetNotReady nor
       McpProbeToolProbeFailing is pending or firing for it (one alert per cause); none of the
-      health-layer alerts is pending or firing for kb_healthy after the start-up (ready and the
+      health-layer alerts is pending or firing for kb_healthy or kb_modern after the start-up (ready and the
       probe's success are 0 until the first walk and the first run);
   (c) `promtool check metrics` on the exporter's /metrics is clean (exit 0, no lint output);
   (d) every metric name that the dashboards and rules use was scraped from the exporter during the
@@ -55,7 +56,8 @@ VANISHED_ALERT = "McpProbeToolVanished"
 # The health-layer alerts (readiness, functional probes).
 HEALTH_ALERTS = ("McpProbeTargetNotReady", "McpProbeToolProbeFailing", VANISHED_ALERT, "McpProbeToolProbeRefused")
 STARTUP = 60  # seconds after the start in which the health layers may still read 0
-LOSSY, HEALTHY = "kb_lossy_gateway", "kb_healthy"
+LOSSY = "kb_lossy_gateway"
+HEALTHY = "kb_healthy|kb_modern"  # a regex: the dual-era healthy gateway and the modern-only one
 HARD_DEADLINE = 540  # seconds for the whole run; the alert alone needs ~40 s + `for: 5m`
 POLL = 2  # seconds between polls of a condition
 
@@ -281,11 +283,11 @@ def check_stale_alert(prom):
     """(b) Firing for the lossy target; never pending or firing for the healthy one."""
     firing = f'ALERTS{{alertname="{STALE_ALERT}",alertstate="firing",target="{LOSSY}"}}'
     wait_for(f"{STALE_ALERT} firing for {LOSSY}", lambda: prom.query(firing), remaining() - 10)
-    healthy = f'max_over_time(ALERTS{{alertname="{STALE_ALERT}",target="{HEALTHY}"}}[1h])'
+    healthy = f'max_over_time(ALERTS{{alertname="{STALE_ALERT}",target=~"{HEALTHY}"}}[1h])'
     if prom.query(healthy):
         raise Failed(f"{STALE_ALERT} was pending or firing for {HEALTHY}: {prom.query(healthy)}")
     log(f"ok: {STALE_ALERT} never pending or firing for {HEALTHY}")
-    other = prom.query(f'ALERTS{{alertstate="firing",target="{HEALTHY}"}}')
+    other = prom.query(f'ALERTS{{alertstate="firing",target=~"{HEALTHY}"}}')
     if other:
         raise Failed(f"alerts firing for the healthy target {HEALTHY}: {[a['metric'] for a in other]}")
     log(f"ok: no alert fires for {HEALTHY}")
@@ -301,7 +303,7 @@ def check_health_alerts(prom):
         raise Failed(f"the vanished tool also raises other health alerts for {LOSSY}: {[a['metric'] for a in doubles]}")
     log(f"ok: neither McpProbeTargetNotReady nor McpProbeToolProbeFailing pending or firing for {LOSSY}")
     window = int(time.monotonic() - START - STARTUP)
-    healthy = f'max_over_time(ALERTS{{alertname=~"{"|".join(HEALTH_ALERTS)}",target="{HEALTHY}"}}[{window}s])'
+    healthy = f'max_over_time(ALERTS{{alertname=~"{"|".join(HEALTH_ALERTS)}",target=~"{HEALTHY}"}}[{window}s])'
     seen = prom.query(healthy)
     if seen:
         raise Failed(f"health-layer alerts pending or firing for {HEALTHY} in the last {window} s: {[a['metric'] for a in seen]}")

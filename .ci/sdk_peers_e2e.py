@@ -7,7 +7,10 @@ Run by .ci/sdk_peers_e2e.sh (which installs the peers) with the venv's python:
 1. starts the three peers of .ci/peers/ on free loopback ports;
 2. `EXPORTER_BIN check --call kb_stats URL` against each must exit 0 (skipped, loudly, when this
    build has no `check` subcommand);
-3. starts the exporter on a config with one target per peer (audit every 2 s, `connections: 2` on
+3. starts the exporter on a config with one target per peer, the Python two pinned to
+   `protocol_version: 2025-11-25` (mcp 2.x serves both eras; on `auto` the exporter settles on the
+   modern one, where these peers, having no `subscriptions/listen` handler, declare no listChanged;
+   modern_peers_e2e.py covers that era) (audit every 2 s, `connections: 2` on
    the Python peer, a `kb_stats` probe on each, plus fastmcp's `kb_announce`, which sends
    list_changed inside its POST response) and waits until, for every target and connection:
    up, ready, 3 pages, 14 tools (server and cache), drift 0, no unannounced change, no cursor
@@ -36,10 +39,11 @@ HERE = Path(__file__).resolve().parent
 PEERS = HERE / "peers"
 T0 = time.monotonic()
 CHILDREN: list[tuple[str, subprocess.Popen, Path]] = []
+TAG = "sdk_peers"  # modern_peers_e2e.py imports these helpers and sets its own
 
 
 def log(msg: str) -> None:
-    print(f"[sdk_peers {time.monotonic() - T0:5.1f}s] {msg}", flush=True)
+    print(f"[{TAG} {time.monotonic() - T0:5.1f}s] {msg}", flush=True)
 
 
 class Failure(Exception):
@@ -169,15 +173,21 @@ def wait_until(what: str, seconds: float, base: str, check) -> Snapshot:
     raise Failure(f"within {seconds:.0f} s, not {what}:\n  " + "\n  ".join(problems[:40]))
 
 
-def main() -> int:
+def arguments() -> argparse.Namespace:
+    """--work DIR (created) --bin EXPORTER --node NODE --node-path DIR/node_modules."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True, type=Path)
     ap.add_argument("--bin", required=True)
     ap.add_argument("--node", required=True)
     ap.add_argument("--node-path", required=True)
     args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    return args
+
+
+def main() -> int:
+    args = arguments()
     work: Path = args.work
-    work.mkdir(parents=True, exist_ok=True)
     py = sys.executable
 
     ports = {"py_sdk": free_port(), "fastmcp": free_port(), "ts_sdk": free_port(), "exporter": free_port()}
@@ -224,11 +234,13 @@ global:
 targets:
   - name: py_sdk
     url: {url['py_sdk']}
+    protocol_version: 2025-11-25
     connections: 2
     probes:
       - {{tool: kb_stats, interval: 2s, timeout: 2s, expect: {{text_contains: "ok"}}}}
   - name: fastmcp
     url: {url['fastmcp']}
+    protocol_version: 2025-11-25
     probes:
       - {{tool: kb_stats, interval: 2s, timeout: 2s, expect: {{text_contains: "ok"}}}}
       - {{tool: kb_announce, interval: 3s, timeout: 2s, expect: {{text_contains: "announced"}}}}
@@ -355,7 +367,8 @@ targets:
     return 0
 
 
-if __name__ == "__main__":
+def run(main_) -> None:
+    """Runs main_ with SIGTERM/SIGINT as exits, prints the failure and the logs, kills every child."""
     def on_signal(signum, _frame):
         raise SystemExit(128 + signum)
 
@@ -363,7 +376,7 @@ if __name__ == "__main__":
     signal.signal(signal.SIGINT, on_signal)
     rc = 1
     try:
-        rc = main()
+        rc = main_()
     except Failure as exc:
         print(f"FAIL: {exc}", file=sys.stderr)
         tail_logs()
@@ -373,3 +386,7 @@ if __name__ == "__main__":
     finally:
         stop_all()
     sys.exit(rc)
+
+
+if __name__ == "__main__":
+    run(main)

@@ -1,4 +1,6 @@
-//! `--demo`: the knowledge base behind five gateways, probed by the exporter in the same process.
+//! `--demo`: the knowledge base behind six gateways, probed by the exporter in the same process.
+//! The five gateways serve both eras (on `protocol_version: auto` the exporter settles on the
+//! modern one); `kb_modern` serves 2026-07-28 only, so a legacy-only client could not reach it.
 //!
 //! | target            | what its gateway does                                  | what the exporter shows          |
 //! |-------------------|--------------------------------------------------------|----------------------------------|
@@ -7,11 +9,12 @@
 //! | `kb_no_list_changed` | declares no `listChanged`, sends none (F2)          | capable 0, drift, unannounced    |
 //! | `kb_no_stream`    | declares `listChanged` but answers GET with 405 (F3)   | stream up 0 while capable 1      |
 //! | `kb_flaky_relist` | the first 2 `tools/list` after each redeploy fail (F5) | refresh failures, then recovery  |
+//! | `kb_modern`       | nothing wrong, 2026-07-28 only (`initialize` refused)  | era modern, drift 0, pages 2     |
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{Behaviour, Lab};
+use super::{Behaviour, Era, Lab};
 use crate::config::{
     Config, Defaults, Endpoint, Expect, ProbeConfig, ProtocolChoice, TargetConfig,
 };
@@ -50,6 +53,13 @@ pub fn profiles() -> Vec<(String, Behaviour)> {
             "kb_flaky_relist".into(),
             Behaviour {
                 failing_lists_after_change: 2,
+                ..healthy.clone()
+            },
+        ),
+        (
+            "kb_modern".into(),
+            Behaviour {
+                era: Era::Modern,
                 ..healthy
             },
         ),
