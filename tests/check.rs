@@ -190,7 +190,11 @@ async fn list_changed_without_a_get_stream_is_a_warning() {
         "{detail}"
     );
     let legacy = check(
-        &["--protocol-version", "2025-11-25", &url(&lab, "no-get-stream")],
+        &[
+            "--protocol-version",
+            "2025-11-25",
+            &url(&lab, "no-get-stream"),
+        ],
         &[],
     )
     .await;

@@ -4,7 +4,6 @@
 
 mod common;
 
-
 use common::series::{C0, checks, counter, t, walks};
 use common::{Harness, Scrape, start_lab, target};
 use mcp_exporter::lab::{Behaviour, Era as LabEra, Lab};

@@ -131,7 +131,11 @@ async fn session_rows(
         Some(v) => format!("offered {v}; the server counter-offered a version this client speaks"),
         None => format!("auto: the newest era the server serves is {}", era.as_str()),
     };
-    report.row(Status::Pass, "protocol_version", format!("{chosen} ({how})"));
+    report.row(
+        Status::Pass,
+        "protocol_version",
+        format!("{chosen} ({how})"),
+    );
     let (status, detail) = match (info.tools, info.list_changed) {
         (true, true) => (Status::Pass, "tools, tools.listChanged: true"),
         (true, false) => (
@@ -146,21 +150,39 @@ async fn session_rows(
     report.row(status, "capabilities", detail);
     let mut keeper = ChannelKeeper::new();
     let (opened, task) = match (keeper.open_now(session, inbox).await, era) {
-        (ChannelEvent::Opened { tools_list_changed: true, .. }, Era::Legacy) => {
+        (
+            ChannelEvent::Opened {
+                tools_list_changed: true,
+                ..
+            },
+            Era::Legacy,
+        ) => {
             report.row(
                 Status::Pass,
                 "notification_stream",
                 "GET answered with text/event-stream",
             );
-            (true, Some(Listener::start(session.clone(), inbox.clone(), keeper)))
+            (
+                true,
+                Some(Listener::start(session.clone(), inbox.clone(), keeper)),
+            )
         }
-        (ChannelEvent::Opened { tools_list_changed: true, .. }, Era::Modern) => {
+        (
+            ChannelEvent::Opened {
+                tools_list_changed: true,
+                ..
+            },
+            Era::Modern,
+        ) => {
             report.row(
                 Status::Pass,
                 "notification_stream",
                 "subscriptions/listen acknowledged with toolsListChanged",
             );
-            (true, Some(Listener::start(session.clone(), inbox.clone(), keeper)))
+            (
+                true,
+                Some(Listener::start(session.clone(), inbox.clone(), keeper)),
+            )
         }
         (ChannelEvent::Opened { .. }, _) => {
             let status = if info.list_changed {
