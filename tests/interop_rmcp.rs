@@ -276,6 +276,15 @@ fn v(s: &Scrape, name: &str, extra: &[(&str, &str)]) -> f64 {
     s.v(name, &labels)
 }
 
+/// Assert one series of connection 0 of the rmcp target, with the scrape in the message.
+fn expect(s: &Scrape, name: &str, extra: &[(&str, &str)], want: f64) {
+    assert_eq!(v(s, name, extra), want, "{name} {extra:?}\n{}", s.text);
+}
+
+fn drift(s: &Scrape, kind: &str) -> f64 {
+    v(s, "mcp_probe_cache_drift_tools", &[("kind", kind)])
+}
+
 fn tools(s: &Scrape, view: &str) -> f64 {
     v(s, "mcp_probe_tools", &[("view", view)])
 }
@@ -401,12 +410,7 @@ async fn rmcp_streamable_http_server_pagination_and_list_changed() {
         })
         .await;
     for kind in ["missing", "extra", "changed"] {
-        assert_eq!(
-            v(&s, "mcp_probe_cache_drift_tools", &[("kind", kind)]),
-            0.0,
-            "drift {kind}\n{}",
-            s.text
-        );
+        assert_eq!(drift(&s, kind), 0.0, "drift {kind}\n{}", s.text);
     }
     assert_eq!(tools(&s, "server"), 11.0, "{}", s.text);
     assert_eq!(tools(&s, "cache"), 11.0, "{}", s.text);
@@ -416,24 +420,9 @@ async fn rmcp_streamable_http_server_pagination_and_list_changed() {
         "{}",
         s.text
     );
-    assert_eq!(
-        v(&s, "mcp_probe_unannounced_changes_total", &[]),
-        0.0,
-        "{}",
-        s.text
-    );
-    assert_eq!(
-        v(&s, "mcp_probe_tools_list_cursor_errors_total", &[]),
-        0.0,
-        "{}",
-        s.text
-    );
-    assert_eq!(
-        v(&s, "mcp_probe_tools_list_repeated_cursors_total", &[]),
-        0.0,
-        "{}",
-        s.text
-    );
+    expect(&s, "mcp_probe_unannounced_changes_total", &[], 0.0);
+    expect(&s, "mcp_probe_tools_list_cursor_errors_total", &[], 0.0);
+    expect(&s, "mcp_probe_tools_list_repeated_cursors_total", &[], 0.0);
     assert!(
         v(&s, "mcp_probe_tools_list_pages", &[]) >= 3.0,
         "{}",
@@ -447,29 +436,16 @@ async fn rmcp_streamable_http_server_pagination_and_list_changed() {
     assert!(walks(&s, "notification") >= 2.0, "{}", s.text);
     assert!(refreshes(&s, "notification") >= 2.0, "{}", s.text);
     // One session, one unbroken stream: every refresh after the first came from list_changed.
-    assert_eq!(
-        v(&s, "mcp_probe_sessions_started_total", &[]),
-        1.0,
-        "{}",
-        s.text
-    );
+    expect(&s, "mcp_probe_sessions_started_total", &[], 1.0);
     assert_eq!(walks(&s, "reconnect"), 0.0, "{}", s.text);
     assert_eq!(walks(&s, "stream_gap"), 0.0, "{}", s.text);
-    assert_eq!(
-        v(
-            &s,
-            "mcp_probe_session_info",
-            &[("era", "legacy"), ("protocol_version", "2025-11-25")]
-        ),
+    expect(
+        &s,
+        "mcp_probe_session_info",
+        &[("era", "legacy"), ("protocol_version", "2025-11-25")],
         1.0,
-        "{}",
-        s.text
     );
     assert_eq!(registry.bad_cursors.load(Ordering::SeqCst), 0);
-}
-
-fn drift(s: &Scrape, kind: &str) -> f64 {
-    v(s, "mcp_probe_cache_drift_tools", &[("kind", kind)])
 }
 
 /// rmcp in its default, modern era: `auto` detects 2026-07-28, walks two pages of 8, holds a
@@ -503,18 +479,8 @@ async fn rmcp_modern_server_listen_stream_pagination_and_ttl() {
         )
         .await;
     assert_eq!(walks(&s, "initial"), 1.0, "{}", s.text);
-    assert_eq!(
-        v(&s, "mcp_probe_tools_list_ttl_seconds", &[]),
-        60.0,
-        "{}",
-        s.text
-    );
-    assert_eq!(
-        v(&s, "mcp_probe_tools_list_cache_public", &[]),
-        1.0,
-        "{}",
-        s.text
-    );
+    expect(&s, "mcp_probe_tools_list_ttl_seconds", &[], 60.0);
+    expect(&s, "mcp_probe_tools_list_cache_public", &[], 1.0);
     assert!(
         registry.cursor_requests.load(Ordering::SeqCst) >= 1,
         "the exporter never sent back the cursor rmcp issued"
@@ -548,18 +514,8 @@ async fn rmcp_modern_server_listen_stream_pagination_and_ttl() {
     for kind in ["missing", "extra", "changed"] {
         assert_eq!(drift(&s, kind), 0.0, "drift {kind}\n{}", s.text);
     }
-    assert_eq!(
-        v(&s, "mcp_probe_unannounced_changes_total", &[]),
-        0.0,
-        "{}",
-        s.text
-    );
-    assert_eq!(
-        v(&s, "mcp_probe_ttl_violations_total", &[]),
-        0.0,
-        "{}",
-        s.text
-    );
+    expect(&s, "mcp_probe_unannounced_changes_total", &[], 0.0);
+    expect(&s, "mcp_probe_ttl_violations_total", &[], 0.0);
     let notifications = v(&s, "mcp_probe_list_changed_notifications_total", &[]);
 
     // An unannounced swap: rmcp's list changes, nobody tells the subscription.
