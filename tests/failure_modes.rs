@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::series::{C0, checks, counter, t, walks};
-use common::{Harness, Scrape, start_lab, target};
+use common::series::{C0, checks, counter, drift, t, walks};
+use common::{Harness, Scrape, churn_then_audits, start_lab, target};
 use mcp_exporter::lab::{Behaviour, Era as LabEra, Lab};
 
 async fn lab(profile: &str, b: Behaviour) -> Lab {
@@ -40,24 +40,6 @@ async fn start(profile: &str, b: Behaviour) -> (Lab, Harness) {
     let lab = lab(profile, b).await;
     let h = probe(&lab, profile).await;
     (lab, h)
-}
-
-fn drift(s: &Scrape, name: &str, kind: &str) -> f64 {
-    s.v(
-        "mcp_probe_cache_drift_tools",
-        &[t(name), C0, ("kind", kind)],
-    )
-}
-
-/// Redeploy the lab, then let three audits pass: a change the cache misses must be detected by
-/// the first audit after it plus `notification_grace` (shorter than an audit interval here).
-async fn churn_then_audits(lab: &Lab, h: &Harness, name: &str) -> Scrape {
-    let before = checks(&h.scrape(), name);
-    lab.churn();
-    h.until("three audits after the change", |s| {
-        checks(s, name) >= before + 3.0
-    })
-    .await
 }
 
 /// Each of `metrics` (per connection 0) is zero.

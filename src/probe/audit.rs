@@ -10,6 +10,8 @@
 //! [`TtlWatch`] adds what only the modern era allows: a listing promises freshness (`ttlMs`), so
 //! a list that changed while the previous listing was still promised fresh, with no
 //! `list_changed`, broke that promise — every client caching by the spec served a stale list.
+//! Only while the notification channel stayed open: a change next to a gap may have been
+//! announced and lost, which is the channel's fault, not the promise's.
 
 use std::time::Duration;
 
@@ -88,6 +90,10 @@ impl Audit {
 #[derive(Default)]
 pub struct TtlWatch {
     last: Option<Promise>,
+    /// The notification channel was down at some point since the last listing (or a new session
+    /// started): a `list_changed` may have been sent and lost, so a change is not held against
+    /// the server's promise.
+    gap: bool,
 }
 
 struct Promise {
@@ -109,17 +115,25 @@ impl TtlWatch {
         ttl: Duration,
         notifications: u64,
     ) -> bool {
-        let broken = self.last.as_ref().is_some_and(|p| {
-            p.fingerprint != fingerprint
-                && requested < p.fresh_until
-                && notifications == p.notifications
-        });
+        let heard_all = !std::mem::take(&mut self.gap);
+        let broken = heard_all
+            && self.last.as_ref().is_some_and(|p| {
+                p.fingerprint != fingerprint
+                    && requested < p.fresh_until
+                    && notifications == p.notifications
+            });
         self.last = Some(Promise {
             fingerprint,
             fresh_until: requested + ttl,
             notifications,
         });
         broken
+    }
+
+    /// The notification channel was lost (or the session ended): until the next listing, a
+    /// change may have been announced where the client could not hear it.
+    pub fn channel_gap(&mut self) {
+        self.gap = true;
     }
 }
 

@@ -299,6 +299,8 @@ impl Connection {
         first: Trigger,
         shutdown: &mut watch::Receiver<bool>,
     ) -> SessionEnd {
+        // A new session: whatever was announced between the last one and this was not heard.
+        self.ttl.channel_gap();
         // The channel is opened before the first walk, so a change during the walk is heard.
         let mut channel = ChannelKeeper::new();
         let opened = channel.open_now(client, inbox).await;
@@ -408,6 +410,9 @@ impl Connection {
                     self.events.channel(client, &event);
                     if let ChannelEvent::Closed(e) = event {
                         return SessionEnd::Dead(e);
+                    }
+                    if matches!(event, ChannelEvent::Lost { .. }) {
+                        self.ttl.channel_gap();
                     }
                     if let ChannelEvent::Opened { after_gap: true, .. } = event {
                         // Notifications sent while the channel was down are lost: re-list.

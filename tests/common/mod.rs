@@ -61,6 +61,17 @@ impl Harness {
     }
 }
 
+/// Redeploy the lab, then let three audits pass: a change the cache misses must be detected by
+/// the first audit after it plus `notification_grace` (shorter than an audit interval here).
+pub async fn churn_then_audits(lab: &Lab, h: &Harness, name: &str) -> Scrape {
+    let before = series::checks(&h.scrape(), name);
+    lab.churn();
+    h.until("three audits after the change", |s| {
+        series::checks(s, name) >= before + 3.0
+    })
+    .await
+}
+
 /// The lab on an ephemeral loopback port, serving each `(name, behaviour)` at `/<name>/mcp`.
 pub async fn start_lab<N: Into<String>>(profiles: impl IntoIterator<Item = (N, Behaviour)>) -> Lab {
     let profiles = profiles.into_iter().map(|(n, b)| (n.into(), b)).collect();

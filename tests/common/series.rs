@@ -28,3 +28,11 @@ pub fn walks(s: &Scrape, name: &str, trigger: &str) -> f64 {
         &[t(name), C0, ("trigger", trigger)],
     )
 }
+
+/// Tools by which `name`'s cache differs from the server, of `kind` (missing, extra, changed).
+pub fn drift(s: &Scrape, name: &str, kind: &str) -> f64 {
+    s.v(
+        "mcp_probe_cache_drift_tools",
+        &[t(name), C0, ("kind", kind)],
+    )
+}
