@@ -258,14 +258,7 @@ impl HttpTransport {
             ));
         }
         let (outcome, bytes) = match content_kind(resp.headers()) {
-            ContentKind::Json => {
-                let body = read_capped(resp, limits.max_body_bytes).await?;
-                let outcome =
-                    find_response(jsonrpc::decode(&body)?, sent, inbox)?.ok_or_else(|| {
-                        McpError::new(Reason::InvalidResponse, "JSON body holds no response")
-                    })?;
-                (outcome, body.len())
-            }
+            ContentKind::Json => json_answer(resp, sent, inbox, limits).await?,
             ContentKind::EventStream => {
                 // The answer to `initialize` is resumed inside the session it just opened: a GET
                 // without that id is refused by a stateful server. Any other answer is resumed
@@ -464,14 +457,7 @@ impl HttpTransport {
             ));
         }
         match content_kind(resp.headers()) {
-            ContentKind::Json => {
-                let body = read_capped(resp, limits.max_body_bytes).await?;
-                let outcome =
-                    find_response(jsonrpc::decode(&body)?, sent, inbox)?.ok_or_else(|| {
-                        McpError::new(Reason::InvalidResponse, "JSON body holds no response")
-                    })?;
-                Ok((outcome, body.len()))
-            }
+            ContentKind::Json => json_answer(resp, sent, inbox, limits).await,
             ContentKind::EventStream => {
                 let never = Resume::Never("the SSE answer ended before the response");
                 self.read_sse_answer(never, resp, sent, inbox, limits).await
@@ -684,6 +670,19 @@ impl NotificationStream {
 pub struct StreamEnd {
     pub error: Option<McpError>,
     pub retry: Option<Duration>,
+}
+
+/// The response to `sent` in a JSON body (other messages in it go to `inbox`), and its bytes.
+async fn json_answer(
+    resp: reqwest::Response,
+    sent: u64,
+    inbox: &Inbox,
+    limits: Limits,
+) -> Result<(Result<Value, jsonrpc::RpcError>, usize), McpError> {
+    let body = read_capped(resp, limits.max_body_bytes).await?;
+    let outcome = find_response(jsonrpc::decode(&body)?, sent, inbox)?
+        .ok_or_else(|| McpError::new(Reason::InvalidResponse, "JSON body holds no response"))?;
+    Ok((outcome, body.len()))
 }
 
 fn find_response(

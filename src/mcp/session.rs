@@ -98,15 +98,7 @@ impl Session {
         if version.sends_version_header() {
             headers.protocol_version = HeaderValue::from_str(&info.protocol_version).ok();
         }
-        let session = Session {
-            wire: Wire::Http { transport, headers },
-            info,
-            next_id: AtomicU64::new(1),
-            inbox,
-            timeout,
-        };
-        session.notify("notifications/initialized").await?;
-        Ok(session)
+        Session::initialized(Wire::Http { transport, headers }, info, inbox, timeout).await
     }
 
     /// The handshake over a two-way channel (stdio, HTTP+SSE): no headers, the channel is the
@@ -124,8 +116,18 @@ impl Session {
             duplex.close().await;
             return Err(unsupported(&info.protocol_version));
         }
+        Session::initialized(Wire::Duplex(duplex), info, inbox, timeout).await
+    }
+
+    /// The session `initialize` opened on `wire`, once the server is told it is initialized.
+    async fn initialized(
+        wire: Wire,
+        info: ServerInfo,
+        inbox: Arc<Inbox>,
+        timeout: Duration,
+    ) -> Result<Session, McpError> {
         let session = Session {
-            wire: Wire::Duplex(duplex),
+            wire,
             info,
             next_id: AtomicU64::new(1),
             inbox,
