@@ -45,8 +45,19 @@ AUDIT_S, GRACE_S = 2, 3
 # One audit plus the grace, plus the time an audit walk and our polling take on a loaded runner.
 UNANNOUNCED_DEADLINE_S = AUDIT_S + GRACE_S + 15
 MODERN = ["py_announced", "py_unannounced", "ts_announced", "ts_unannounced"]
-ANNOUNCED = ["py_announced", "ts_announced", "py_legacy"]
+# The legacy-only transports: HTTP+SSE (2024-11-05; swapped through /admin/change like the modern
+# peers) and stdio (the exporter starts the peer; it swaps itself STDIO_SWAP_S after its start).
+SSE = ["pysse_announced", "pysse_unannounced", "tssse_announced", "tssse_unannounced"]
+STDIO = ["stdio_announced", "stdio_unannounced"]
+STDIO_SWAP_S = 12
+# transport auto on the TS SSE peer's /sse URL: the initialize POST is refused (404), so SSE.
+SSE_AUTO = "tssse_auto"
+LEGACY_TRANSPORTS = [*SSE, *STDIO, SSE_AUTO]
+ANNOUNCED = ["py_announced", "ts_announced", "py_legacy", "pysse_announced", "tssse_announced",
+             "stdio_announced", SSE_AUTO]
 UNANNOUNCED = ["py_unannounced", "ts_unannounced"]
+# Unannounced swaps on legacy transports: no TTL promised, so no TTL violation to expect.
+UNANNOUNCED_LEGACY = ["pysse_unannounced", "tssse_unannounced", "stdio_unannounced"]
 
 
 def run_check(bin_: str, work: Path, name: str, argv: list[str]) -> subprocess.CompletedProcess:
@@ -67,9 +78,14 @@ def main() -> int:
         "py_unannounced": [py, str(e2e.PEERS / "py_modern_server.py")],
         "ts_announced": [args.node, str(e2e.PEERS / "ts2_server.mjs")],
         "ts_unannounced": [args.node, str(e2e.PEERS / "ts2_server.mjs")],
+        "pysse_announced": [py, str(e2e.PEERS / "py_sse_server.py")],
+        "pysse_unannounced": [py, str(e2e.PEERS / "py_sse_server.py")],
+        "tssse_announced": [args.node, str(e2e.PEERS / "ts_sse_server.mjs")],
+        "tssse_unannounced": [args.node, str(e2e.PEERS / "ts_sse_server.mjs")],
     }
     ports = {name: free_port() for name in [*peers, "exporter"]}
-    url = {name: f"http://127.0.0.1:{ports[name]}/mcp" for name in peers}
+    url = {name: f"http://127.0.0.1:{ports[name]}/{'sse' if name in SSE else 'mcp'}" for name in peers}
+    stdio = [py, str(e2e.PEERS / "py_stdio_server.py")]
     procs = {name: start(name, [*argv, str(ports[name])], work, env={"NODE_PATH": args.node_path})
              for name, argv in peers.items()}
     for name in peers:
@@ -96,21 +112,40 @@ def main() -> int:
         raise Failure(f"mcp_exporter check {' '.join(argv)}: exit {r.returncode}, notification_stream row "
                       f"{stream_row!r}; want exit 0 and a WARN naming the GET 405")
     checks["ts2_pinned_2025-11-25"] = f"exit 0; {stream_row}"
+    # The legacy-only transports: HTTP+SSE named explicitly, and a stdio server after `--`.
+    for name, argv in [("py_sse", ["--transport", "sse", url["pysse_announced"]]),
+                       ("ts_sse", ["--transport", "sse", url["tssse_announced"]]),
+                       ("py_stdio", ["--", *stdio])]:
+        r = run_check(bin_, work, name, argv)
+        if r.returncode != 0:
+            print(r.stdout, r.stderr, sep="\n", file=sys.stderr)
+            raise Failure(f"mcp_exporter check {' '.join(argv)} exited {r.returncode}, want 0")
+        checks[name] = (r.stdout.strip().splitlines() or ["(no output)"])[-1]
 
     # ---- the exporter
-    targets = {**{t: (url[t], "auto") for t in MODERN},
-               "py_legacy": (url["py_announced"], "2025-11-25"), "ts_legacy": (url["ts_announced"], "2025-11-25")}
+    targets = {  # name -> the target's keys besides its probe
+        **{t: {"url": url[t], "protocol_version": "auto"} for t in MODERN},
+        "py_legacy": {"url": url["py_announced"], "protocol_version": "2025-11-25"},
+        "ts_legacy": {"url": url["ts_announced"], "protocol_version": "2025-11-25"},
+        **{t: {"url": url[t], "transport": "sse"} for t in SSE},
+        SSE_AUTO: {"url": url["tssse_announced"], "transport": "auto"},
+        **{t: {"command": stdio[0], "args": json.dumps(
+            [*stdio[1:], "--swap-after", str(STDIO_SWAP_S), *(["--unannounced"] if "unannounced" in t else [])])}
+           for t in STDIO},
+    }
     config = work / "exporter.yml"
     config.write_text(f"global:\n  audit_interval: {AUDIT_S}s\n  ping_interval: 5s\n  request_timeout: 2s\n"
                       f"  notification_grace: {GRACE_S}s\ntargets:\n"
-                      + "".join(f"  - name: {t}\n    url: {u}\n    protocol_version: {v}\n"
-                                f"    probes:\n      - {{tool: kb_stats, interval: 2s, timeout: 2s, expect: {{text_contains: \"ok\"}}}}\n"
-                                for t, (u, v) in targets.items()))
+                      + "".join(f"  - name: {t}\n" + "".join(f"    {k}: {v}\n" for k, v in keys.items())
+                                + f"    probes:\n      - {{tool: kb_stats, interval: 2s, timeout: 2s, expect: {{text_contains: \"ok\"}}}}\n"
+                                for t, keys in targets.items()))
     r = subprocess.run([bin_, "--config.check", f"--config.file={config}"], capture_output=True, text=True, timeout=30)
     if r.returncode != 0:
         raise Failure(f"--config.check rejected {config}: {r.stdout}{r.stderr}")
     base = f"http://127.0.0.1:{ports['exporter']}"
-    start("exporter", [bin_, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{ports['exporter']}"], work)
+    start("exporter", [bin_, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{ports['exporter']}",
+                       "--log.level=debug"], work)
+    t_exporter = time.monotonic()
 
     def conn(s: Snapshot, metric: str, t: str, **labels) -> float | None:
         return s.value(metric, target=t, connection="0", **labels)
@@ -165,11 +200,28 @@ def main() -> int:
         # answers GET with 405, so there is no channel the change could come on.
         era(bad, s, "ts_legacy", "legacy", "2025-11-25")
         expect_all(bad, "ts_legacy", s, {"mcp_probe_notification_stream_up": 0})
+        # HTTP+SSE and stdio: the legacy era, notifications on the session's one channel. Nothing
+        # heard yet: the stdio peers swap themselves, so this also proves the snapshot precedes it.
+        for t in LEGACY_TRANSPORTS:
+            info = session(s, t)
+            if not info or info.get("era") != "legacy":
+                bad.append(f"{t}: session_info {info}, want era=legacy")
+            expect_all(bad, t, s, {"mcp_probe_notification_stream_up": 1})
+            if (conn(s, "mcp_probe_list_changed_notifications_total", t) or 0) != 0:
+                bad.append(f"{t}: list_changed already heard before the swap")
         return bad
 
     t_ready = time.monotonic()
-    snap = wait_until("6 targets up; modern ones era modern 2026-07-28, pages 2, tools 14, stream up, ttl 60 s, "
-                      "public, drift 0; py_legacy stream up; ts_legacy era legacy, stream down", 90, base, before)
+    snap = wait_until(f"{len(targets)} targets up; modern ones era modern 2026-07-28, pages 2, tools 14, stream up, "
+                      "ttl 60 s, public, drift 0; py_legacy stream up; ts_legacy era legacy, stream down; SSE, stdio "
+                      "and auto->SSE targets era legacy, pages 2, tools 14, stream up, drift 0, nothing heard yet",
+                      90, base, before)
+    if time.monotonic() - t_exporter >= STDIO_SWAP_S:
+        log(f"  note: ready {time.monotonic() - t_exporter:.1f} s after the exporter started, the stdio peers swap "
+            f"{STDIO_SWAP_S} s after theirs (the snapshot shows no swap heard yet)")
+    sessions = {t: {k: (session(snap, t) or {}).get(k) for k in ("protocol_version", "server_name")}
+                for t in LEGACY_TRANSPORTS}
+    log(f"  legacy transports' sessions: {sessions}")
     ready_s = time.monotonic() - t_ready
     ts_legacy_before = {k: conn(snap, k, "ts_legacy") for k in
                         ("mcp_probe_list_changed_capable", "mcp_probe_notification_stream_up")}
@@ -182,7 +234,7 @@ def main() -> int:
            for t in ANNOUNCED}
     for peer in peers:
         announce = "1" if peer.endswith("_announced") else "0"
-        answer = json.loads(http("POST", url[peer].replace("/mcp", f"/admin/change?announce={announce}")))
+        answer = json.loads(http("POST", f"http://127.0.0.1:{ports[peer]}/admin/change?announce={announce}"))
         if "search_v2" not in answer["tools"]:
             raise Failure(f"{peer} /admin/change did not swap in search_v2: {answer}")
         log(f"{peer}: swapped search_legacy -> search_v2, announce={announce}, notified {answer.get('notified')}")
@@ -211,11 +263,21 @@ def main() -> int:
             expect_all(bad, t, s, {"mcp_probe_unannounced_changes_total:sum": (">=", 1)})
         for t in UNANNOUNCED:
             expect_all(bad, t, s, {"mcp_probe_notification_stream_up": 1, "mcp_probe_ttl_violations_total:sum": (">=", 1)})
+        for t in UNANNOUNCED_LEGACY:
+            for kind in ("extra", "missing"):
+                got = conn(s, "mcp_probe_cache_drift_tools", t, kind=kind)
+                if got != 1:
+                    bad.append(f"{t}: cache_drift_tools{{kind={kind}}} = {got}, want 1")
+            expect_all(bad, t, s, {"mcp_probe_unannounced_changes_total:sum": (">=", 1),
+                                   "mcp_probe_notification_stream_up": 1, "mcp_probe_connection_up": 1})
         return bad
 
+    # The stdio peers swap STDIO_SWAP_S after the exporter started them, maybe after the admin swaps.
+    stdio_late = max(0.0, t_exporter + STDIO_SWAP_S + 5 - t_swap)
     wait_until(f"unannounced swaps: drift extra=1 missing=1, unannounced >= 1, a TTL violation, on "
-               f"{', '.join(UNANNOUNCED)} and on ts_legacy (announced swap it could not hear)",
-               UNANNOUNCED_DEADLINE_S, base, unannounced_seen)
+               f"{', '.join(UNANNOUNCED)}; the same without a TTL on {', '.join(UNANNOUNCED_LEGACY)}; and on "
+               f"ts_legacy (announced swap it could not hear)",
+               UNANNOUNCED_DEADLINE_S + stdio_late, base, unannounced_seen)
     unannounced_s = time.monotonic() - t_swap
     after = wait_until("announced swaps followed: list_changed counted, re-listed, drift 0, no unannounced change, "
                        "no TTL violation, stream up", 30, base, announced_followed)
