@@ -1,4 +1,5 @@
-"""The exporter against real 2026-07-28 (modern era) SDK servers: Python `mcp` 2.3, TypeScript SDK v2.
+"""The exporter against real 2026-07-28 (modern era) SDK servers: Python `mcp` 2.3, TypeScript SDK v2;
+and against the legacy-only transports: HTTP+SSE (2024-11-05) and stdio.
 
 Run by .ci/sdk_peers_e2e.sh after the legacy peers (same install) with the venv's python:
 
@@ -9,24 +10,33 @@ proves the modern era's discovery, `subscriptions/listen`, ttlMs/cacheScope and 
 the same catalog (14 tools, 8 per page). The process, polling and parsing helpers are the legacy
 run's, imported, not copied.
 
-1. starts four peers: py_modern_server.py and ts2_server.mjs twice each (one to swap announced, one
-   unannounced), on free loopback ports;
+1. starts eight peers, on free loopback ports, each twice (one to swap announced, one unannounced):
+   py_modern_server.py, ts2_server.mjs, and the HTTP+SSE py_sse_server.py (Python SseServerTransport)
+   and ts_sse_server.mjs (TypeScript SDK 1.32 SSEServerTransport);
 2. `EXPORTER_BIN check URL` must exit 0 against both healthy modern peers (auto: era modern) and
    against the Python peer pinned `--protocol-version 2025-11-25` (its legacy side has sessions);
    against the TypeScript v2 peer pinned 2025-11-25 it exits 0 with a WARN on the GET 405;
-3. starts the exporter (audit every 2 s, grace 3 s) with six targets:
+   `check --transport sse URL` against both SSE peers and `check -- PYTHON py_stdio_server.py` exit 0;
+3. starts the exporter (audit every 2 s, grace 3 s, --log.level=debug) with thirteen targets:
      py_announced, py_unannounced, ts_announced, ts_unannounced   protocol_version auto
      py_legacy  (py announced peer, pinned 2025-11-25)             legacy sessions + GET stream
      ts_legacy  (ts announced peer, pinned 2025-11-25)             the SDK's stateless fallback, GET 405
+     pysse_announced, pysse_unannounced, tssse_announced, tssse_unannounced   transport sse, URL /sse
+     tssse_auto (the TS SSE announced peer's /sse, transport auto) the initialize POST gets 404: SSE
+     stdio_announced, stdio_unannounced  command: py_stdio_server.py --swap-after 12 [--unannounced]
    and waits until: every modern target has `session_info{era="modern",protocol_version="2026-07-28"}`,
    pages 2, tools 14, drift 0, stream up, ttl 60 s, cacheScope public; py_legacy is era legacy with
-   its stream up; ts_legacy is era legacy, listChanged declared, stream down;
+   its stream up; ts_legacy is era legacy, listChanged declared, stream down; the SSE, stdio and
+   auto targets are era legacy, pages 2, tools 14, stream up (their one channel), nothing heard yet;
 4. swaps each peer's list (search_legacy -> search_v2) through its /admin/change, announced on two,
    silent on two, and waits for: announced -> list_changed counted, cache re-listed, drift 0, no
    unannounced change, stream up, no TTL violation (py_legacy too, over its GET stream); unannounced
    -> drift extra=1 missing=1, unannounced >= 1 and a TTL violation (the swap broke a 60 s
    promise) within one audit + grace (+ slack for scrapes); ts_legacy, a legacy client of a
-   modern server, never hears of the announced change: it shows it as an unannounced one.
+   modern server, never hears of the announced change: it shows it as an unannounced one. The SSE
+   and stdio targets the same, without TTLs (legacy listings promise none); the stdio peers swap
+   themselves 12 s after their start (a pipe has no admin endpoint), so stdio_unannounced has a
+   deadline of its own, counted from then.
 
 Every wait has a deadline; every child is killed on exit; on failure the logs are printed.
 """
@@ -56,8 +66,7 @@ LEGACY_TRANSPORTS = [*SSE, *STDIO, SSE_AUTO]
 ANNOUNCED = ["py_announced", "ts_announced", "py_legacy", "pysse_announced", "tssse_announced",
              "stdio_announced", SSE_AUTO]
 UNANNOUNCED = ["py_unannounced", "ts_unannounced"]
-# Unannounced swaps on legacy transports: no TTL promised, so no TTL violation to expect.
-UNANNOUNCED_LEGACY = ["pysse_unannounced", "tssse_unannounced", "stdio_unannounced"]
+UNANNOUNCED_SSE = ["pysse_unannounced", "tssse_unannounced"]
 
 
 def run_check(bin_: str, work: Path, name: str, argv: list[str]) -> subprocess.CompletedProcess:
@@ -253,32 +262,40 @@ def main() -> int:
                 bad.append(f"{t}: no notification-triggered cache refresh yet ({rf})")
         return bad
 
+    def drifted(bad: list[str], s: Snapshot, t: str) -> None:
+        for kind in ("extra", "missing"):
+            got = conn(s, "mcp_probe_cache_drift_tools", t, kind=kind)
+            if got != 1:
+                bad.append(f"{t}: cache_drift_tools{{kind={kind}}} = {got}, want 1")
+        expect_all(bad, t, s, {"mcp_probe_unannounced_changes_total:sum": (">=", 1)})
+
     def unannounced_seen(s: Snapshot) -> list[str]:
         bad: list[str] = []
-        for t in [*UNANNOUNCED, "ts_legacy"]:
-            for kind in ("extra", "missing"):
-                got = conn(s, "mcp_probe_cache_drift_tools", t, kind=kind)
-                if got != 1:
-                    bad.append(f"{t}: cache_drift_tools{{kind={kind}}} = {got}, want 1")
-            expect_all(bad, t, s, {"mcp_probe_unannounced_changes_total:sum": (">=", 1)})
+        for t in [*UNANNOUNCED, "ts_legacy", *UNANNOUNCED_SSE]:
+            drifted(bad, s, t)
         for t in UNANNOUNCED:
             expect_all(bad, t, s, {"mcp_probe_notification_stream_up": 1, "mcp_probe_ttl_violations_total:sum": (">=", 1)})
-        for t in UNANNOUNCED_LEGACY:
-            for kind in ("extra", "missing"):
-                got = conn(s, "mcp_probe_cache_drift_tools", t, kind=kind)
-                if got != 1:
-                    bad.append(f"{t}: cache_drift_tools{{kind={kind}}} = {got}, want 1")
-            expect_all(bad, t, s, {"mcp_probe_unannounced_changes_total:sum": (">=", 1),
-                                   "mcp_probe_notification_stream_up": 1, "mcp_probe_connection_up": 1})
+        for t in UNANNOUNCED_SSE:  # legacy listings promise no TTL: no violation to expect
+            expect_all(bad, t, s, {"mcp_probe_notification_stream_up": 1, "mcp_probe_connection_up": 1})
         return bad
 
-    # The stdio peers swap STDIO_SWAP_S after the exporter started them, maybe after the admin swaps.
-    stdio_late = max(0.0, t_exporter + STDIO_SWAP_S + 5 - t_swap)
+    def stdio_unannounced_seen(s: Snapshot) -> list[str]:
+        bad: list[str] = []
+        drifted(bad, s, "stdio_unannounced")
+        expect_all(bad, "stdio_unannounced", s, {"mcp_probe_notification_stream_up": 1, "mcp_probe_connection_up": 1})
+        return bad
+
     wait_until(f"unannounced swaps: drift extra=1 missing=1, unannounced >= 1, a TTL violation, on "
-               f"{', '.join(UNANNOUNCED)}; the same without a TTL on {', '.join(UNANNOUNCED_LEGACY)}; and on "
+               f"{', '.join(UNANNOUNCED)}; the same without a TTL on {', '.join(UNANNOUNCED_SSE)}; and on "
                f"ts_legacy (announced swap it could not hear)",
-               UNANNOUNCED_DEADLINE_S + stdio_late, base, unannounced_seen)
+               UNANNOUNCED_DEADLINE_S, base, unannounced_seen)
     unannounced_s = time.monotonic() - t_swap
+    # The stdio peers swap themselves STDIO_SWAP_S after the exporter started them (later if it had
+    # to restart them): the same deadline, counted from then.
+    stdio_late = max(0.0, t_exporter + STDIO_SWAP_S - time.monotonic())
+    wait_until("stdio_unannounced (its own timed swap): drift extra=1 missing=1, unannounced >= 1, stream up",
+               stdio_late + UNANNOUNCED_DEADLINE_S, base, stdio_unannounced_seen)
+    stdio_s = time.monotonic() - t_exporter - STDIO_SWAP_S
     after = wait_until("announced swaps followed: list_changed counted, re-listed, drift 0, no unannounced change, "
                        "no TTL violation, stream up", 30, base, announced_followed)
     audits0 = {t: conn(after, "mcp_probe_cache_consistency_checks_total", t) or 0 for t in ANNOUNCED}
@@ -296,7 +313,7 @@ def main() -> int:
                        ("mcp_probe_unannounced_changes_total", "mcp_probe_ttl_violations_total",
                         "mcp_probe_list_changed_notifications_total", "mcp_probe_notification_stream_up")}
     log(f"PASS: ready in {ready_s:.1f} s; unannounced swaps seen {unannounced_s:.1f} s after the swap "
-        f"(audit {AUDIT_S} s + grace {GRACE_S} s)")
+        f"(audit {AUDIT_S} s + grace {GRACE_S} s); stdio_unannounced's seen at most {stdio_s:.1f} s after its swap")
     log(f"  ts_legacy (legacy client of the TS v2 server) after the announced swap: {ts_legacy_after}")
     for name, line in checks.items():
         log(f"  check {name}: {line}")
