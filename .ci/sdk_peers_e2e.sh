@@ -4,7 +4,8 @@
 #     1.x (low-level Server + StreamableHTTPServerTransport), 14 tools 5 per page, changes announced;
 #   modern (.ci/modern_peers_e2e.py): Python `mcp` 2.3 and the TypeScript SDK v2 in the 2026-07-28
 #     era (server/discover, subscriptions/listen, ttlMs/cacheScope), announced and unannounced swaps,
-#     and legacy clients (pinned 2025-11-25) of the same servers.
+#     and legacy clients (pinned 2025-11-25) of the same servers; and the legacy-only transports:
+#     HTTP+SSE (Python SseServerTransport, TypeScript SDK 1.32) and stdio (Python SDK).
 #
 # Usage: .ci/sdk_peers_e2e.sh WORKDIR EXPORTER_BIN
 # Installs the pinned peers under WORKDIR with .ci/peers/install.sh (skipped when already there).

@@ -16,7 +16,7 @@ use mcp_exporter::mcp::duplex::Duplex;
 use mcp_exporter::mcp::inbox::ServerRequest;
 use mcp_exporter::mcp::legacy_sse::connect_sse;
 use mcp_exporter::mcp::stdio::{Command, connect_stdio};
-use mcp_exporter::mcp::{Inbox, Limits, McpError, Reason, jsonrpc};
+use mcp_exporter::mcp::{Client, Dialer, Era, Inbox, Limits, McpError, Reason, jsonrpc};
 use serde_json::{Value, json};
 use sse_peer::{Options, SsePeer};
 use tokio::sync::mpsc;
@@ -344,6 +344,36 @@ async fn stdio_a_program_that_cannot_start_is_a_connect_failure() {
         .await
         .unwrap_err();
     assert_eq!(e.reason, Reason::Connect);
+}
+
+/// A program slower to start than the request timeout (a shell that waits 2 s, then becomes the
+/// Rust SDK peer; as an interpreter loading its SDK or `npx` fetching a package) still gets its
+/// session: the initialize after the start has the start-up allowance, not the 300 ms request
+/// timeout, which would kill it and start it again, just as slowly, for ever.
+#[tokio::test]
+async fn stdio_a_slow_start_is_not_taken_for_a_dead_server() {
+    let peer = example("rmcp_stdio_peer").to_string_lossy().into_owned();
+    let dialer = Dialer::Stdio {
+        command: Command {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), "sleep 2; exec \"$0\"".into(), peer],
+            env: vec![],
+            cwd: None,
+        },
+        limits: Limits::default(),
+    };
+    let (inbox, _rq) = inbox();
+    let observe = |_: &'static str, _: Duration, _: Result<(), Reason>| {};
+    let timeout = Duration::from_millis(300);
+    let client = within(
+        "connect",
+        Client::connect(&dialer, None, inbox, timeout, &observe),
+    )
+    .await
+    .expect("a slow start opens a session");
+    assert_eq!(client.era(), Era::Legacy);
+    within("ping", client.liveness()).await.unwrap();
+    within("close", client.close()).await;
 }
 
 // ---- HTTP+SSE (2024-11-05) ----

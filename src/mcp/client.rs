@@ -17,6 +17,13 @@ use super::session::{ServerInfo, Session};
 use super::version::{Era, ProtocolVersion};
 use super::{legacy_sse, stdio};
 
+/// How long a program started for a stdio session has to answer its `initialize`, when that is
+/// longer than the request timeout. Its first line waits for the program to load (an interpreter
+/// importing its SDK, `npx` or `uvx` fetching a package on a cold cache): were that bounded by the
+/// request timeout, a slow start would be taken for a dead server, the program killed and started
+/// again, just as slowly, and the session never opened.
+pub const STDIO_STARTUP: Duration = Duration::from_secs(30);
+
 /// A connected client of one server, in the era it speaks.
 #[derive(Debug)]
 pub enum Client {
@@ -133,7 +140,8 @@ impl Client {
             Dialer::Stdio { command, limits } => {
                 let v = legacy.ok_or_else(|| legacy_only("stdio"))?;
                 let duplex = stdio::connect_stdio(command, inbox.clone(), *limits).await?;
-                Self::initialize_over(duplex, v, inbox, timeout, observe).await
+                let handshake = timeout.max(STDIO_STARTUP);
+                Self::initialize_over(duplex, v, inbox, handshake, timeout, observe).await
             }
         }
     }
@@ -156,19 +164,20 @@ impl Client {
             .await
         })
         .await?;
-        Self::initialize_over(duplex, version, inbox, timeout, observe).await
+        Self::initialize_over(duplex, version, inbox, timeout, timeout, observe).await
     }
 
     async fn initialize_over(
         duplex: Duplex,
         version: ProtocolVersion,
         inbox: Arc<Inbox>,
+        handshake: Duration,
         timeout: Duration,
         observe: Observe<'_>,
     ) -> Result<Client, McpError> {
         let duplex = Arc::new(duplex);
         let opened = timed(observe, "initialize", async {
-            Session::open_over(duplex.clone(), version, inbox, timeout).await
+            Session::open_over(duplex.clone(), version, inbox, handshake, timeout).await
         })
         .await;
         if opened.is_err() {

@@ -102,15 +102,17 @@ impl Session {
     }
 
     /// The handshake over a two-way channel (stdio, HTTP+SSE): no headers, the channel is the
-    /// session.
+    /// session. `handshake` bounds the initialize (a program just started may take longer than
+    /// a request), `timeout` every later request.
     pub async fn open_over(
         duplex: Arc<Duplex>,
         preferred: ProtocolVersion,
         inbox: Arc<Inbox>,
+        handshake: Duration,
         timeout: Duration,
     ) -> Result<Session, McpError> {
         let body = jsonrpc::request(0, "initialize", Some(initialize_params(preferred)));
-        let (outcome, _) = deadline(timeout, duplex.request(0, body, usize::MAX)).await?;
+        let (outcome, _) = deadline(handshake, duplex.request(0, body, usize::MAX)).await?;
         let info = parse_initialize(&outcome.map_err(McpError::from)?)?;
         if ProtocolVersion::parse(&info.protocol_version).is_none() {
             duplex.close().await;
