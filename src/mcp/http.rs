@@ -59,8 +59,10 @@ impl Limits {
 
 /// TCP keepalive so a half-open GET stream is noticed by the kernel.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
-/// Idle pooled connections are closed after this.
-const POOL_IDLE: Duration = Duration::from_secs(90);
+/// Idle pooled connections are closed after this: below the 5 s keep-alive of Node's and
+/// uvicorn's HTTP servers, so the probe never sends a request on a connection the server is
+/// closing at that moment (seen as `connection reset by peer` mid-walk against the TypeScript SDK).
+const POOL_IDLE: Duration = Duration::from_secs(4);
 /// DELETE at shutdown must never hold the daemon up.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most GETs with `Last-Event-ID` that one POST answer may take (SEP-1699 polling).
