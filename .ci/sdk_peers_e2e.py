@@ -169,6 +169,9 @@ def wait_until(what: str, seconds: float, base: str, check) -> Snapshot:
                 return snap
         except (OSError, ValueError) as exc:
             problems = [f"exporter not answering: {exc}"]
+        except Failure as exc:
+            # The port answers before the configuration is applied: a target may not exist yet.
+            problems = [str(exc)]
         time.sleep(0.5)
     raise Failure(f"within {seconds:.0f} s, not {what}:\n  " + "\n  ".join(problems[:40]))
 

@@ -87,6 +87,7 @@ pub async fn run(opts: &Options) -> Report {
     }
     Checker {
         session: &session,
+        param_headers: Default::default(),
         inbox: &inbox,
         opts,
         started,
@@ -288,6 +289,8 @@ async fn legacy_path_row(transport: Arc<HttpTransport>, opts: &Options, report: 
 /// The checks that run on an open session.
 struct Checker<'a> {
     session: &'a Client,
+    /// The first walk's `x-mcp-header` parameters, mirrored into headers by `--call`.
+    param_headers: crate::probe::walker::ParamHeaders,
     inbox: &'a Inbox,
     opts: &'a Options,
     started: Instant,
@@ -369,6 +372,7 @@ impl Checker<'_> {
             return None;
         };
         let first_tools = first_walk.tools.clone();
+        self.param_headers = first_walk.param_headers.clone();
         let second = self.walk("second").await;
         let notified = self.inbox.list_changed_count() > notified_before;
         let (status, detail) = match &second.report.result {
@@ -437,8 +441,12 @@ impl Checker<'_> {
         let t = Instant::now();
         let answer = tokio::time::timeout(
             timeout,
-            self.session
-                .request("tools/call", Some(functional::call_params(&probe))),
+            self.session.call_tool(
+                functional::call_params(&probe),
+                self.param_headers
+                    .get(probe.tool.as_str())
+                    .map_or(&[][..], |p| &p[..]),
+            ),
         )
         .await;
         match functional::judge(answer, &probe.expect, timeout) {

@@ -320,6 +320,7 @@ mod tests {
                 tools,
                 pages: pages.len() as u32,
                 cache: None,
+                param_headers: Default::default(),
             })
         } else {
             Err(WalkError::RepeatedCursor)

@@ -264,6 +264,28 @@ impl Client {
         }
     }
 
+    /// `tools/call` with `params`; in the modern era the tool's `x-mcp-header` parameters
+    /// (`annotated`) are mirrored into `Mcp-Param-*` headers, as Streamable HTTP clients must.
+    pub async fn call_tool(
+        &self,
+        params: Value,
+        annotated: &[super::param_headers::HeaderParam],
+    ) -> Result<Value, McpError> {
+        match self {
+            Client::Legacy(s) => s.request("tools/call", Some(params)).await,
+            Client::Modern(c) => {
+                let headers = params
+                    .get("arguments")
+                    .and_then(Value::as_object)
+                    .map(|args| super::param_headers::headers(annotated, args))
+                    .unwrap_or_default();
+                c.request_with("tools/call", Some(params), usize::MAX, headers)
+                    .await
+                    .map(|(result, _)| result)
+            }
+        }
+    }
+
     /// The request that proves the server answers: `ping` in the legacy era; in the modern era,
     /// where `ping` is gone, `server/discover` as the spec suggests.
     pub fn liveness_method(&self) -> &'static str {

@@ -95,6 +95,8 @@ pub struct ModernHeaders {
     pub protocol_version: HeaderValue,
     pub method: HeaderValue,
     pub name: Option<HeaderValue>,
+    /// `Mcp-Param-*` headers of a `tools/call` (the tool's `x-mcp-header` parameters).
+    pub params: Vec<(HeaderName, HeaderValue)>,
 }
 
 impl ModernHeaders {
@@ -104,6 +106,7 @@ impl ModernHeaders {
             protocol_version: HeaderValue::from_static(protocol_version),
             method: header_safe(method),
             name: name.map(header_safe),
+            params: Vec::new(),
         }
     }
 }
@@ -565,6 +568,9 @@ impl HttpTransport {
             .header(MCP_METHOD, headers.method.clone());
         if let Some(name) = &headers.name {
             b = b.header(MCP_NAME, name.clone());
+        }
+        for (k, v) in &headers.params {
+            b = b.header(k.clone(), v.clone());
         }
         b.body(body)
             .send()

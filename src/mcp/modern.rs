@@ -88,7 +88,10 @@ pub async fn detect(
     timeout: Duration,
 ) -> Result<Detected, McpError> {
     let mut client = ModernClient::new(transport, version, inbox, timeout);
-    let refused = match client.exchange("server/discover", None, usize::MAX).await {
+    let refused = match client
+        .exchange("server/discover", None, usize::MAX, Vec::new())
+        .await
+    {
         // A result that is no DiscoverResult (a legacy server answering any method alike) says
         // nothing about the modern era: greet the server the legacy way.
         Ok((Ok(result), _)) => match parse_discover(&result, client.version) {
@@ -179,7 +182,22 @@ impl ModernClient {
         params: Option<Value>,
         max_bytes: usize,
     ) -> Result<(Value, usize), McpError> {
-        let (outcome, bytes) = self.exchange(method, params, max_bytes).await?;
+        self.request_with(method, params, max_bytes, Vec::new())
+            .await
+    }
+
+    /// [`ModernClient::request_within`] with `Mcp-Param-*` headers (a `tools/call` of a tool
+    /// with `x-mcp-header` parameters).
+    pub async fn request_with(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        max_bytes: usize,
+        param_headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
+    ) -> Result<(Value, usize), McpError> {
+        let (outcome, bytes) = self
+            .exchange(method, params, max_bytes, param_headers)
+            .await?;
         let result = outcome?;
         match result.get("resultType").and_then(Value::as_str) {
             None | Some("complete") => Ok((result, bytes)),
@@ -199,9 +217,11 @@ impl ModernClient {
         method: &str,
         params: Option<Value>,
         max_bytes: usize,
+        param_headers: Vec<(reqwest::header::HeaderName, reqwest::header::HeaderValue)>,
     ) -> Result<(Result<Value, RpcError>, usize), McpError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let headers = self.headers(method, params.as_ref());
+        let mut headers = self.headers(method, params.as_ref());
+        headers.params = param_headers;
         let body = jsonrpc::request(id, method, Some(self.with_meta(params)));
         let limits = self.transport.limits().within(max_bytes);
         deadline(

@@ -10,7 +10,71 @@
 
 use std::collections::HashSet;
 
-use serde_json::Value;
+use reqwest::header::{HeaderName, HeaderValue};
+use serde_json::{Map, Value};
+
+/// One annotated parameter of a tool: where its value is in the call arguments (a chain of
+/// `properties` keys) and the `{name}` of its `Mcp-Param-{name}` header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderParam {
+    pub path: Box<[Box<str>]>,
+    pub name: Box<str>,
+}
+
+/// The annotated parameters of a valid tool (see [`invalid`]), in schema order.
+pub fn annotations(tool: &Value) -> Vec<HeaderParam> {
+    let mut found = Vec::new();
+    let Some(schema) = tool.get("inputSchema") else {
+        return found;
+    };
+    let mut stack: Vec<(&Value, Vec<Box<str>>)> = vec![(schema, Vec::new())];
+    while let Some((node, path)) = stack.pop() {
+        let Some(props) = node.get("properties").and_then(Value::as_object) else {
+            continue;
+        };
+        for (key, prop) in props {
+            let mut here = path.clone();
+            here.push(key.as_str().into());
+            if let Some(name) = prop.get(KEY).and_then(Value::as_str) {
+                found.push(HeaderParam {
+                    path: here.clone().into(),
+                    name: name.into(),
+                });
+            }
+            if here.len() < MAX_DEPTH && found.len() < MAX_ANNOTATIONS {
+                stack.push((prop, here));
+            }
+        }
+    }
+    found
+}
+
+/// The `Mcp-Param-{name}` headers of a call with `arguments`: each annotated parameter present
+/// as a string, integer or boolean, its value encoded as the spec says (base64 sentinel when it
+/// is not plain visible ASCII). Absent values (and values of other types) send no header.
+pub fn headers(
+    params: &[HeaderParam],
+    arguments: &Map<String, Value>,
+) -> Vec<(HeaderName, HeaderValue)> {
+    params
+        .iter()
+        .filter_map(|p| {
+            let (first, rest) = p.path.split_first()?;
+            let mut value = arguments.get(&**first)?;
+            for key in rest {
+                value = value.get(&**key)?;
+            }
+            let text = match value {
+                Value::String(s) => s.clone(),
+                Value::Bool(b) => b.to_string(),
+                Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
+                _ => return None,
+            };
+            let name = HeaderName::from_bytes(format!("mcp-param-{}", p.name).as_bytes()).ok()?;
+            Some((name, super::http::header_safe(&text)))
+        })
+        .collect()
+}
 
 /// Most annotations looked at in one schema (a hostile schema cannot make this walk long).
 const MAX_ANNOTATIONS: usize = 64;
@@ -106,6 +170,40 @@ mod tests {
         }}));
         assert_eq!(invalid(&ok), None);
         assert_eq!(invalid(&json!({"name": "plain"})), None);
+    }
+
+    #[test]
+    fn annotated_values_become_headers_encoded_as_the_spec_says() {
+        let t = tool(json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "opts": {"type": "object", "properties": {
+                "dry": {"type": "boolean", "x-mcp-header": "Dry-Run"},
+                "n": {"type": "integer", "x-mcp-header": "N"}
+            }},
+            "greeting": {"type": "string", "x-mcp-header": "Greeting"}
+        }}));
+        let params = annotations(&t);
+        assert_eq!(params.len(), 4);
+        let args = json!({"region": "us-west1", "opts": {"dry": true, "n": -7}, "greeting": "Hello, 世界"});
+        let mut got: Vec<(String, String)> = headers(&params, args.as_object().unwrap())
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("mcp-param-dry-run".to_string(), "true".to_string()),
+                (
+                    "mcp-param-greeting".into(),
+                    "=?base64?SGVsbG8sIOS4lueVjA==?=".into()
+                ),
+                ("mcp-param-n".into(), "-7".into()),
+                ("mcp-param-region".into(), "us-west1".into()),
+            ]
+        );
+        // Absent values send no header.
+        assert!(headers(&params, &Map::new()).is_empty());
     }
 
     #[test]

@@ -76,6 +76,8 @@ pub struct Connection {
     cache: Option<ToolSet>,
     /// The last complete walk of any trigger.
     server: Option<ToolSet>,
+    /// Its tools' `x-mcp-header` parameters (mirrored into headers when a probe calls them).
+    param_headers: walker::ParamHeaders,
     audit: Audit,
     ttl: TtlWatch,
     sessions: u64,
@@ -186,6 +188,7 @@ impl Connection {
             dialer,
             cache: None,
             server: None,
+            param_headers: Default::default(),
             ttl: TtlWatch::default(),
             sessions: 0,
             alive: false,
@@ -430,7 +433,10 @@ impl Connection {
                     probes.ran(i, p.interval);
                     match self.server.as_ref().map(|s| functional::guard(&p, s)) {
                         Some(Err(refused)) => self.probe_done(i, Duration::ZERO, Err(refused)),
-                        _ => probe = Some(start_probe(client, &self.events.metrics, i, p)),
+                        _ => {
+                            let annotated = self.param_headers.get(p.tool.as_str()).cloned().unwrap_or_default();
+                            probe = Some(start_probe(client, &self.events.metrics, i, p, annotated));
+                        }
                     }
                 }
                 path = poll_slot(&mut legacy_path) => {
@@ -513,6 +519,7 @@ impl Connection {
             self.events.audited();
         }
         self.server = Some(walk.tools);
+        self.param_headers = walk.param_headers;
         let drift = self.drift();
         self.events.drift(&drift);
         if drift.is_empty() {
@@ -549,6 +556,7 @@ fn start_probe(
     metrics: &Arc<ConnMetrics>,
     index: usize,
     p: ProbeConfig,
+    annotated: Box<[crate::mcp::param_headers::HeaderParam]>,
 ) -> Pin<Box<dyn Future<Output = ProbeRun> + Send>> {
     let c = client.clone();
     let m = metrics.clone();
@@ -557,7 +565,7 @@ fn start_probe(
         let call = timed(
             &m,
             "tools/call",
-            c.request("tools/call", Some(functional::call_params(&p))),
+            c.call_tool(functional::call_params(&p), &annotated),
         );
         let answer = tokio::time::timeout(p.timeout, call).await;
         let verdict = functional::judge(answer, &p.expect, p.timeout);

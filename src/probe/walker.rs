@@ -21,6 +21,7 @@ use serde_json::Value;
 use super::toolset::{BYTES_PER_TOOL, ToolSet, kept_name, read_only_hinted, tool_fingerprint};
 use crate::mcp::http::MAX_BODY_BYTES;
 use crate::mcp::modern::CacheHint;
+use crate::mcp::param_headers::{self, HeaderParam};
 use crate::mcp::{McpError, Reason};
 
 /// Hard cap on tools in one walk, whatever `max_pages` allows: bounds memory per connection.
@@ -63,7 +64,13 @@ pub struct Walk {
     /// What the pages promised about caching (2026-07-28): the shortest `ttlMs` of any page and
     /// the scope. `None` when no page carried cache fields (legacy servers).
     pub cache: Option<ListingCache>,
+    /// The `x-mcp-header` parameters of the tools that have some (modern Streamable HTTP only):
+    /// what a call of such a tool must mirror into `Mcp-Param-*` headers.
+    pub param_headers: ParamHeaders,
 }
+
+/// Annotated parameters by tool name.
+pub type ParamHeaders = std::collections::BTreeMap<Box<str>, Box<[HeaderParam]>>;
 
 /// The cache promise of a whole listing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -190,6 +197,7 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
     let mut seen_cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
     let mut cache: Option<ListingCache> = None;
+    let mut param_headers = ParamHeaders::new();
     let mut report = WalkReport {
         result: Err(WalkError::LoopCap),
         requests: 0,
@@ -243,6 +251,9 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
         }
         for tool in parsed.tools {
             report.long_names += u32::from(tool.shortened);
+            if !tool.param_headers.is_empty() && !tools.contains(&tool.name) {
+                param_headers.insert(tool.name.clone(), tool.param_headers.into());
+            }
             if !tools.insert_tool(tool.name, tool.fingerprint, tool.read_only) {
                 report.duplicates += 1;
             }
@@ -254,6 +265,7 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
                     tools,
                     pages,
                     cache,
+                    param_headers,
                 };
                 return done(report, Ok(walk));
             }
@@ -274,6 +286,8 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
 /// One tool as a page lists it, reduced to what a connection keeps.
 struct PageTool {
     name: Box<str>,
+    /// Its `x-mcp-header` parameters (modern Streamable HTTP only).
+    param_headers: Vec<HeaderParam>,
     shortened: bool,
     fingerprint: u64,
     read_only: bool,
@@ -317,13 +331,18 @@ fn parse_page(result: &Value, room: usize, drop_invalid: bool) -> Result<Page, P
             // Past the cap the walk fails anyway; reading on would only cost memory.
             return Err(PageFault::TooManyTools);
         }
-        if drop_invalid && let Some(why) = crate::mcp::param_headers::invalid(tool) {
+        if drop_invalid && let Some(why) = param_headers::invalid(tool) {
             tracing::debug!(tool = %crate::text::bounded(name, 160), why, "tool dropped from the listing: invalid x-mcp-header annotation");
             rejected += 1;
             continue;
         }
         let (name, shortened) = kept_name(name);
         tools.push(PageTool {
+            param_headers: if drop_invalid {
+                param_headers::annotations(tool)
+            } else {
+                Vec::new()
+            },
             name,
             shortened,
             fingerprint: tool_fingerprint(tool),
@@ -419,9 +438,14 @@ mod tests {
         let w = r.result.unwrap();
         assert_eq!(w.tools.len(), 1);
         assert!(w.tools.contains("good") && !w.tools.contains("bad"));
+        // The valid annotation is kept for calls to mirror into `Mcp-Param-Region`.
+        let kept: Vec<&str> = w.param_headers["good"].iter().map(|p| &*p.name).collect();
+        assert_eq!(kept, ["Region"]);
         // The annotation means nothing to a legacy client: both kept.
         let r = walk(&mut script(vec![page()]), pages(8)).await;
-        assert_eq!((r.rejected, r.result.unwrap().tools.len()), (0, 2));
+        let w = r.result.unwrap();
+        assert_eq!((r.rejected, w.tools.len()), (0, 2));
+        assert!(w.param_headers.is_empty());
     }
 
     #[tokio::test]
