@@ -121,6 +121,16 @@ def main() -> int:
         raise Failure(f"mcp_exporter check {' '.join(argv)}: exit {r.returncode}, notification_stream row "
                       f"{stream_row!r}; want exit 0 and a WARN naming the GET 405")
     checks["ts2_pinned_2025-11-25"] = f"exit 0; {stream_row}"
+    # The same finding from the modern side: --legacy-clients asks what a 2025 client hears.
+    for name, peer, want in [("py_legacy_clients", "py_announced", "PASS"),
+                             ("ts2_legacy_clients", "ts_announced", "WARN")]:
+        r = run_check(bin_, work, name, ["--legacy-clients", url[peer]])
+        row = next((line.strip() for line in r.stdout.splitlines() if "legacy_clients" in line), "(no row)")
+        if r.returncode != 0 or not row.startswith(want):
+            print(r.stdout, r.stderr, sep="\n", file=sys.stderr)
+            raise Failure(f"mcp_exporter check --legacy-clients {url[peer]}: exit {r.returncode}, "
+                          f"legacy_clients row {row!r}; want exit 0 and {want}")
+        checks[name] = f"exit 0; {row}"
     # The legacy-only transports: HTTP+SSE named explicitly, and a stdio server after `--`.
     for name, argv in [("py_sse", ["--transport", "sse", url["pysse_announced"]]),
                        ("ts_sse", ["--transport", "sse", url["tssse_announced"]]),

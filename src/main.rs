@@ -128,6 +128,11 @@ struct CheckArgs {
     /// Report format.
     #[arg(long, value_enum, default_value = "text")]
     format: check::report::Format,
+    /// For a modern (2026-07-28) server: also open a legacy (2025) session on the same URL and
+    /// say whether clients still on that era would hear tool list changes (row legacy_clients).
+    /// Off by default: it makes check a second, legacy client of the server.
+    #[arg(long = "legacy-clients")]
+    legacy_clients: bool,
     /// The HTTP transport: auto (Streamable HTTP, then HTTP+SSE when the server refuses it),
     /// streamable_http, or sse (the URL is the SSE endpoint of a 2024-11-05 server).
     #[arg(long, value_enum, default_value = "auto")]
@@ -319,6 +324,7 @@ fn check_options(args: &CheckArgs) -> Result<check::Options, String> {
     };
     Ok(check::Options {
         endpoint,
+        legacy_clients: args.legacy_clients,
         headers: headers("--header", &args.headers)?,
         timeout: args.timeout,
         protocol_version: args

@@ -189,7 +189,13 @@ async fn list_changed_without_a_get_stream_is_a_warning() {
         detail.contains("subscriptions/listen") && detail.contains("F3"),
         "{detail}"
     );
-    let legacy_path = run.expect("WARN", "legacy_clients");
+    assert!(
+        !run.stdout.contains("legacy_clients"),
+        "the legacy path is checked only when asked"
+    );
+    let asked = check(&["--legacy-clients", &url(&lab, "no-get-stream")], &[]).await;
+    asked.ended(0, "pass with warnings");
+    let legacy_path = asked.expect("WARN", "legacy_clients");
     assert!(legacy_path.contains("2025 era"), "{legacy_path}");
     let legacy = check(
         &[

@@ -82,7 +82,9 @@ pub async fn run(opts: &Options) -> Report {
     };
     let started = Instant::now();
     let stream = session_rows(&session, &inbox, opts, &mut report).await;
-    if let (Dialer::Http { transport, .. }, Era::Modern) = (&dialer, session.era()) {
+    if let (true, Dialer::Http { transport, .. }, Era::Modern) =
+        (opts.legacy_clients, &dialer, session.era())
+    {
         legacy_path_row(transport.clone(), opts, &mut report).await;
     }
     Checker {

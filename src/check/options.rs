@@ -16,6 +16,8 @@ pub struct Options {
     /// The server: a URL with its HTTP transport (`--transport`; `auto`: Streamable HTTP, then
     /// HTTP+SSE when the server refuses it), or a program on stdio (`-- PROGRAM ARGS`).
     pub endpoint: crate::config::Endpoint,
+    /// `--legacy-clients`: for a modern server, also check what a 2025-era client hears.
+    pub legacy_clients: bool,
     /// Extra request headers ('Authorization' …); values are never printed.
     pub headers: Vec<(String, Secret)>,
     /// Deadline of each request.
