@@ -414,10 +414,7 @@ pub async fn legacy_path(
 /// The spec's signal that a server does not speak Streamable HTTP: the `initialize` POST is
 /// refused with 400, 404 or 405 (2025-11-25 transports § backwards compatibility).
 fn refuses_streamable(e: &McpError) -> bool {
-    e.reason == Reason::Http4xx
-        && ["HTTP 400", "HTTP 404", "HTTP 405"]
-            .iter()
-            .any(|s| e.detail.starts_with(s))
+    matches!(e.http_status, Some(400 | 404 | 405))
 }
 
 fn legacy_only(transport: &str) -> McpError {

@@ -105,6 +105,9 @@ pub struct McpError {
     pub detail: String,
     /// The JSON-RPC error code when `reason` is [`Reason::JsonrpcError`].
     pub rpc_code: Option<i64>,
+    /// The HTTP status when the failure is one (3xx, 4xx, 5xx): what the spec's transport
+    /// fallbacks are decided on.
+    pub http_status: Option<u16>,
 }
 
 /// Longest detail kept: details end up in logs, the status page and `check` reports, and some
@@ -122,6 +125,15 @@ impl McpError {
             reason,
             detail,
             rpc_code: None,
+            http_status: None,
+        }
+    }
+
+    /// A failed HTTP status, with its `reason`.
+    pub fn http(reason: Reason, status: u16) -> Self {
+        McpError {
+            http_status: Some(status),
+            ..McpError::new(reason, format!("HTTP {status}"))
         }
     }
 
@@ -130,6 +142,7 @@ impl McpError {
             reason: Reason::JsonrpcError,
             detail: format!("JSON-RPC error {code}: {}", truncate(message, 200)),
             rpc_code: Some(code),
+            http_status: None,
         }
     }
 

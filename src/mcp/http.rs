@@ -733,7 +733,7 @@ pub(crate) fn check_status(status: StatusCode, had_session: bool) -> Result<(), 
         400..=499 => Reason::Http4xx,
         _ => Reason::Http5xx,
     };
-    Err(McpError::new(reason, format!("HTTP {code}")))
+    Err(McpError::http(reason, code))
 }
 
 #[derive(Debug, PartialEq, Eq)]

@@ -21,34 +21,6 @@ pub struct HeaderParam {
     pub name: Box<str>,
 }
 
-/// The annotated parameters of a valid tool (see [`invalid`]), in schema order.
-pub fn annotations(tool: &Value) -> Vec<HeaderParam> {
-    let mut found = Vec::new();
-    let Some(schema) = tool.get("inputSchema") else {
-        return found;
-    };
-    let mut stack: Vec<(&Value, Vec<Box<str>>)> = vec![(schema, Vec::new())];
-    while let Some((node, path)) = stack.pop() {
-        let Some(props) = node.get("properties").and_then(Value::as_object) else {
-            continue;
-        };
-        for (key, prop) in props {
-            let mut here = path.clone();
-            here.push(key.as_str().into());
-            if let Some(name) = prop.get(KEY).and_then(Value::as_str) {
-                found.push(HeaderParam {
-                    path: here.clone().into(),
-                    name: name.into(),
-                });
-            }
-            if here.len() < MAX_DEPTH && found.len() < MAX_ANNOTATIONS {
-                stack.push((prop, here));
-            }
-        }
-    }
-    found
-}
-
 /// The `Mcp-Param-{name}` headers of a call with `arguments`: each annotated parameter present
 /// as a string, integer or boolean, its value encoded as the spec says (base64 sentinel when it
 /// is not plain visible ASCII). Absent values (and values of other types) send no header.
@@ -84,47 +56,62 @@ const KEY: &str = "x-mcp-header";
 
 /// Why `tool`'s annotations make it invalid; `None` when it is fine (or has none).
 pub fn invalid(tool: &Value) -> Option<&'static str> {
-    let schema = tool.get("inputSchema")?;
+    annotations(tool).err()
+}
+
+/// The annotated parameters of `tool` (none without annotations), or why its annotations make
+/// it invalid. One walk of the schema judges and collects.
+pub fn annotations(tool: &Value) -> Result<Vec<HeaderParam>, &'static str> {
+    let mut found = Vec::new();
+    let Some(schema) = tool.get("inputSchema") else {
+        return Ok(found);
+    };
     // Every annotation anywhere in the schema, and those reachable the allowed way.
     let everywhere = count_everywhere(schema, 0);
     let mut names = HashSet::new();
-    let mut reachable = 0usize;
-    let mut stack = vec![(schema, 0usize)];
-    while let Some((node, depth)) = stack.pop() {
+    let mut stack: Vec<(&Value, Vec<Box<str>>)> = vec![(schema, Vec::new())];
+    while let Some((node, path)) = stack.pop() {
         let Some(props) = node.get("properties").and_then(Value::as_object) else {
             continue;
         };
-        for prop in props.values() {
+        for (key, prop) in props {
+            let mut here = path.clone();
+            here.push(key.as_str().into());
             if let Some(name) = prop.get(KEY) {
-                reachable += 1;
                 let Some(name) = name.as_str() else {
-                    return Some("an x-mcp-header value is not a string");
+                    return Err("an x-mcp-header value is not a string");
                 };
                 if name.is_empty() || !name.bytes().all(is_tchar) {
-                    return Some("an x-mcp-header value is not an HTTP token");
+                    return Err("an x-mcp-header value is not an HTTP token");
                 }
                 if !names.insert(name.to_ascii_lowercase()) {
-                    return Some("two x-mcp-header values are the same");
+                    return Err("two x-mcp-header values are the same");
                 }
                 if !matches!(
                     prop.get("type").and_then(Value::as_str),
                     Some("string" | "integer" | "boolean")
                 ) {
-                    return Some(
+                    return Err(
                         "x-mcp-header on a parameter that is not a string, integer or boolean",
                     );
                 }
+                found.push(HeaderParam {
+                    path: here.clone().into(),
+                    name: name.into(),
+                });
             }
-            if depth < MAX_DEPTH {
-                stack.push((prop, depth + 1));
+            if here.len() <= MAX_DEPTH {
+                stack.push((prop, here));
             }
         }
-        if reachable > MAX_ANNOTATIONS {
-            return Some("too many x-mcp-header annotations");
+        if found.len() > MAX_ANNOTATIONS {
+            return Err("too many x-mcp-header annotations");
         }
     }
-    (everywhere != reachable)
-        .then_some("x-mcp-header on a property not reachable through properties alone")
+    if everywhere != found.len() {
+        return Err("x-mcp-header on a property not reachable through properties alone");
+    }
+    Ok(found)
 }
 
 /// Annotations anywhere in the schema (capped: past the cap the count no longer matters).
@@ -182,7 +169,7 @@ mod tests {
             }},
             "greeting": {"type": "string", "x-mcp-header": "Greeting"}
         }}));
-        let params = annotations(&t);
+        let params = annotations(&t).unwrap();
         assert_eq!(params.len(), 4);
         let args = json!({"region": "us-west1", "opts": {"dry": true, "n": -7}, "greeting": "Hello, 世界"});
         let mut got: Vec<(String, String)> = headers(&params, args.as_object().unwrap())

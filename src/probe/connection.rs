@@ -493,15 +493,14 @@ impl Connection {
     fn on_walk(
         &mut self,
         trigger: Trigger,
-        mut report: WalkReport,
+        report: WalkReport,
         elapsed: Duration,
         requested: tokio::time::Instant,
         notified_meanwhile: bool,
         notifications: u64,
     ) -> bool {
         self.events.walk_finished(trigger, &report, elapsed);
-        let Ok(walk) = std::mem::replace(&mut report.result, Err(walker::WalkError::LoopCap))
-        else {
+        let Ok(walk) = report.result else {
             return false;
         };
         let ttl = walk.cache.unwrap_or_default().hint.ttl;

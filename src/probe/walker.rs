@@ -331,18 +331,21 @@ fn parse_page(result: &Value, room: usize, drop_invalid: bool) -> Result<Page, P
             // Past the cap the walk fails anyway; reading on would only cost memory.
             return Err(PageFault::TooManyTools);
         }
-        if drop_invalid && let Some(why) = param_headers::invalid(tool) {
-            tracing::debug!(tool = %crate::text::bounded(name, 160), why, "tool dropped from the listing: invalid x-mcp-header annotation");
-            rejected += 1;
-            continue;
-        }
+        let annotated = if drop_invalid {
+            match param_headers::annotations(tool) {
+                Ok(annotated) => annotated,
+                Err(why) => {
+                    tracing::debug!(tool = %crate::text::bounded(name, 160), why, "tool dropped from the listing: invalid x-mcp-header annotation");
+                    rejected += 1;
+                    continue;
+                }
+            }
+        } else {
+            Vec::new()
+        };
         let (name, shortened) = kept_name(name);
         tools.push(PageTool {
-            param_headers: if drop_invalid {
-                param_headers::annotations(tool)
-            } else {
-                Vec::new()
-            },
+            param_headers: annotated,
             name,
             shortened,
             fingerprint: tool_fingerprint(tool),
