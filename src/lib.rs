@@ -23,6 +23,8 @@ pub mod lab;
 pub mod logging;
 /// The MCP wire client: JSON-RPC framing, Streamable HTTP, legacy-era sessions.
 pub mod mcp;
+/// Reaching a target over HTTP: credentials, TLS, proxy.
+pub mod net;
 /// The probe: long-lived connections, cursor walks, the cache and its audit.
 pub mod probe;
 /// Metric catalog, per-target recorders and the merged exposition.

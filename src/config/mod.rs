@@ -23,6 +23,7 @@
 //! * `raw`: the file as written, as serde reads it;
 //! * `validate`: raw → model, every error naming file, field and why;
 //! * `endpoint`: where a target is: `url` (and its `transport`) or `command`, `args`, `env`, `cwd`;
+//! * `http_client`: `http_config` blocks (credentials, TLS, proxy) in Prometheus' shape;
 //! * `headers`: the rules for configured request headers (also `--header`);
 //! * `expand`: `${VAR}` expansion;
 //! * `probes`, `limits`, `secret`, `error`: functional probes, bounds checked before parsing,
@@ -32,6 +33,7 @@ mod endpoint;
 mod error;
 mod expand;
 mod headers;
+mod http_client;
 mod limits;
 mod model;
 mod probes;
@@ -43,6 +45,10 @@ mod validate;
 
 pub use error::ConfigError;
 pub use headers::header_flag;
+pub use http_client::{
+    ClientAuth, ClientCert, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config, PemSource,
+    ProxyConfig, SecretSource, TargetAuth, TlsConfig, TlsVersion,
+};
 pub use limits::{
     MAX_COMMAND_ARG_BYTES, MAX_COMMAND_ARGS, MAX_COMMAND_ENV, MAX_COMMAND_ENV_BYTES,
     MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_TOTAL_CONNECTIONS,
