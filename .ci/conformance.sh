@@ -163,10 +163,13 @@ suite_vs_baseline "$dir" "$dir/baseline.yml" "$results" "the baseline in .ci/con
 #          fail-bug  run alone likewise: fails today because of an exporter bug; a pass fails CI
 #                    too (then mark it pass, here and in docs/interop.md);
 #          -         not run alone;
+#          ARGS `@auth [ARGS...]` runs .ci/conformance_auth_client.py, which gives `check` the
+#          scenario's credentials (MCP_CONFORMANCE_CONTEXT) as an `oauth2` block;
 #   SUITE  pass|fail the outcome in the whole-suite run of plain `check` (no ARGS, so no tool call):
 #                    the `fail` lines are the suite's expected failures, and the runner fails CI on
 #                    any difference either way.
 ALPHA=0.2.0-alpha.12
+ci_dir=$(cd "$(dirname "$0")" && pwd)
 adir="$root/conformance-alpha"
 aresults="$adir/results"
 rm -rf "$aresults"
@@ -192,7 +195,11 @@ while read -r name alone suite args; do
   case "$suite" in pass) ;; fail) echo "  - $name" >>"$expected_failures" ;; *) alone=bad ;; esac
   [ "$alone" = bad ] && { echo "FAIL: $baseline_file: bad line for $name" >&2; exit 1; }
   [ "$alone" = - ] && continue
-  cmd="$bin check${args:+ $args}"
+  case "$args" in
+    # A pre-registered OAuth client: the scenario's credentials become an `oauth2` block.
+    @auth*) cmd="python3 $ci_dir/conformance_auth_client.py $bin${args#@auth}" ;;
+    *) cmd="$bin check${args:+ $args}" ;;
+  esac
   out="$aresults/${name//\//_}.out"
   rc=0
   t0=$(date +%s)
