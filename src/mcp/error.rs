@@ -146,6 +146,22 @@ impl McpError {
         }
     }
 
+    /// A request that could not be sent, or was refused for good (see
+    /// [`crate::net::TargetHttp::send`]). An auth failure names its step in the detail
+    /// (`unauthorized`, `token_endpoint` …): that is what the status page and `check` show.
+    pub fn from_send(err: crate::net::SendError) -> Self {
+        match err {
+            crate::net::SendError::Http(e) => McpError::from_reqwest(&e),
+            crate::net::SendError::Auth { error, status } => McpError {
+                http_status: status,
+                ..McpError::new(
+                    Reason::Auth,
+                    format!("{}: {}", error.step.as_str(), error.detail),
+                )
+            },
+        }
+    }
+
     /// Classify a reqwest error by walking its source chain.
     pub fn from_reqwest(err: &reqwest::Error) -> Self {
         let chain = error_chain(err);

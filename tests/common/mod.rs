@@ -104,6 +104,7 @@ pub fn target(name: &str, url: url::Url) -> TargetConfig {
         max_pages: 64,
         max_listing_bytes: mcp_exporter::config::DEFAULT_MAX_LISTING_BYTES,
         probes: vec![],
+        http: Default::default(),
     }
 }
 

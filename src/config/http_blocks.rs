@@ -1,0 +1,538 @@
+//! Validation of the `http_config` blocks (`authorization`, `basic_auth`, `oauth2`,
+//! `tls_config`, `proxy_url`, `no_proxy`, `proxy_from_environment`) into [`HttpClientConfig`].
+//!
+//! Everything a file names is read here, at load, with the code the running client uses
+//! (`net::files`, `net::tls`): a key that does not match its certificate, an expired client
+//! certificate, a JWT key of the wrong kind or a missing secret file is refused before it can
+//! replace a working configuration. Messages name the field and the file's path, never a value:
+//! inline secrets are [`Secret`]s from the moment they are read, and a proxy URL is shown only
+//! through [`redact_url`].
+
+use std::path::{Path, PathBuf};
+
+use super::expand::expand_env;
+use super::raw::{RawAuthorization, RawBasicAuth, RawHttp, RawOAuth2, RawTls};
+use super::validate::Validator;
+use super::{
+    ClientAuth, ClientCert, ConfigError, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config,
+    PemSource, ProxyConfig, Secret, SecretSource, TargetAuth, TlsConfig, TlsVersion, redact_url,
+};
+use crate::net::{files, tls};
+
+/// The blocks one level (`global`, a target, a `--http-config` file) sets; `None`: not set here.
+#[derive(Default)]
+pub(super) struct HttpBlocks {
+    pub(super) auth: Option<(TargetAuth, &'static str)>,
+    pub(super) tls: Option<TlsConfig>,
+    pub(super) proxy: Option<ProxyConfig>,
+}
+
+impl HttpBlocks {
+    /// These blocks over `base` (the global ones): each block set here replaces the global one.
+    pub(super) fn over(self, base: &HttpClientConfig) -> HttpClientConfig {
+        HttpClientConfig {
+            auth: self.auth.map_or_else(|| base.auth.clone(), |(a, _)| a),
+            tls: self.tls.unwrap_or_else(|| base.tls.clone()),
+            proxy: self.proxy.unwrap_or_else(|| base.proxy.clone()),
+        }
+    }
+}
+
+/// `p.key`, or `key` at the top level of a `--http-config` file.
+fn join(p: &str, key: &str) -> String {
+    if p.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{p}.{key}")
+    }
+}
+
+/// The name of an auth block, for messages.
+pub(super) fn auth_block(auth: &TargetAuth) -> Option<&'static str> {
+    match auth {
+        TargetAuth::None => None,
+        TargetAuth::Authorization { .. } => Some("authorization"),
+        TargetAuth::Basic { .. } => Some("basic_auth"),
+        TargetAuth::OAuth2(_) => Some("oauth2"),
+    }
+}
+
+impl Validator<'_> {
+    /// The blocks at `p`; `who` names the level in messages (`target "kb"`, `global`).
+    pub(super) fn http_blocks(
+        &self,
+        p: &str,
+        who: &str,
+        raw: RawHttp,
+    ) -> Result<HttpBlocks, ConfigError> {
+        let set: Vec<&'static str> = [
+            ("authorization", raw.authorization.is_some()),
+            ("basic_auth", raw.basic_auth.is_some()),
+            ("oauth2", raw.oauth2.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, on)| on.then_some(k))
+        .collect();
+        if let [first, second, ..] = set[..] {
+            return Err(self.err(
+                join(p, second),
+                format!(
+                    "{who} sets both `{first}` and `{second}`; at most one way to authenticate \
+                     (authorization, basic_auth or oauth2) per target"
+                ),
+            ));
+        }
+        let auth = if let Some(a) = raw.authorization {
+            Some((
+                self.authorization(&join(p, "authorization"), a)?,
+                "authorization",
+            ))
+        } else if let Some(b) = raw.basic_auth {
+            Some((self.basic_auth(&join(p, "basic_auth"), b)?, "basic_auth"))
+        } else if let Some(o) = raw.oauth2 {
+            Some((self.oauth2(&join(p, "oauth2"), o)?, "oauth2"))
+        } else {
+            None
+        };
+        let tls = raw
+            .tls_config
+            .map(|t| self.tls_config(&join(p, "tls_config"), t))
+            .transpose()?;
+        let proxy = self.proxy(p, raw.proxy_url, raw.no_proxy, raw.proxy_from_environment)?;
+        Ok(HttpBlocks { auth, tls, proxy })
+    }
+
+    fn authorization(&self, p: &str, raw: RawAuthorization) -> Result<TargetAuth, ConfigError> {
+        let scheme = raw.kind.unwrap_or_else(|| "Bearer".to_owned());
+        let field = join(p, "type");
+        if scheme.is_empty()
+            || !scheme
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        {
+            return Err(self.err(
+                field,
+                "not an HTTP authentication scheme (one word, like Bearer)",
+            ));
+        }
+        if scheme.eq_ignore_ascii_case("basic") {
+            return Err(self.err(field, "type Basic: use `basic_auth` instead"));
+        }
+        let credentials = self
+            .secret(p, "credentials", raw.credentials, raw.credentials_file)?
+            .ok_or_else(|| {
+                self.err(
+                    join(p, "credentials"),
+                    "required: `credentials` or `credentials_file`",
+                )
+            })?;
+        Ok(TargetAuth::Authorization {
+            scheme,
+            credentials,
+        })
+    }
+
+    fn basic_auth(&self, p: &str, raw: RawBasicAuth) -> Result<TargetAuth, ConfigError> {
+        let username = self
+            .secret(p, "username", raw.username, raw.username_file)?
+            .ok_or_else(|| {
+                self.err(
+                    join(p, "username"),
+                    "required: `username` or `username_file`",
+                )
+            })?;
+        let password = self.secret(p, "password", raw.password, raw.password_file)?;
+        Ok(TargetAuth::Basic { username, password })
+    }
+
+    fn oauth2(&self, p: &str, raw: RawOAuth2) -> Result<TargetAuth, ConfigError> {
+        let client_id = match raw.client_id {
+            Some(id) => {
+                expand_env(&id, self.env).map_err(|why| self.err(join(p, "client_id"), why))?
+            }
+            None => String::new(),
+        };
+        if client_id.is_empty() {
+            return Err(self.err(join(p, "client_id"), "required: the client's identifier"));
+        }
+        let secret = self.secret(
+            p,
+            "client_secret",
+            raw.client_secret,
+            raw.client_secret_file,
+        )?;
+        let algorithm = match raw.signature_algorithm.as_deref() {
+            None => None,
+            Some(a) => Some(jwt_algorithm(a).ok_or_else(|| {
+                self.err(
+                    join(p, "signature_algorithm"),
+                    format!(
+                        "unknown signature_algorithm {a:?}; allowed: RS256, RS384, RS512, PS256, ES256, ES384, EdDSA"
+                    ),
+                )
+            })?),
+        };
+        let key = self.pem_secret(p, "private_key", raw.private_key, raw.private_key_file)?;
+        let method = raw.token_endpoint_auth_method;
+        let method_field = join(p, "token_endpoint_auth_method");
+        let needs = |what: &str| {
+            self.err(
+                &method_field,
+                format!(
+                    "token_endpoint_auth_method {} needs {what}",
+                    method.as_deref().unwrap_or("")
+                ),
+            )
+        };
+        let conflict = |key: &str, why: &str| self.err(join(p, key), why.to_owned());
+        if let Some(m) = method.as_deref()
+            && !matches!(
+                m,
+                "client_secret_basic" | "client_secret_post" | "private_key_jwt" | "none"
+            )
+        {
+            return Err(self.err(
+                &method_field,
+                format!(
+                    "unknown token_endpoint_auth_method {m:?}; allowed: client_secret_basic, \
+                     client_secret_post, private_key_jwt, none"
+                ),
+            ));
+        }
+        let client_auth = match (method.as_deref(), secret, key) {
+            (_, Some(_), Some(_)) => {
+                return Err(conflict(
+                    "private_key",
+                    "set either a client secret or a private key (private_key_jwt), not both",
+                ));
+            }
+            (Some("none") | None, None, None) => ClientAuth::None,
+            (Some("none"), _, _) => {
+                return Err(conflict(
+                    "token_endpoint_auth_method",
+                    "`none` is a public client: remove the client secret or key",
+                ));
+            }
+            (Some("client_secret_basic"), Some(s), None) => ClientAuth::SecretBasic(s),
+            (Some("client_secret_post"), Some(s), None) => ClientAuth::SecretPost(s),
+            (None, Some(s), None) => ClientAuth::SecretAuto(s),
+            (Some("private_key_jwt") | None, None, Some(k)) => {
+                let algorithm = algorithm.unwrap_or_default();
+                self.jwt_key(p, &k, algorithm)?;
+                ClientAuth::PrivateKeyJwt(JwtKey {
+                    key: k,
+                    key_id: raw.private_key_id,
+                    algorithm,
+                })
+            }
+            (Some("private_key_jwt"), _, None) => {
+                return Err(needs("`private_key` or `private_key_file`"));
+            }
+            // client_secret_basic / client_secret_post without a secret
+            _ => return Err(needs("`client_secret` or `client_secret_file`")),
+        };
+        if algorithm.is_some() && !matches!(client_auth, ClientAuth::PrivateKeyJwt(_)) {
+            return Err(conflict(
+                "signature_algorithm",
+                "applies only to private_key_jwt (a `private_key` or `private_key_file`)",
+            ));
+        }
+        let scopes = raw.scopes.unwrap_or_default();
+        if let Some((i, _)) = scopes
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()))
+        {
+            return Err(self.err(
+                format!("{}[{i}]", join(p, "scopes")),
+                "a scope is one non-empty word (no spaces)",
+            ));
+        }
+        let token_url = raw
+            .token_url
+            .map(|u| self.http_url(&join(p, "token_url"), &u))
+            .transpose()?;
+        let endpoint_params = raw.endpoint_params.map(|e| e.0).unwrap_or_default();
+        let tls = raw
+            .tls_config
+            .map(|t| self.tls_config(&join(p, "tls_config"), t))
+            .transpose()?
+            .unwrap_or_default();
+        let proxy = self
+            .proxy(p, raw.proxy_url, raw.no_proxy, raw.proxy_from_environment)?
+            .unwrap_or_default();
+        Ok(TargetAuth::OAuth2(Box::new(OAuth2Config {
+            client_id,
+            client_auth,
+            scopes,
+            token_url,
+            endpoint_params,
+            tls,
+            proxy,
+        })))
+    }
+
+    /// The JWT signing key parses for `algorithm` (jsonwebtoken's own loaders, as signing uses).
+    fn jwt_key(
+        &self,
+        p: &str,
+        key: &SecretSource,
+        algorithm: JwtAlgorithm,
+    ) -> Result<(), ConfigError> {
+        let (field, pem) = match key {
+            SecretSource::Inline(s) => (join(p, "private_key"), s.expose().as_bytes().to_vec()),
+            SecretSource::File(path) => (
+                join(p, "private_key_file"),
+                files::read_bounded(path, files::MAX_SECRET_BYTES)
+                    .map_err(|why| self.err(join(p, "private_key_file"), why))?,
+            ),
+        };
+        use jsonwebtoken::EncodingKey;
+        let (parsed, kind) = match algorithm {
+            JwtAlgorithm::Rs256
+            | JwtAlgorithm::Rs384
+            | JwtAlgorithm::Rs512
+            | JwtAlgorithm::Ps256 => (EncodingKey::from_rsa_pem(&pem).map(drop), "an RSA"),
+            JwtAlgorithm::Es256 | JwtAlgorithm::Es384 => {
+                (EncodingKey::from_ec_pem(&pem).map(drop), "an EC (PKCS#8)")
+            }
+            JwtAlgorithm::EdDsa => (EncodingKey::from_ed_pem(&pem).map(drop), "an Ed25519"),
+        };
+        parsed.map_err(|_| {
+            self.err(
+                field,
+                format!(
+                    "not {kind} private key in PEM, as signature_algorithm {} needs",
+                    algorithm_name(algorithm)
+                ),
+            )
+        })
+    }
+
+    fn tls_config(&self, p: &str, raw: RawTls) -> Result<TlsConfig, ConfigError> {
+        let ca = self.pem(p, "ca", raw.ca, raw.ca_file)?;
+        let cert = self.pem(p, "cert", raw.cert, raw.cert_file)?;
+        let key = self.pem_secret(p, "key", raw.key, raw.key_file)?;
+        let client_cert = match (cert, key) {
+            (Some(cert), Some(key)) => Some(ClientCert { cert, key }),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(self.err(
+                    join(p, "key_file"),
+                    "a client certificate needs its key: `key` or `key_file`",
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(self.err(
+                    join(p, "cert_file"),
+                    "a client key needs its certificate: `cert` or `cert_file`",
+                ));
+            }
+        };
+        if raw.server_name.as_deref() == Some("") {
+            return Err(self.err(join(p, "server_name"), "empty; remove it or name the host"));
+        }
+        let version = |key: &str, v: Option<String>| -> Result<Option<TlsVersion>, ConfigError> {
+            match v.as_deref() {
+                None => Ok(None),
+                Some("TLS12") => Ok(Some(TlsVersion::Tls12)),
+                Some("TLS13") => Ok(Some(TlsVersion::Tls13)),
+                Some(other) => Err(self.err(
+                    join(p, key),
+                    format!("unknown TLS version {other:?}; allowed: TLS12, TLS13 (older versions are not supported)"),
+                )),
+            }
+        };
+        let tls = TlsConfig {
+            ca,
+            client_cert,
+            server_name: raw.server_name,
+            insecure_skip_verify: raw.insecure_skip_verify.unwrap_or(false),
+            min_version: version("min_version", raw.min_version)?,
+            max_version: version("max_version", raw.max_version)?,
+        };
+        if let (Some(min), Some(max)) = (tls.min_version, tls.max_version)
+            && min > max
+        {
+            return Err(self.err(
+                join(p, "max_version"),
+                "max_version is lower than min_version",
+            ));
+        }
+        tls::Material::load(&tls).map_err(|f| self.err(join(p, f.field), f.why))?;
+        Ok(tls)
+    }
+
+    /// `proxy_url`, `no_proxy`, `proxy_from_environment` at `p`; `None` when none is set.
+    fn proxy(
+        &self,
+        p: &str,
+        url: Option<String>,
+        no_proxy: Option<String>,
+        from_env: Option<bool>,
+    ) -> Result<Option<ProxyConfig>, ConfigError> {
+        match (url, no_proxy, from_env) {
+            (None, None, None) => Ok(None),
+            (Some(_), _, Some(true)) => Err(self.err(
+                join(p, "proxy_from_environment"),
+                "set either `proxy_url` or `proxy_from_environment`, not both",
+            )),
+            (None, Some(_), _) => Err(self.err(
+                join(p, "no_proxy"),
+                "applies only with `proxy_url` (with proxy_from_environment, NO_PROXY is read)",
+            )),
+            (None, None, Some(true)) => Ok(Some(ProxyConfig::FromEnvironment)),
+            (None, None, Some(false)) => Ok(Some(ProxyConfig::Direct)),
+            (Some(raw), no_proxy, _) => {
+                let field = join(p, "proxy_url");
+                let url = self.http_url(&field, &raw)?;
+                let no_proxy = no_proxy
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                Ok(Some(ProxyConfig::Url { url, no_proxy }))
+            }
+        }
+    }
+
+    /// An http(s) URL (`${VAR}` expanded); never quoted whole in a message.
+    fn http_url(&self, field: &str, raw: &str) -> Result<url::Url, ConfigError> {
+        let text = expand_env(raw, self.env).map_err(|why| self.err(field, why))?;
+        let url = url::Url::parse(&text).map_err(|e| self.err(field, format!("not a URL: {e}")))?;
+        if !matches!(url.scheme(), "http" | "https") || !url.has_host() {
+            return Err(self.err(
+                field,
+                format!("{} is not an http:// or https:// URL", redact_url(&url)),
+            ));
+        }
+        Ok(url)
+    }
+
+    /// `key` inline (`${VAR}` expanded, checked as a header value) or `key_file` (read now);
+    /// both is an error.
+    fn secret(
+        &self,
+        p: &str,
+        key: &str,
+        inline: Option<String>,
+        file: Option<String>,
+    ) -> Result<Option<SecretSource>, ConfigError> {
+        match (inline, file) {
+            (Some(_), Some(_)) => Err(self.both(p, key)),
+            (None, None) => Ok(None),
+            (Some(raw), None) => {
+                let field = join(p, key);
+                let value = expand_env(&raw, self.env).map_err(|why| self.err(&field, why))?;
+                if value.is_empty() {
+                    return Err(self.err(field, "empty"));
+                }
+                if value.chars().any(char::is_control) {
+                    return Err(
+                        self.err(field, "contains a line break or another control character")
+                    );
+                }
+                Ok(Some(SecretSource::Inline(Secret::new(value))))
+            }
+            (None, Some(raw)) => {
+                let field = format!("{}_file", join(p, key));
+                let path = self.file_path(&field, &raw)?;
+                let value = files::read_secret(&path).map_err(|why| self.err(&field, why))?;
+                if value.chars().any(char::is_control) {
+                    return Err(self.err(
+                        field,
+                        format!(
+                            "{} contains a line break or another control character",
+                            path.display()
+                        ),
+                    ));
+                }
+                Ok(Some(SecretSource::File(path)))
+            }
+        }
+    }
+
+    /// A PEM key: inline (a [`Secret`], not expanded) or a file (checked by the caller).
+    fn pem_secret(
+        &self,
+        p: &str,
+        key: &str,
+        inline: Option<String>,
+        file: Option<String>,
+    ) -> Result<Option<SecretSource>, ConfigError> {
+        match (inline, file) {
+            (Some(_), Some(_)) => Err(self.both(p, key)),
+            (None, None) => Ok(None),
+            (Some(pem), None) => Ok(Some(SecretSource::Inline(Secret::new(pem)))),
+            (None, Some(raw)) => {
+                let field = format!("{}_file", join(p, key));
+                Ok(Some(SecretSource::File(self.file_path(&field, &raw)?)))
+            }
+        }
+    }
+
+    /// A certificate bundle: inline or a file (checked by the caller).
+    fn pem(
+        &self,
+        p: &str,
+        key: &str,
+        inline: Option<String>,
+        file: Option<String>,
+    ) -> Result<Option<PemSource>, ConfigError> {
+        match (inline, file) {
+            (Some(_), Some(_)) => Err(self.both(p, key)),
+            (None, None) => Ok(None),
+            (Some(pem), None) => Ok(Some(PemSource::Inline(pem))),
+            (None, Some(raw)) => {
+                let field = format!("{}_file", join(p, key));
+                Ok(Some(PemSource::File(self.file_path(&field, &raw)?)))
+            }
+        }
+    }
+
+    fn both(&self, p: &str, key: &str) -> ConfigError {
+        self.err(
+            format!("{}_file", join(p, key)),
+            format!("set either `{key}` or `{key}_file`, not both"),
+        )
+    }
+
+    /// A path, relative ones resolved against the configuration file's folder.
+    fn file_path(&self, field: &str, raw: &str) -> Result<PathBuf, ConfigError> {
+        if raw.is_empty() {
+            return Err(self.err(field, "file path is empty"));
+        }
+        let path = Path::new(raw);
+        Ok(match self.base_dir {
+            Some(base) if path.is_relative() => base.join(path),
+            _ => path.to_path_buf(),
+        })
+    }
+}
+
+fn jwt_algorithm(name: &str) -> Option<JwtAlgorithm> {
+    Some(match name {
+        "RS256" => JwtAlgorithm::Rs256,
+        "RS384" => JwtAlgorithm::Rs384,
+        "RS512" => JwtAlgorithm::Rs512,
+        "PS256" => JwtAlgorithm::Ps256,
+        "ES256" => JwtAlgorithm::Es256,
+        "ES384" => JwtAlgorithm::Es384,
+        "EdDSA" => JwtAlgorithm::EdDsa,
+        _ => return None,
+    })
+}
+
+fn algorithm_name(a: JwtAlgorithm) -> &'static str {
+    match a {
+        JwtAlgorithm::Rs256 => "RS256",
+        JwtAlgorithm::Rs384 => "RS384",
+        JwtAlgorithm::Rs512 => "RS512",
+        JwtAlgorithm::Ps256 => "PS256",
+        JwtAlgorithm::Es256 => "ES256",
+        JwtAlgorithm::Es384 => "ES384",
+        JwtAlgorithm::EdDsa => "EdDSA",
+    }
+}
