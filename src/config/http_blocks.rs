@@ -536,3 +536,365 @@ fn algorithm_name(a: JwtAlgorithm) -> &'static str {
         JwtAlgorithm::EdDsa => "EdDSA",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::test_support::*;
+    use crate::config::*;
+    use std::path::Path;
+
+    /// A CA, and a client certificate it signed valid until `not_after` (year), with its key.
+    struct Pki {
+        ca: String,
+        cert: String,
+        key: String,
+    }
+
+    fn pki(not_after_year: i32) -> Pki {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["client".into()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        params.not_after = rcgen::date_time_ymd(not_after_year, 1, 1);
+        let cert = params.signed_by(&key, &issuer).unwrap();
+        Pki {
+            ca: ca_cert.pem(),
+            cert: cert.pem(),
+            key: key.serialize_pem(),
+        }
+    }
+
+    fn load(dir: &Path, yaml: &str) -> Result<Config, ConfigError> {
+        let path = write(dir, "config.yml", yaml.as_bytes());
+        Config::load(&path)
+    }
+
+    fn load_err(dir: &Path, yaml: &str) -> String {
+        let e = load(dir, yaml).unwrap_err().to_string();
+        assert!(!e.contains(SENTINEL), "{e}");
+        assert!(!e.contains("PRIVATE KEY"), "{e}");
+        e.replace(&format!("{}/", dir.display()), "")
+    }
+
+    fn target(extra: &str) -> String {
+        format!("targets:\n  - name: kb\n    url: https://kb.example.com/mcp\n{extra}")
+    }
+
+    #[test]
+    fn tls_files_are_resolved_and_checked_at_load() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = pki(2200);
+        write(dir.path(), "ca.pem", p.ca.as_bytes());
+        write(dir.path(), "client.pem", p.cert.as_bytes());
+        write(dir.path(), "client.key", p.key.as_bytes());
+        let tls = "    tls_config:\n      ca_file: ca.pem\n      cert_file: client.pem\n      key_file: client.key\n      server_name: mcp.internal\n      min_version: TLS13\n";
+        let c = load(dir.path(), &target(tls)).unwrap();
+        let t = &c.targets[0].http.tls;
+        assert_eq!(t.ca, Some(PemSource::File(dir.path().join("ca.pem"))));
+        let cc = t.client_cert.as_ref().unwrap();
+        assert_eq!(cc.key, SecretSource::File(dir.path().join("client.key")));
+        assert_eq!(t.server_name.as_deref(), Some("mcp.internal"));
+        assert_eq!(t.min_version, Some(TlsVersion::Tls13));
+
+        // missing key file
+        let e = load_err(
+            dir.path(),
+            &target(&tls.replace("client.key", "missing.key")),
+        );
+        assert!(
+            e.starts_with("config.yml: targets[0].tls_config.key_file: cannot read missing.key: "),
+            "{e}"
+        );
+        // a key of another certificate
+        let other = pki(2200);
+        write(dir.path(), "other.key", other.key.as_bytes());
+        let e = load_err(dir.path(), &target(&tls.replace("client.key", "other.key")));
+        assert_eq!(
+            e,
+            "config.yml: targets[0].tls_config.key_file: the private key does not belong to the certificate in cert_file"
+        );
+        // an expired client certificate
+        let old = pki(2001);
+        write(dir.path(), "old.pem", old.cert.as_bytes());
+        write(dir.path(), "old.key", old.key.as_bytes());
+        let e = load_err(
+            dir.path(),
+            &target(
+                &tls.replace("client.pem", "old.pem")
+                    .replace("client.key", "old.key"),
+            ),
+        );
+        assert!(
+            e.starts_with("config.yml: targets[0].tls_config.cert_file: the client certificate expired at 2001-01-01T00:00:00Z"),
+            "{e}"
+        );
+        // not PEM at all
+        write(dir.path(), "junk.pem", b"hello");
+        let e = load_err(dir.path(), &target(&tls.replace("ca.pem", "junk.pem")));
+        assert_eq!(
+            e,
+            "config.yml: targets[0].tls_config.ca_file: no PEM certificate (BEGIN CERTIFICATE) found"
+        );
+        // half a pair, both forms, old versions
+        let e = load_err(
+            dir.path(),
+            &target("    tls_config:\n      cert_file: client.pem\n"),
+        );
+        assert_eq!(
+            e,
+            "config.yml: targets[0].tls_config.key_file: a client certificate needs its key: `key` or `key_file`"
+        );
+        let e = load_err(
+            dir.path(),
+            &target("    tls_config:\n      ca_file: ca.pem\n      ca: x\n"),
+        );
+        assert_eq!(
+            e,
+            "config.yml: targets[0].tls_config.ca_file: set either `ca` or `ca_file`, not both"
+        );
+        let e = load_err(
+            dir.path(),
+            &target("    tls_config:\n      min_version: TLS11\n"),
+        );
+        assert!(
+            e.contains("targets[0].tls_config.min_version: unknown TLS version \"TLS11\""),
+            "{e}"
+        );
+        // inline PEM works too; the key stays a secret in Debug
+        let inline = format!(
+            "    tls_config:\n      cert: |\n{}      key: |\n{}",
+            indent(&p.cert),
+            indent(&p.key)
+        );
+        let c = load(dir.path(), &target(&inline)).unwrap();
+        assert!(!format!("{c:?}").contains("PRIVATE KEY"));
+    }
+
+    fn indent(pem: &str) -> String {
+        pem.lines().map(|l| format!("        {l}\n")).collect()
+    }
+
+    #[test]
+    fn one_auth_block_per_target() {
+        let e = err(&one_target(
+            "    authorization:\n      credentials: x\n    basic_auth:\n      username: u\n",
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].basic_auth: target \"kb\" sets both `authorization` and `basic_auth`; at most one way to authenticate (authorization, basic_auth or oauth2) per target"
+        );
+        let e = err("global:\n  basic_auth: {username: u}\n  oauth2: {client_id: c}\n");
+        assert_has(
+            &e,
+            "test.yml: global.oauth2: global sets both `basic_auth` and `oauth2`",
+        );
+        // a target's block replaces the global one, of any kind
+        let c = ok(&format!(
+            "global:\n  basic_auth: {{username: u, password: p}}\n  proxy_url: http://proxy:3128\n{}",
+            &one_target("    authorization:\n      credentials: ${KB_TOKEN}\n")[0..]
+        ));
+        let t = &c.targets[0];
+        assert!(
+            matches!(t.http.auth, TargetAuth::Authorization { ref scheme, .. } if scheme == "Bearer")
+        );
+        assert!(matches!(t.http.proxy, ProxyConfig::Url { .. }));
+        assert!(!format!("{c:?}").contains(SENTINEL));
+    }
+
+    #[test]
+    fn an_authorization_header_beside_an_auth_block_is_refused() {
+        let e = err(&one_target(
+            "    headers:\n      authorization: Bearer x\n    basic_auth: {username: u}\n",
+        ));
+        assert_eq!(
+            e,
+            "test.yml: targets[0].headers.authorization: target \"kb\" authenticates with `basic_auth`: an Authorization header would conflict with it; remove one of the two"
+        );
+        let e = err(&format!(
+            "global:\n  authorization: {{credentials: x}}\n{}",
+            one_target("    headers:\n      Authorization: Bearer x\n")
+        ));
+        assert_has(&e, "authenticates with `authorization` (from global)");
+    }
+
+    #[test]
+    fn command_targets_refuse_http_blocks_and_ignore_global_ones() {
+        for key in ["authorization", "basic_auth", "oauth2", "tls_config"] {
+            let e = err(&format!(
+                "targets:\n  - name: local\n    command: server\n    {key}: {{}}\n"
+            ));
+            assert_has(
+                &e,
+                &format!(
+                    "targets[0].{key}: target \"local\" runs a `command` (stdio): `{key}` applies only to a target with a `url`"
+                ),
+            );
+        }
+        let c = ok(
+            "global:\n  basic_auth: {username: u}\ntargets:\n  - name: local\n    command: server\n",
+        );
+        assert_eq!(c.targets[0].http, HttpClientConfig::default());
+    }
+
+    #[test]
+    fn secrets_and_proxy_passwords_stay_out_of_debug_and_errors() {
+        let c = ok(&one_target(&format!(
+            "    basic_auth:\n      username: u\n      password: {SENTINEL}\n    proxy_url: 'http://p:{SENTINEL}@proxy.example:3128'\n    no_proxy: '10.0.0.0/8, .internal'\n"
+        )));
+        let t = &c.targets[0];
+        let shown = format!("{t:?}");
+        assert!(!shown.contains(SENTINEL), "{shown}");
+        assert_has(&shown, "http://p:<redacted>@proxy.example:3128/");
+        assert_eq!(
+            t.http.proxy.to_string(),
+            "http://p:<redacted>@proxy.example:3128/ (except 10.0.0.0/8,.internal)"
+        );
+        let e = err(&one_target(&format!(
+            "    proxy_url: 'ftp://p:{SENTINEL}@proxy.example'\n"
+        )));
+        assert_has(
+            &e,
+            "targets[0].proxy_url: ftp://p:<redacted>@proxy.example/ is not an http:// or https:// URL",
+        );
+        let e = err(&one_target("    no_proxy: localhost\n"));
+        assert_has(&e, "targets[0].no_proxy: applies only with `proxy_url`");
+        let e = err(&one_target(
+            "    proxy_url: http://proxy:1\n    proxy_from_environment: true\n",
+        ));
+        assert_has(&e, "targets[0].proxy_from_environment: set either");
+        let e = err(&one_target(
+            "    authorization:\n      credentials: ${WITH_NEWLINE}\n",
+        ));
+        assert_has(
+            &e,
+            "targets[0].authorization.credentials: contains a line break",
+        );
+        let e = err(&one_target(
+            "    authorization:\n      type: Basic\n      credentials: x\n",
+        ));
+        assert_has(
+            &e,
+            "targets[0].authorization.type: type Basic: use `basic_auth` instead",
+        );
+    }
+
+    #[test]
+    fn oauth2_client_authentication_and_jwt_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let rsa = rcgen::KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256);
+        let ec = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        write(dir.path(), "ec.key", ec.serialize_pem().as_bytes());
+        write(dir.path(), "secret", b"s\n");
+        let o = |body: &str| target(&format!("    oauth2:\n      client_id: c\n{body}"));
+        let c = load(dir.path(), &o("      private_key_file: ec.key\n      signature_algorithm: ES256\n      scopes: [a, b]\n")).unwrap();
+        let TargetAuth::OAuth2(cfg) = &c.targets[0].http.auth else {
+            panic!("oauth2")
+        };
+        assert!(
+            matches!(&cfg.client_auth, ClientAuth::PrivateKeyJwt(k) if k.algorithm == JwtAlgorithm::Es256)
+        );
+        assert_eq!(cfg.scopes, ["a", "b"]);
+        assert_eq!(cfg.token_url, None);
+        // an EC key for an RSA algorithm
+        let e = load_err(
+            dir.path(),
+            &o("      private_key_file: ec.key\n      signature_algorithm: RS256\n"),
+        );
+        assert_eq!(
+            e,
+            "config.yml: targets[0].oauth2.private_key_file: not an RSA private key in PEM, as signature_algorithm RS256 needs"
+        );
+        if let Ok(rsa) = rsa {
+            write(dir.path(), "rsa.key", rsa.serialize_pem().as_bytes());
+            load(dir.path(), &o("      private_key_file: rsa.key\n")).unwrap();
+        }
+        let c = load(dir.path(), &o("      client_secret_file: secret\n")).unwrap();
+        let TargetAuth::OAuth2(cfg) = &c.targets[0].http.auth else {
+            panic!("oauth2")
+        };
+        assert_eq!(
+            cfg.client_auth,
+            ClientAuth::SecretAuto(SecretSource::File(dir.path().join("secret")))
+        );
+        let e = load_err(
+            dir.path(),
+            &o("      token_endpoint_auth_method: client_secret_post\n"),
+        );
+        assert_has(
+            &e,
+            "targets[0].oauth2.token_endpoint_auth_method: token_endpoint_auth_method client_secret_post needs `client_secret` or `client_secret_file`",
+        );
+        let e = load_err(
+            dir.path(),
+            &o("      token_endpoint_auth_method: private_key_jwt\n"),
+        );
+        assert_has(&e, "needs `private_key` or `private_key_file`");
+        let e = load_err(dir.path(), &o("      token_endpoint_auth_method: magic\n"));
+        assert_has(&e, "unknown token_endpoint_auth_method \"magic\"");
+        let e = load_err(
+            dir.path(),
+            &o("      client_secret: x\n      signature_algorithm: ES256\n"),
+        );
+        assert_has(
+            &e,
+            "targets[0].oauth2.signature_algorithm: applies only to private_key_jwt",
+        );
+        let e = load_err(dir.path(), &o("      client_secret_file: missing\n"));
+        assert_has(
+            &e,
+            "targets[0].oauth2.client_secret_file: cannot read missing: ",
+        );
+        let e = load_err(
+            dir.path(),
+            "targets:\n  - name: kb\n    url: https://kb.example.com/mcp\n    oauth2: {client_secret: x}\n",
+        );
+        assert_has(&e, "targets[0].oauth2.client_id: required");
+        assert_eq!(
+            load(dir.path(), &o("      token_url: https://as.example/token\n      endpoint_params: {audience: mcp}\n")).map(|c| match &c.targets[0].http.auth {
+                TargetAuth::OAuth2(o) => (o.client_auth.clone(), o.endpoint_params.clone()),
+                _ => panic!("oauth2"),
+            }).unwrap(),
+            (ClientAuth::None, vec![("audience".into(), "mcp".into())])
+        );
+    }
+
+    #[test]
+    fn an_http_config_file_holds_the_blocks_at_top_level() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "token", b"t0k3n\n");
+        let path = write(
+            dir.path(),
+            "http.yml",
+            b"authorization:\n  credentials_file: token\nproxy_from_environment: true\n",
+        );
+        let c = HttpClientConfig::load(&path).unwrap();
+        assert_eq!(
+            c.auth,
+            TargetAuth::Authorization {
+                scheme: "Bearer".into(),
+                credentials: SecretSource::File(dir.path().join("token")),
+            }
+        );
+        assert_eq!(c.proxy, ProxyConfig::FromEnvironment);
+        let bad = write(dir.path(), "bad.yml", b"tls_config:\n  ca_file: nope.pem\n");
+        let e = HttpClientConfig::load(&bad).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{}: tls_config.ca_file: cannot read ",
+                bad.display()
+            )),
+            "{e}"
+        );
+        let typo = write(dir.path(), "typo.yml", b"tls_confg: {}\n");
+        assert!(
+            HttpClientConfig::load(&typo)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown field `tls_confg`")
+        );
+    }
+}

@@ -317,7 +317,8 @@ impl Validator<'_> {
                 return Err(self.err(
                     format!("{p}.{section}.{name}"),
                     format!(
-                        "{who} authenticates with `{block}`{from}: an Authorization header would                          conflict with it; remove one of the two"
+                        "{who} authenticates with `{block}`{from}: an Authorization header would \
+                         conflict with it; remove one of the two"
                     ),
                 ));
             }
