@@ -714,6 +714,13 @@ mod tests {
             e,
             "test.yml: targets[0].headers.authorization: target \"kb\" authenticates with `basic_auth`: an Authorization header would conflict with it; remove one of the two"
         );
+        let e = err(
+            "targets:\n  - name: kb\n    url: https://u:p@kb.example.com/mcp\n    basic_auth: {username: u}\n",
+        );
+        assert_eq!(
+            e,
+            "test.yml: targets[0].url: target \"kb\" authenticates with `basic_auth`, and its URL carries user info (sent as basic authentication): remove one of the two"
+        );
         let e = err(&format!(
             "global:\n  authorization: {{credentials: x}}\n{}",
             one_target("    headers:\n      Authorization: Bearer x\n")

@@ -238,6 +238,18 @@ impl Validator<'_> {
                 let own_auth = own.auth.as_ref().map(|(_, block)| *block);
                 let http = own.over(&global.http);
                 self.no_authorization_header(p, &who, &raw, &http, own_auth)?;
+                if let (Some(block), Endpoint::Http { url, .. }) =
+                    (auth_block(&http.auth), &endpoint)
+                    && (!url.username().is_empty() || url.password().is_some())
+                {
+                    return Err(self.err(
+                        format!("{p}.url"),
+                        format!(
+                            "{who} authenticates with `{block}`, and its URL carries user info \
+                             (sent as basic authentication): remove one of the two"
+                        ),
+                    ));
+                }
                 http
             }
             Endpoint::Command(_) => HttpClientConfig::default(),
