@@ -343,3 +343,47 @@ async fn auth_failure_counters_exist_at_zero_for_targets_with_an_auth_block() {
     }
     h.supervisor.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_with_a_bad_credentials_file_keeps_the_running_configuration() {
+    let lab = start_lab([("a", Behaviour::default())]).await;
+    let dir = tempfile::tempdir().unwrap();
+    put(dir.path(), "token", "t0k3n\n");
+    let path = dir.path().join("mcp_exporter.yml");
+    let good = format!(
+        "global:\n  ping_interval: 500ms\ntargets:\n  - name: a\n    url: {}\n    authorization:\n      credentials_file: token\n",
+        lab.url("a")
+    );
+    std::fs::write(&path, &good).unwrap();
+    let e = common::Exporter::spawn(&[format!("--config.file={}", path.display())], &[]);
+    e.until_metrics("a up", |s| s.v("mcp_probe_up", &[("target", "a")]) == 1.0)
+        .await;
+
+    // The same target, now also with a client key that does not exist.
+    let bad = format!(
+        "{good}    tls_config:\n      cert_file: client.pem\n      key_file: missing.key\n"
+    );
+    let client = leaf(&ca(), &["probe"]);
+    put(dir.path(), "client.pem", &client.cert);
+    std::fs::write(&path, bad).unwrap();
+    let resp = e.reload().await;
+    assert_eq!(resp.status(), 500);
+    let body = resp.text().await.unwrap();
+    assert!(
+        body.contains("mcp_exporter.yml: targets[0].tls_config.key_file: cannot read "),
+        "{body}"
+    );
+    let s = e
+        .until_metrics("reload failure recorded", |s| {
+            s.v("mcp_exporter_config_last_reload_successful", &[]) == 0.0
+        })
+        .await;
+    assert_eq!(s.v("mcp_probe_up", &[("target", "a")]), 1.0);
+    assert_eq!(
+        s.v(
+            "mcp_probe_auth_failures_total",
+            &[("target", "a"), ("reason", "credentials")]
+        ),
+        0.0
+    );
+}
