@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use super::expand::expand_env;
+use super::headers::is_token_byte;
 use super::raw::{RawAuthorization, RawBasicAuth, RawHttp, RawOAuth2, RawTls};
 use super::validate::Validator;
 use super::{
@@ -105,11 +106,7 @@ impl Validator<'_> {
     fn authorization(&self, p: &str, raw: RawAuthorization) -> Result<TargetAuth, ConfigError> {
         let scheme = raw.kind.unwrap_or_else(|| "Bearer".to_owned());
         let field = join(p, "type");
-        if scheme.is_empty()
-            || !scheme
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-        {
+        if scheme.is_empty() || !scheme.bytes().all(is_token_byte) {
             return Err(self.err(
                 field,
                 "not an HTTP authentication scheme (one word, like Bearer)",
@@ -118,14 +115,8 @@ impl Validator<'_> {
         if scheme.eq_ignore_ascii_case("basic") {
             return Err(self.err(field, "type Basic: use `basic_auth` instead"));
         }
-        let credentials = self
-            .secret(p, "credentials", raw.credentials, raw.credentials_file)?
-            .ok_or_else(|| {
-                self.err(
-                    join(p, "credentials"),
-                    "required: `credentials` or `credentials_file`",
-                )
-            })?;
+        let credentials =
+            self.required_secret(p, "credentials", raw.credentials, raw.credentials_file)?;
         Ok(TargetAuth::Authorization {
             scheme,
             credentials,
@@ -133,14 +124,7 @@ impl Validator<'_> {
     }
 
     fn basic_auth(&self, p: &str, raw: RawBasicAuth) -> Result<TargetAuth, ConfigError> {
-        let username = self
-            .secret(p, "username", raw.username, raw.username_file)?
-            .ok_or_else(|| {
-                self.err(
-                    join(p, "username"),
-                    "required: `username` or `username_file`",
-                )
-            })?;
+        let username = self.required_secret(p, "username", raw.username, raw.username_file)?;
         let password = self.secret(p, "password", raw.password, raw.password_file)?;
         Ok(TargetAuth::Basic { username, password })
     }
@@ -411,8 +395,7 @@ impl Validator<'_> {
         Ok(url)
     }
 
-    /// `key` inline (`${VAR}` expanded, checked as a header value) or `key_file` (read now);
-    /// both is an error.
+    /// `key` inline (`${VAR}` expanded, checked as a header value) or `key_file` (read now).
     fn secret(
         &self,
         p: &str,
@@ -420,38 +403,44 @@ impl Validator<'_> {
         inline: Option<String>,
         file: Option<String>,
     ) -> Result<Option<SecretSource>, ConfigError> {
-        match (inline, file) {
-            (Some(_), Some(_)) => Err(self.both(p, key)),
-            (None, None) => Ok(None),
-            (Some(raw), None) => {
-                let field = join(p, key);
-                let value = expand_env(&raw, self.env).map_err(|why| self.err(&field, why))?;
+        let no_controls = |field: &str, value: &str, what: &str| {
+            if value.chars().any(char::is_control) {
+                return Err(self.err(
+                    field,
+                    format!("{what}contains a line break or another control character"),
+                ));
+            }
+            Ok(())
+        };
+        self.one_of(
+            p,
+            key,
+            (inline, file),
+            |raw, field| {
+                let value = expand_env(&raw, self.env).map_err(|why| self.err(field, why))?;
                 if value.is_empty() {
                     return Err(self.err(field, "empty"));
                 }
-                if value.chars().any(char::is_control) {
-                    return Err(
-                        self.err(field, "contains a line break or another control character")
-                    );
-                }
-                Ok(Some(SecretSource::Inline(Secret::new(value))))
-            }
-            (None, Some(raw)) => {
-                let field = format!("{}_file", join(p, key));
-                let path = self.file_path(&field, &raw)?;
-                let value = files::read_secret(&path).map_err(|why| self.err(&field, why))?;
-                if value.chars().any(char::is_control) {
-                    return Err(self.err(
-                        field,
-                        format!(
-                            "{} contains a line break or another control character",
-                            path.display()
-                        ),
-                    ));
-                }
-                Ok(Some(SecretSource::File(path)))
-            }
-        }
+                no_controls(field, &value, "")?;
+                Ok(SecretSource::Inline(Secret::new(value)))
+            },
+            |path, field| {
+                let value = files::read_secret(&path).map_err(|why| self.err(field, why))?;
+                no_controls(field, &value, &format!("{} ", path.display()))?;
+                Ok(SecretSource::File(path))
+            },
+        )
+    }
+
+    fn required_secret(
+        &self,
+        p: &str,
+        key: &str,
+        inline: Option<String>,
+        file: Option<String>,
+    ) -> Result<SecretSource, ConfigError> {
+        self.secret(p, key, inline, file)?
+            .ok_or_else(|| self.err(join(p, key), format!("required: `{key}` or `{key}_file`")))
     }
 
     /// A PEM key: inline (a [`Secret`], not expanded) or a file (checked by the caller).
@@ -462,15 +451,13 @@ impl Validator<'_> {
         inline: Option<String>,
         file: Option<String>,
     ) -> Result<Option<SecretSource>, ConfigError> {
-        match (inline, file) {
-            (Some(_), Some(_)) => Err(self.both(p, key)),
-            (None, None) => Ok(None),
-            (Some(pem), None) => Ok(Some(SecretSource::Inline(Secret::new(pem)))),
-            (None, Some(raw)) => {
-                let field = format!("{}_file", join(p, key));
-                Ok(Some(SecretSource::File(self.file_path(&field, &raw)?)))
-            }
-        }
+        self.one_of(
+            p,
+            key,
+            (inline, file),
+            |pem, _| Ok(SecretSource::Inline(Secret::new(pem))),
+            |path, _| Ok(SecretSource::File(path)),
+        )
     }
 
     /// A certificate bundle: inline or a file (checked by the caller).
@@ -481,13 +468,32 @@ impl Validator<'_> {
         inline: Option<String>,
         file: Option<String>,
     ) -> Result<Option<PemSource>, ConfigError> {
+        self.one_of(
+            p,
+            key,
+            (inline, file),
+            |pem, _| Ok(PemSource::Inline(pem)),
+            |path, _| Ok(PemSource::File(path)),
+        )
+    }
+
+    /// `key` or `key_file` (a path resolved against the configuration's folder), not both;
+    /// each made into a value by its function, given the field path for messages.
+    fn one_of<T>(
+        &self,
+        p: &str,
+        key: &str,
+        (inline, file): (Option<String>, Option<String>),
+        from_inline: impl FnOnce(String, &str) -> Result<T, ConfigError>,
+        from_file: impl FnOnce(PathBuf, &str) -> Result<T, ConfigError>,
+    ) -> Result<Option<T>, ConfigError> {
         match (inline, file) {
             (Some(_), Some(_)) => Err(self.both(p, key)),
             (None, None) => Ok(None),
-            (Some(pem), None) => Ok(Some(PemSource::Inline(pem))),
+            (Some(value), None) => from_inline(value, &join(p, key)).map(Some),
             (None, Some(raw)) => {
                 let field = format!("{}_file", join(p, key));
-                Ok(Some(PemSource::File(self.file_path(&field, &raw)?)))
+                from_file(self.file_path(&field, &raw)?, &field).map(Some)
             }
         }
     }

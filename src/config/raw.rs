@@ -10,6 +10,43 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use std::fmt;
 use std::marker::PhantomData;
 
+/// Declares a raw struct with the `http_config` blocks after its own fields, and `take_http`
+/// to move them out. Written out rather than `#[serde(flatten)]`: flattening would switch off
+/// `deny_unknown_fields`.
+macro_rules! with_http_blocks {
+    (
+        $(#[$meta:meta])*
+        pub(super) struct $name:ident { $(pub(super) $field:ident: $ty:ty,)* }
+    ) => {
+        $(#[$meta])*
+        pub(super) struct $name {
+            $(pub(super) $field: $ty,)*
+            pub(super) authorization: Option<RawAuthorization>,
+            pub(super) basic_auth: Option<RawBasicAuth>,
+            pub(super) oauth2: Option<RawOAuth2>,
+            pub(super) tls_config: Option<RawTls>,
+            pub(super) proxy_url: Option<String>,
+            pub(super) no_proxy: Option<String>,
+            pub(super) proxy_from_environment: Option<bool>,
+        }
+
+        impl $name {
+            #[allow(dead_code)] // RawHttp is the blocks already
+            pub(super) fn take_http(&mut self) -> RawHttp {
+                RawHttp {
+                    authorization: self.authorization.take(),
+                    basic_auth: self.basic_auth.take(),
+                    oauth2: self.oauth2.take(),
+                    tls_config: self.tls_config.take(),
+                    proxy_url: self.proxy_url.take(),
+                    no_proxy: self.no_proxy.take(),
+                    proxy_from_environment: self.proxy_from_environment.take(),
+                }
+            }
+        }
+    };
+}
+
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
@@ -20,6 +57,7 @@ pub(super) struct RawConfig {
     pub(super) targets: Option<Vec<RawTarget>>,
 }
 
+with_http_blocks! {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a mapping of global settings")]
 pub(super) struct RawGlobal {
@@ -30,15 +68,10 @@ pub(super) struct RawGlobal {
     pub(super) max_pages: Option<i64>,
     pub(super) max_listing_bytes: Option<RawBytes>,
     pub(super) connections: Option<i64>,
-    pub(super) authorization: Option<RawAuthorization>,
-    pub(super) basic_auth: Option<RawBasicAuth>,
-    pub(super) oauth2: Option<RawOAuth2>,
-    pub(super) tls_config: Option<RawTls>,
-    pub(super) proxy_url: Option<String>,
-    pub(super) no_proxy: Option<String>,
-    pub(super) proxy_from_environment: Option<bool>,
+}
 }
 
+with_http_blocks! {
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
@@ -63,57 +96,17 @@ pub(super) struct RawTarget {
     pub(super) max_pages: Option<i64>,
     pub(super) max_listing_bytes: Option<RawBytes>,
     pub(super) probes: Option<Vec<probes::RawProbe>>,
-    pub(super) authorization: Option<RawAuthorization>,
-    pub(super) basic_auth: Option<RawBasicAuth>,
-    pub(super) oauth2: Option<RawOAuth2>,
-    pub(super) tls_config: Option<RawTls>,
-    pub(super) proxy_url: Option<String>,
-    pub(super) no_proxy: Option<String>,
-    pub(super) proxy_from_environment: Option<bool>,
+}
 }
 
-/// The `http_config` blocks of a target, of `global`, or of a `check --http-config` file (where
-/// they stand at the top level). Listed again in [`RawGlobal`] and [`RawTarget`] rather than
-/// flattened into them: serde's `flatten` would switch off `deny_unknown_fields`.
+with_http_blocks! {
+/// The `http_config` blocks of a `check --http-config` file, where they stand at the top level.
 #[derive(Deserialize, Default)]
 #[serde(
     deny_unknown_fields,
     expecting = "a mapping of http_config blocks (authorization, basic_auth, oauth2, tls_config, proxy_url …)"
 )]
-pub(super) struct RawHttp {
-    pub(super) authorization: Option<RawAuthorization>,
-    pub(super) basic_auth: Option<RawBasicAuth>,
-    pub(super) oauth2: Option<RawOAuth2>,
-    pub(super) tls_config: Option<RawTls>,
-    pub(super) proxy_url: Option<String>,
-    pub(super) no_proxy: Option<String>,
-    pub(super) proxy_from_environment: Option<bool>,
-}
-
-macro_rules! take_http {
-    ($raw:expr) => {
-        RawHttp {
-            authorization: $raw.authorization.take(),
-            basic_auth: $raw.basic_auth.take(),
-            oauth2: $raw.oauth2.take(),
-            tls_config: $raw.tls_config.take(),
-            proxy_url: $raw.proxy_url.take(),
-            no_proxy: $raw.no_proxy.take(),
-            proxy_from_environment: $raw.proxy_from_environment.take(),
-        }
-    };
-}
-
-impl RawTarget {
-    pub(super) fn take_http(&mut self) -> RawHttp {
-        take_http!(self)
-    }
-}
-
-impl RawGlobal {
-    pub(super) fn take_http(&mut self) -> RawHttp {
-        take_http!(self)
-    }
+pub(super) struct RawHttp {}
 }
 
 /// `authorization` (Prometheus: `type`, `credentials`, `credentials_file`).

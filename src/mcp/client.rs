@@ -156,7 +156,7 @@ impl Client {
         observe: Observe<'_>,
     ) -> Result<Client, McpError> {
         let duplex = timed(observe, "sse/connect", async {
-            legacy_sse::connect_sse_via(
+            legacy_sse::connect_sse(
                 sse.net.clone(),
                 sse.url.clone(),
                 &sse.headers,

@@ -33,22 +33,10 @@ const MAX_EVENTS_BEFORE_ENDPOINT: usize = 16;
 const POST_DRAIN_BYTES: usize = 64 * 1024;
 
 /// Open the SSE stream at `url` and wait (at most `timeout`) for its `endpoint` event. `headers`
-/// go on the GET and every POST; each POST is bounded by `timeout`; each event by
-/// `limits.max_body_bytes` (one event is one whole message). No `http_config`: see
-/// [`connect_sse_via`].
+/// go on the GET and every POST, with the `Authorization` of `net` (the target's client and
+/// credentials; a refusal they can fix is retried once); each POST is bounded by `timeout`; each
+/// event by `limits.max_body_bytes` (one event is one whole message).
 pub async fn connect_sse(
-    url: Url,
-    headers: &[(String, String)],
-    inbox: Arc<Inbox>,
-    limits: Limits,
-    timeout: Duration,
-) -> Result<Duplex, McpError> {
-    connect_sse_via(TargetHttp::plain(), url, headers, inbox, limits, timeout).await
-}
-
-/// [`connect_sse`] with the target's client and credentials: the GET and every POST carry its
-/// `Authorization`, and a refusal they can fix is retried once.
-pub async fn connect_sse_via(
     net: Arc<TargetHttp>,
     url: Url,
     headers: &[(String, String)],

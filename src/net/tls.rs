@@ -166,8 +166,8 @@ pub fn client_config(tls: &TlsConfig, material: Material) -> Result<rustls::Clie
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS versions: {e}"))?;
-    let verifier: Arc<dyn ServerCertVerifier> = if tls.insecure_skip_verify {
-        Arc::new(AcceptAny(provider.clone()))
+    let inner: Option<Arc<dyn ServerCertVerifier>> = if tls.insecure_skip_verify {
+        None
     } else if let Some(roots) = material.roots {
         let mut store = rustls::RootCertStore::empty();
         for cert in roots {
@@ -175,26 +175,32 @@ pub fn client_config(tls: &TlsConfig, material: Material) -> Result<rustls::Clie
                 .add(cert)
                 .map_err(|e| format!("CA certificate not usable as a root: {e}"))?;
         }
-        rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(store), provider)
+        Some(
+            rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(store),
+                provider.clone(),
+            )
             .build()
-            .map_err(|e| format!("CA roots: {e}"))?
-    } else {
-        Arc::new(
-            rustls_platform_verifier::Verifier::new(provider)
-                .map_err(|e| format!("platform roots: {e}"))?,
+            .map_err(|e| format!("CA roots: {e}"))?,
         )
+    } else {
+        Some(Arc::new(
+            rustls_platform_verifier::Verifier::new(provider.clone())
+                .map_err(|e| format!("platform roots: {e}"))?,
+        ))
     };
-    let verifier = match &tls.server_name {
-        Some(name) if !tls.insecure_skip_verify => {
-            let name = ServerName::try_from(name.clone())
-                .map_err(|_| format!("server_name {name:?} is not a DNS name or IP address"))?;
-            Arc::new(ServerNameOverride {
-                inner: verifier,
-                name,
-            })
-        }
-        _ => verifier,
+    let name = match &tls.server_name {
+        Some(name) => Some(
+            ServerName::try_from(name.clone())
+                .map_err(|_| format!("server_name {name:?} is not a DNS name or IP address"))?,
+        ),
+        None => None,
     };
+    let verifier = Arc::new(Verifier {
+        inner,
+        name,
+        provider,
+    });
     let builder = builder
         .dangerous()
         .with_custom_certificate_verifier(verifier);
@@ -213,21 +219,37 @@ pub fn is_default(tls: &TlsConfig) -> bool {
     *tls == TlsConfig::default()
 }
 
-/// `insecure_skip_verify: true`: any certificate for any name is accepted; handshake signatures
-/// are still checked (they prove the peer holds the key of the certificate it sent).
+/// How the server's certificate is judged: by `inner` (the configured CA, or the platform's
+/// roots) for `name` when `server_name` is set (a target reached by IP address, or through a
+/// name its certificate does not carry), else for the URL's host; with `insecure_skip_verify`
+/// (`inner` none) not at all. Handshake signatures are always checked: they prove the peer holds
+/// the key of the certificate it sent.
 #[derive(Debug)]
-struct AcceptAny(Arc<CryptoProvider>);
+struct Verifier {
+    inner: Option<Arc<dyn ServerCertVerifier>>,
+    name: Option<ServerName<'static>>,
+    provider: Arc<CryptoProvider>,
+}
 
-impl ServerCertVerifier for AcceptAny {
+impl ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
+        match &self.inner {
+            None => Ok(ServerCertVerified::assertion()),
+            Some(inner) => inner.verify_server_cert(
+                end_entity,
+                intermediates,
+                self.name.as_ref().unwrap_or(server_name),
+                ocsp,
+                now,
+            ),
+        }
     }
 
     fn verify_tls12_signature(
@@ -240,7 +262,7 @@ impl ServerCertVerifier for AcceptAny {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
@@ -254,56 +276,14 @@ impl ServerCertVerifier for AcceptAny {
             message,
             cert,
             dss,
-            &self.0.signature_verification_algorithms,
+            &self.provider.signature_verification_algorithms,
         )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
-/// `server_name`: the certificate is verified for this name instead of the URL's host (for a
-/// target reached by IP address or through a name the certificate does not carry).
-#[derive(Debug)]
-struct ServerNameOverride {
-    inner: Arc<dyn ServerCertVerifier>,
-    name: ServerName<'static>,
-}
-
-impl ServerCertVerifier for ServerNameOverride {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        self.inner
-            .verify_server_cert(end_entity, intermediates, &self.name, ocsp, now)
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
