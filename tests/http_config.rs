@@ -207,8 +207,18 @@ targets:
     let s = h.scrape();
     assert_eq!(s.v("mcp_probe_up", &[("target", "nocert")]), 0.0);
     assert_eq!(s.v("mcp_probe_up", &[("target", "noname")]), 0.0);
-    // no auth block: no auth failure series
-    assert!(!s.text.contains("mcp_probe_auth_failures_total"));
+    // a client certificate is a credential: its failures are counted (nocert has none)
+    assert_eq!(
+        s.get(
+            "mcp_probe_auth_failures_total",
+            &[("target", "kb"), ("reason", "credentials")]
+        ),
+        Some(0.0)
+    );
+    assert!(
+        !s.text
+            .contains("mcp_probe_auth_failures_total{target=\"nocert\"")
+    );
 
     // Rotation: a new CA signs the server and the client; the old ones are no longer accepted
     // (nor is the old CA trusted by anyone), so a handshake of the new generation proves the
@@ -233,6 +243,26 @@ targets:
     };
     let before = pings(&h.scrape());
     h.until("kb answers liveness checks after the rotation", |s| {
+        pings(s) >= before + 2.0 && s.v("mcp_probe_up", &[("target", "kb")]) == 1.0
+    })
+    .await;
+
+    // A rotation gone wrong (a key of another certificate): refused, counted, and the working
+    // client stays in use.
+    put(dir.path(), "client.key", &leaf(&second, &["other"]).key);
+    let credentials = |s: &common::Scrape| {
+        s.v(
+            "mcp_probe_auth_failures_total",
+            &[("target", "kb"), ("reason", "credentials")],
+        )
+    };
+    let s = h
+        .until("the unusable key counted as a credentials failure", |s| {
+            credentials(s) >= 1.0
+        })
+        .await;
+    let before = pings(&s);
+    h.until("kb still answers with the previous files", |s| {
         pings(s) >= before + 2.0 && s.v("mcp_probe_up", &[("target", "kb")]) == 1.0
     })
     .await;

@@ -123,6 +123,11 @@ impl TargetHttp {
         !self.auth.is_none()
     }
 
+    /// Whether the target has credentials that can fail: an auth block or a client certificate.
+    pub fn has_credentials(&self) -> bool {
+        self.has_auth() || self.tls.client_cert.is_some()
+    }
+
     /// The current client: rebuilt when a TLS file changed since the last look.
     pub fn client(&self) -> reqwest::Client {
         let mut s = self.state.lock().expect("client lock");

@@ -115,7 +115,7 @@ impl Supervisor {
         let net = super::connection::target_http(t)
             .inspect_err(|e| tracing::error!(target = %t.name, error = %e, "cannot build the target's HTTP client; not probing it"))
             .ok();
-        if let Some(net) = net.as_ref().filter(|n| n.has_auth()) {
+        if let Some(net) = net.as_ref().filter(|n| n.has_credentials()) {
             net.count_failures(metrics.auth_failures());
         }
         for index in 0..t.connections {

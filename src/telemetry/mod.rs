@@ -325,7 +325,8 @@ impl TargetMetrics {
     }
 
     /// `mcp_probe_auth_failures_total` of this target, every reason created at 0 (an alert on
-    /// the increase of one must see its first failure): for targets with an auth block.
+    /// the increase of one must see its first failure): for targets with credentials (an auth
+    /// block or a client certificate).
     pub fn auth_failures(&self) -> crate::net::FailureSink {
         let counters: Vec<(crate::net::refusal::AuthStep, metrics::Counter)> =
             crate::net::refusal::AuthStep::ALL
