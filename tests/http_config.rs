@@ -408,3 +408,59 @@ async fn a_reload_with_a_bad_credentials_file_keeps_the_running_configuration() 
         0.0
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_reads_an_http_config_file() {
+    let lab = start_lab([("kb", Behaviour::default())]).await;
+    let pki = ca();
+    let front = Front::start(lab.addr(), server_config(&pki)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = leaf(&pki, &["probe"]);
+    put(dir.path(), "ca.pem", &pki.pem);
+    put(dir.path(), "client.pem", &client.cert);
+    put(dir.path(), "client.key", &client.key);
+    let tls = "tls_config:\n  ca_file: ca.pem\n  server_name: mcp.internal\n";
+    put(
+        dir.path(),
+        "mtls.yml",
+        &format!("{tls}  cert_file: client.pem\n  key_file: client.key\n"),
+    );
+    put(dir.path(), "nocert.yml", tls);
+    let url = format!("https://127.0.0.1:{}/kb/mcp", front.addr.port());
+    let check = |file: &str| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
+            .args(["check", "--timeout", "5s", "--http-config"])
+            .arg(dir.path().join(file))
+            .arg(&url)
+            .output()
+    };
+    let out = tokio::time::timeout(DEADLINE, check("mtls.yml"))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("PASS"), "{text}");
+    assert!(front.handshakes(0) >= 1);
+
+    let out = tokio::time::timeout(DEADLINE, check("nocert.yml"))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("could not connect: tls"), "{text}");
+
+    // A file that does not load: the error names it and the field.
+    put(dir.path(), "bad.yml", "tls_config:\n  key_file: client.key\n");
+    let out = tokio::time::timeout(DEADLINE, check("bad.yml"))
+        .await
+        .unwrap()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("bad.yml: tls_config.cert_file: a client key needs its certificate"),
+        "{err}"
+    );
+}
