@@ -452,7 +452,11 @@ async fn check_reads_an_http_config_file() {
     assert!(text.contains("could not connect: tls"), "{text}");
 
     // A file that does not load: the error names it and the field.
-    put(dir.path(), "bad.yml", "tls_config:\n  key_file: client.key\n");
+    put(
+        dir.path(),
+        "bad.yml",
+        "tls_config:\n  key_file: client.key\n",
+    );
     let out = tokio::time::timeout(DEADLINE, check("bad.yml"))
         .await
         .unwrap()

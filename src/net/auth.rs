@@ -13,7 +13,7 @@ use reqwest::header::HeaderValue;
 
 use super::files::{self, Stamp};
 use super::refusal::{AuthError, AuthStep, Refusal, Retry};
-use crate::config::{SecretSource, TargetAuth};
+use crate::config::{OAuth2Config, SecretSource, TargetAuth};
 use crate::oauth::TokenSource;
 
 /// How one target's requests are authenticated.
@@ -29,7 +29,7 @@ impl Auth {
         target: &str,
         cfg: &TargetAuth,
         resource: &url::Url,
-        oauth_http: impl FnOnce() -> Result<reqwest::Client, AuthError>,
+        oauth_http: impl FnOnce(&OAuth2Config) -> Result<reqwest::Client, AuthError>,
     ) -> Result<Auth, AuthError> {
         Ok(match cfg {
             TargetAuth::None => Auth::None,
@@ -47,7 +47,7 @@ impl Auth {
                 second: password.as_ref().map(SecretCell::new),
             }),
             TargetAuth::OAuth2(o) => {
-                Auth::OAuth2(TokenSource::new(target, o, resource, oauth_http()?))
+                Auth::OAuth2(TokenSource::new(target, o, resource, oauth_http(o)?))
             }
         })
     }
@@ -177,7 +177,7 @@ mod tests {
         "https://kb.example/mcp".parse().unwrap()
     }
 
-    fn no_oauth() -> Result<reqwest::Client, AuthError> {
+    fn no_oauth(_: &OAuth2Config) -> Result<reqwest::Client, AuthError> {
         unreachable!("no oauth2 here")
     }
 

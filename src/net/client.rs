@@ -17,9 +17,7 @@ use super::auth::Auth;
 use super::files::{self, Stamp};
 use super::refusal::{AuthError, AuthStep, Refusal, Retry};
 use super::{proxy, tls};
-use crate::config::{
-    HttpClientConfig, PemSource, ProxyConfig, SecretSource, TargetAuth, TlsConfig,
-};
+use crate::config::{HttpClientConfig, PemSource, ProxyConfig, SecretSource, TlsConfig};
 
 /// TCP keepalive so a half-open GET stream is noticed by the kernel.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
@@ -81,10 +79,7 @@ impl TargetHttp {
         let credentials = |why: String| AuthError::new(AuthStep::Credentials, why);
         warn_insecure(target, "tls_config", &cfg.tls);
         let client = build_client(&cfg.tls, &cfg.proxy).map_err(credentials)?;
-        let auth = Auth::new(target, &cfg.auth, resource, || {
-            let TargetAuth::OAuth2(o) = &cfg.auth else {
-                unreachable!("only oauth2 asks for a client")
-            };
+        let auth = Auth::new(target, &cfg.auth, resource, |o| {
             warn_insecure(target, "oauth2.tls_config", &o.tls);
             build_client(&o.tls, &o.proxy).map_err(credentials)
         })?;
