@@ -468,3 +468,49 @@ async fn check_reads_an_http_config_file() {
         "{err}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_credentials_are_counted_and_named_on_the_status_page() {
+    // A server that refuses every request as a bearer-protected resource does.
+    let app = axum::Router::new().fallback(|| async {
+        (
+            axum::http::StatusCode::UNAUTHORIZED,
+            [("www-authenticate", "Bearer realm=\"mcp\"")],
+            "",
+        )
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let yaml = format!(
+        "targets:\n  - name: kb\n    url: http://{addr}/mcp\n    transport: streamable_http\n    basic_auth:\n      username: probe\n      password: s3cr3t-sentinel\n"
+    );
+    let config = Config::parse(&yaml, "test.yml", &|_| None).unwrap();
+    let mut h = Harness::new();
+    h.supervisor.apply(&config);
+    let s = h
+        .until("refusals counted", |s| {
+            s.v(
+                "mcp_probe_auth_failures_total",
+                &[("target", "kb"), ("reason", "unauthorized")],
+            ) >= 1.0
+                && failures(s, "kb", "auth") >= 1.0
+        })
+        .await;
+    assert_eq!(
+        s.v(
+            "mcp_probe_auth_failures_total",
+            &[("target", "kb"), ("reason", "forbidden")]
+        ),
+        0.0
+    );
+    let status = h.supervisor.status().snapshot().to_json(1 << 20);
+    assert!(
+        status.contains(
+            "auth: unauthorized: HTTP 401: the target refused the configured credentials"
+        ),
+        "{status}"
+    );
+    assert!(!status.contains("s3cr3t-sentinel"));
+    h.supervisor.shutdown().await;
+}
