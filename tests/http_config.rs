@@ -514,3 +514,41 @@ async fn refused_credentials_are_counted_and_named_on_the_status_page() {
     assert!(!status.contains("s3cr3t-sentinel"));
     h.supervisor.shutdown().await;
 }
+
+#[tokio::test]
+async fn requests_go_through_proxy_url_except_to_no_proxy_hosts() {
+    // A forward proxy that records the request targets it is asked for and answers 503.
+    let asked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let a = asked.clone();
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let a = a.clone();
+        async move {
+            a.lock().unwrap().push(uri.to_string());
+            axum::http::StatusCode::SERVICE_UNAVAILABLE
+        }
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let target: url::Url = "http://mcp.invalid/mcp".parse().unwrap();
+    let send = |yaml: String| {
+        let target = target.clone();
+        async move {
+            let cfg = HttpClientConfig::parse(&yaml, "http.yml", None, &|_| None).unwrap();
+            let net = TargetHttp::new("kb", &cfg, &target).unwrap();
+            net.send(|c| c.get(target.clone())).await
+        }
+    };
+    let resp = send(format!("proxy_url: http://{proxy}\n")).await.unwrap();
+    assert_eq!(resp.status(), 503);
+    assert_eq!(*asked.lock().unwrap(), ["http://mcp.invalid/mcp"]);
+
+    // Excepted: sent direct, so the name (reserved, never resolving) fails to resolve.
+    let err = send(format!(
+        "proxy_url: http://{proxy}\nno_proxy: mcp.invalid\n"
+    ))
+    .await
+    .unwrap_err();
+    assert!(matches!(err, SendError::Http(_)), "{err:?}");
+    assert_eq!(asked.lock().unwrap().len(), 1);
+}
