@@ -101,6 +101,10 @@ struct CheckArgs {
     /// from the environment. Values are never printed.
     #[arg(long = "header", value_name = "HEADER")]
     headers: Vec<String>,
+    /// Credentials, TLS and proxy: a YAML file with a target's http_config blocks at the top
+    /// level (authorization, basic_auth, oauth2, tls_config, proxy_url …).
+    #[arg(long = "http-config", value_name = "FILE")]
+    http_config: Option<std::path::PathBuf>,
     /// Deadline of each request.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     timeout: Duration,
@@ -291,8 +295,10 @@ fn listen_window(text: &str) -> Result<Duration, String> {
 fn check_options(args: &CheckArgs) -> Result<check::Options, String> {
     let endpoint = match (&args.url, args.stdio.split_first()) {
         (_, Some((program, rest))) => {
-            if !args.headers.is_empty() {
-                return Err("--header applies to a URL, not to a stdio server".into());
+            if !args.headers.is_empty() || args.http_config.is_some() {
+                return Err(
+                    "--header and --http-config apply to a URL, not to a stdio server".into(),
+                );
             }
             Endpoint::Command(CommandSpec {
                 command: program.into(),
@@ -326,6 +332,10 @@ fn check_options(args: &CheckArgs) -> Result<check::Options, String> {
         endpoint,
         legacy_clients: args.legacy_clients,
         headers: headers("--header", &args.headers)?,
+        http: match &args.http_config {
+            None => Default::default(),
+            Some(path) => config::HttpClientConfig::load(path).map_err(|e| e.to_string())?,
+        },
         timeout: args.timeout,
         protocol_version: args
             .protocol_version

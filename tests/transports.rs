@@ -17,6 +17,7 @@ use mcp_exporter::mcp::inbox::ServerRequest;
 use mcp_exporter::mcp::legacy_sse::connect_sse;
 use mcp_exporter::mcp::stdio::{Command, connect_stdio};
 use mcp_exporter::mcp::{Client, Dialer, Era, Inbox, Limits, McpError, Reason, jsonrpc};
+use mcp_exporter::net::TargetHttp;
 use serde_json::{Value, json};
 use sse_peer::{Options, SsePeer};
 use tokio::sync::mpsc;
@@ -383,6 +384,7 @@ async fn sse(peer: &SsePeer, inbox: Arc<Inbox>, limits: Limits) -> Result<Duplex
     within(
         "connect",
         connect_sse(
+            TargetHttp::plain(),
             peer.url.clone(),
             &headers,
             inbox,
@@ -548,6 +550,7 @@ async fn external_sse_server_handshake_walk_and_ping() {
     let d = within(
         "connect",
         connect_sse(
+            TargetHttp::plain(),
             url::Url::parse(&url).unwrap(),
             &[],
             inbox,

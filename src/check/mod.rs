@@ -42,7 +42,23 @@ use recorder::{compare, elapsed, names};
 /// Run every check once against `opts.endpoint`.
 pub async fn run(opts: &Options) -> Report {
     let mut report = Report::new(&opts.endpoint);
-    let dialer = match crate::probe::connection::dialer(&opts.endpoint, &opts.headers) {
+    let net = match opts.endpoint {
+        crate::config::Endpoint::Http { ref url, .. } => {
+            match crate::net::TargetHttp::new("check", &opts.http, url) {
+                Ok(net) => net,
+                Err(e) => {
+                    report.row(
+                        Status::Error,
+                        "initialize",
+                        format!("no HTTP client: {}: {}", e.step.as_str(), e.detail),
+                    );
+                    return report;
+                }
+            }
+        }
+        crate::config::Endpoint::Command(_) => crate::net::TargetHttp::plain(),
+    };
+    let dialer = match crate::probe::connection::dialer(&opts.endpoint, &opts.headers, &net) {
         Ok(d) => d,
         Err(e) => {
             report.row(Status::Error, "initialize", format!("no HTTP client: {e}"));

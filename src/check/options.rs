@@ -20,6 +20,8 @@ pub struct Options {
     pub legacy_clients: bool,
     /// Extra request headers ('Authorization' …); values are never printed.
     pub headers: Vec<(String, Secret)>,
+    /// `--http-config FILE`: credentials, TLS and proxy, as a target's `http_config` blocks.
+    pub http: crate::config::HttpClientConfig,
     /// Deadline of each request.
     pub timeout: Duration,
     /// The protocol version offered in `initialize` (default: the newest this client speaks).

@@ -70,6 +70,16 @@ impl Validator<'_> {
                     ("transport", raw.transport.is_some()),
                     ("headers", raw.headers.is_some()),
                     ("header_files", raw.header_files.is_some()),
+                    ("authorization", raw.authorization.is_some()),
+                    ("basic_auth", raw.basic_auth.is_some()),
+                    ("oauth2", raw.oauth2.is_some()),
+                    ("tls_config", raw.tls_config.is_some()),
+                    ("proxy_url", raw.proxy_url.is_some()),
+                    ("no_proxy", raw.no_proxy.is_some()),
+                    (
+                        "proxy_from_environment",
+                        raw.proxy_from_environment.is_some(),
+                    ),
                 ];
                 if let Some((key, _)) = only_url.iter().find(|(_, set)| *set) {
                     return Err(self.err(

@@ -171,7 +171,7 @@ pub fn header_flag(text: &str) -> Result<(String, Secret), String> {
 }
 
 /// RFC 9110 `tchar`.
-fn is_token_byte(b: u8) -> bool {
+pub(super) fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 

@@ -139,8 +139,9 @@ pub enum TlsVersion {
     Tls13,
 }
 
-/// `proxy_url`, `no_proxy`, `proxy_from_environment`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// `proxy_url`, `no_proxy`, `proxy_from_environment`. `Debug` and `Display` show the proxy URL
+/// through [`super::redact_url`] (its password is a secret).
+#[derive(Clone, PartialEq, Eq, Default)]
 pub enum ProxyConfig {
     #[default]
     Direct,
@@ -151,4 +152,36 @@ pub enum ProxyConfig {
     },
     /// `proxy_from_environment: true`: HTTP(S)_PROXY and NO_PROXY.
     FromEnvironment,
+}
+
+impl std::fmt::Display for ProxyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProxyConfig::Direct => f.write_str("direct"),
+            ProxyConfig::FromEnvironment => f.write_str("from the environment"),
+            ProxyConfig::Url { url, no_proxy } if no_proxy.is_empty() => {
+                f.write_str(&super::redact_url(url))
+            }
+            ProxyConfig::Url { url, no_proxy } => write!(
+                f,
+                "{} (except {})",
+                super::redact_url(url),
+                no_proxy.join(",")
+            ),
+        }
+    }
+}
+
+impl std::fmt::Debug for ProxyConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProxyConfig::Direct => f.write_str("Direct"),
+            ProxyConfig::FromEnvironment => f.write_str("FromEnvironment"),
+            ProxyConfig::Url { url, no_proxy } => f
+                .debug_struct("Url")
+                .field("url", &super::redact_url(url))
+                .field("no_proxy", no_proxy)
+                .finish(),
+        }
+    }
 }

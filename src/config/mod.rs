@@ -24,6 +24,7 @@
 //! * `validate`: raw → model, every error naming file, field and why;
 //! * `endpoint`: where a target is: `url` (and its `transport`) or `command`, `args`, `env`, `cwd`;
 //! * `http_client`: `http_config` blocks (credentials, TLS, proxy) in Prometheus' shape;
+//!   `http_blocks` validates them (reading every file they name);
 //! * `headers`: the rules for configured request headers (also `--header`);
 //! * `expand`: `${VAR}` expansion;
 //! * `probes`, `limits`, `secret`, `error`: functional probes, bounds checked before parsing,
@@ -33,6 +34,7 @@ mod endpoint;
 mod error;
 mod expand;
 mod headers;
+mod http_blocks;
 mod http_client;
 mod limits;
 mod model;

@@ -4,7 +4,7 @@
 //! so consumers never re-validate or look at the file's shape. `Debug` redacts secrets, so a
 //! configuration can be logged whole.
 
-use super::{ProbeConfig, Secret, redact_url};
+use super::{HttpClientConfig, ProbeConfig, Secret, redact_url};
 use crate::mcp::version::ProtocolVersion;
 use std::fmt;
 use std::path::PathBuf;
@@ -35,6 +35,8 @@ pub struct Defaults {
     /// Most bytes of `tools/list` answers one walk may read across its pages.
     pub max_listing_bytes: usize,
     pub connections: u16,
+    /// The `http_config` blocks of `global` (each replaced by a target's block of the same kind).
+    pub http: HttpClientConfig,
 }
 
 impl Default for Defaults {
@@ -47,6 +49,7 @@ impl Default for Defaults {
             max_pages: 64,
             max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
             connections: 1,
+            http: HttpClientConfig::default(),
         }
     }
 }
@@ -73,6 +76,9 @@ pub struct TargetConfig {
     pub max_listing_bytes: usize,
     /// Functional probes (`tools/call`), run on connection 0.
     pub probes: Vec<ProbeConfig>,
+    /// Credentials, TLS and proxy (the `http_config` blocks, `global`'s where the target sets
+    /// none). Always the default for a command target.
+    pub http: HttpClientConfig,
 }
 
 impl fmt::Debug for TargetConfig {
@@ -90,6 +96,7 @@ impl fmt::Debug for TargetConfig {
             .field("max_pages", &self.max_pages)
             .field("max_listing_bytes", &self.max_listing_bytes)
             .field("probes", &self.probes)
+            .field("http", &self.http)
             .finish()
     }
 }

@@ -10,6 +10,43 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use std::fmt;
 use std::marker::PhantomData;
 
+/// Declares a raw struct with the `http_config` blocks after its own fields, and `take_http`
+/// to move them out. Written out rather than `#[serde(flatten)]`: flattening would switch off
+/// `deny_unknown_fields`.
+macro_rules! with_http_blocks {
+    (
+        $(#[$meta:meta])*
+        pub(super) struct $name:ident { $(pub(super) $field:ident: $ty:ty,)* }
+    ) => {
+        $(#[$meta])*
+        pub(super) struct $name {
+            $(pub(super) $field: $ty,)*
+            pub(super) authorization: Option<RawAuthorization>,
+            pub(super) basic_auth: Option<RawBasicAuth>,
+            pub(super) oauth2: Option<RawOAuth2>,
+            pub(super) tls_config: Option<RawTls>,
+            pub(super) proxy_url: Option<String>,
+            pub(super) no_proxy: Option<String>,
+            pub(super) proxy_from_environment: Option<bool>,
+        }
+
+        impl $name {
+            #[allow(dead_code)] // RawHttp is the blocks already
+            pub(super) fn take_http(&mut self) -> RawHttp {
+                RawHttp {
+                    authorization: self.authorization.take(),
+                    basic_auth: self.basic_auth.take(),
+                    oauth2: self.oauth2.take(),
+                    tls_config: self.tls_config.take(),
+                    proxy_url: self.proxy_url.take(),
+                    no_proxy: self.no_proxy.take(),
+                    proxy_from_environment: self.proxy_from_environment.take(),
+                }
+            }
+        }
+    };
+}
+
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
@@ -20,6 +57,7 @@ pub(super) struct RawConfig {
     pub(super) targets: Option<Vec<RawTarget>>,
 }
 
+with_http_blocks! {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a mapping of global settings")]
 pub(super) struct RawGlobal {
@@ -31,7 +69,9 @@ pub(super) struct RawGlobal {
     pub(super) max_listing_bytes: Option<RawBytes>,
     pub(super) connections: Option<i64>,
 }
+}
 
+with_http_blocks! {
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
@@ -56,6 +96,84 @@ pub(super) struct RawTarget {
     pub(super) max_pages: Option<i64>,
     pub(super) max_listing_bytes: Option<RawBytes>,
     pub(super) probes: Option<Vec<probes::RawProbe>>,
+}
+}
+
+with_http_blocks! {
+/// The `http_config` blocks of a `check --http-config` file, where they stand at the top level.
+#[derive(Deserialize, Default)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping of http_config blocks (authorization, basic_auth, oauth2, tls_config, proxy_url …)"
+)]
+pub(super) struct RawHttp {}
+}
+
+/// `authorization` (Prometheus: `type`, `credentials`, `credentials_file`).
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with `type` and `credentials` or `credentials_file`"
+)]
+pub(super) struct RawAuthorization {
+    #[serde(rename = "type")]
+    pub(super) kind: Option<String>,
+    pub(super) credentials: Option<String>,
+    pub(super) credentials_file: Option<String>,
+}
+
+/// `basic_auth`.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with `username` (or `username_file`) and `password` (or `password_file`)"
+)]
+pub(super) struct RawBasicAuth {
+    pub(super) username: Option<String>,
+    pub(super) username_file: Option<String>,
+    pub(super) password: Option<String>,
+    pub(super) password_file: Option<String>,
+}
+
+/// `oauth2`: Prometheus' keys plus `token_endpoint_auth_method`, `private_key*` and
+/// `signature_algorithm`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with at least `client_id`")]
+pub(super) struct RawOAuth2 {
+    pub(super) client_id: Option<String>,
+    pub(super) client_secret: Option<String>,
+    pub(super) client_secret_file: Option<String>,
+    pub(super) token_endpoint_auth_method: Option<String>,
+    pub(super) private_key: Option<String>,
+    pub(super) private_key_file: Option<String>,
+    pub(super) private_key_id: Option<String>,
+    pub(super) signature_algorithm: Option<String>,
+    pub(super) scopes: Option<Vec<String>>,
+    pub(super) token_url: Option<String>,
+    pub(super) endpoint_params: Option<PairList<ParamNames>>,
+    pub(super) tls_config: Option<RawTls>,
+    pub(super) proxy_url: Option<String>,
+    pub(super) no_proxy: Option<String>,
+    pub(super) proxy_from_environment: Option<bool>,
+}
+
+/// `tls_config`.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping of TLS settings (ca_file, cert_file, key_file …)"
+)]
+pub(super) struct RawTls {
+    pub(super) ca: Option<String>,
+    pub(super) ca_file: Option<String>,
+    pub(super) cert: Option<String>,
+    pub(super) cert_file: Option<String>,
+    pub(super) key: Option<String>,
+    pub(super) key_file: Option<String>,
+    pub(super) server_name: Option<String>,
+    pub(super) insecure_skip_verify: Option<bool>,
+    pub(super) min_version: Option<String>,
+    pub(super) max_version: Option<String>,
 }
 
 /// A size: a plain number of bytes, or a string with a unit (`512KiB`, `1MiB`; `KB`/`MB` mean
@@ -85,6 +203,13 @@ pub(super) struct HeaderNames;
 
 impl PairKeys for HeaderNames {
     const EXPECTING: &'static str = "a mapping of header names to strings";
+}
+
+/// `endpoint_params` of `oauth2`.
+pub(super) struct ParamNames;
+
+impl PairKeys for ParamNames {
+    const EXPECTING: &'static str = "a mapping of form parameter names to strings";
 }
 
 /// `env` of a command target.

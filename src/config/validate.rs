@@ -5,10 +5,12 @@
 //! says why, and combinations (a timeout longer than its interval) say where each value came
 //! from: set here, inherited from `global`, or the built-in default.
 
+use super::HttpClientConfig;
 use super::error::{ConfigError, ErrorKind};
+use super::http_blocks::auth_block;
 use super::limits::{MAX_CONFIG_BYTES, MAX_TOTAL_CONNECTIONS};
-use super::model::{Config, Defaults, ProtocolChoice, TargetConfig};
-use super::raw::{RawBytes, RawConfig, RawGlobal, RawTarget, parse_bytes};
+use super::model::{Config, Defaults, Endpoint, ProtocolChoice, TargetConfig};
+use super::raw::{RawBytes, RawConfig, RawGlobal, RawHttp, RawTarget, parse_bytes};
 use crate::mcp::version::{self, ProtocolVersion};
 use std::collections::HashMap;
 use std::io::Read;
@@ -32,24 +34,9 @@ impl Config {
     /// environment. Relative `header_files` paths are resolved against the file's directory.
     /// Reads at most [`MAX_CONFIG_BYTES`] (plus one, to tell a larger file).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let file = path.display().to_string();
-        let read_error = |err| ConfigError {
-            file: file.clone(),
-            kind: ErrorKind::Read(err),
-        };
-        let mut bytes = Vec::new();
-        std::fs::File::open(path)
-            .and_then(|f| f.take(MAX_CONFIG_BYTES as u64 + 1).read_to_end(&mut bytes))
-            .map_err(read_error)?;
-        ConfigError::check_size(&file, bytes.len())?;
-        let text = String::from_utf8(bytes).map_err(|_| {
-            read_error(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "stream did not contain valid UTF-8",
-            ))
-        })?;
+        let text = read_config_file(path)?;
         let env = |name: &str| std::env::var(name).ok();
-        parse_with_base(&text, &file, path.parent(), &env)
+        parse_with_base(&text, &path.display().to_string(), path.parent(), &env)
     }
 
     /// Parses and validates `text`. `source` is the file name used in error messages (and
@@ -61,6 +48,59 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
         parse_with_base(text, source, Path::new(source).parent(), env)
+    }
+}
+
+/// The text of a configuration file, at most [`MAX_CONFIG_BYTES`] (plus one, to tell a larger
+/// file), as UTF-8.
+fn read_config_file(path: &Path) -> Result<String, ConfigError> {
+    let file = path.display().to_string();
+    let read_error = |err| ConfigError {
+        file: file.clone(),
+        kind: ErrorKind::Read(err),
+    };
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CONFIG_BYTES as u64 + 1).read_to_end(&mut bytes))
+        .map_err(read_error)?;
+    ConfigError::check_size(&file, bytes.len())?;
+    String::from_utf8(bytes).map_err(|_| {
+        read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        ))
+    })
+}
+
+impl HttpClientConfig {
+    /// A `check --http-config` file: the `http_config` blocks of one target at the top level,
+    /// validated by the same code as a target's (relative paths against the file's folder,
+    /// `${VAR}` from the process environment). Errors name the file.
+    pub fn load(path: &Path) -> Result<HttpClientConfig, ConfigError> {
+        let text = read_config_file(path)?;
+        let env = |name: &str| std::env::var(name).ok();
+        HttpClientConfig::parse(&text, &path.display().to_string(), path.parent(), &env)
+    }
+
+    /// [`HttpClientConfig::load`] of `text`; `source` names it in errors.
+    pub fn parse(
+        text: &str,
+        source: &str,
+        base_dir: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<HttpClientConfig, ConfigError> {
+        ConfigError::check_nesting(source, text)?;
+        let raw: Option<RawHttp> =
+            yaml_serde::from_str(text).map_err(|err| ConfigError::yaml(source, &err))?;
+        let v = Validator {
+            file: source,
+            base_dir,
+            env,
+        };
+        Ok(
+            v.http_blocks("", "the http config", raw.unwrap_or_default())?
+                .over(&HttpClientConfig::default()),
+        )
     }
 }
 
@@ -143,11 +183,14 @@ impl Validator<'_> {
     /// intervals, which a target may override).
     fn global(&self, raw: Option<RawGlobal>) -> Result<(Defaults, Duration), ConfigError> {
         let d = Defaults::default();
-        let Some(raw) = raw else {
+        let Some(mut raw) = raw else {
             let inherited = d.request_timeout;
             return Ok((d, inherited));
         };
         let p = "global";
+        let http = self
+            .http_blocks(p, "global", raw.take_http())?
+            .over(&HttpClientConfig::default());
         let audit = origin(
             self.duration(p, "audit_interval", raw.audit_interval)?,
             (d.audit_interval, Origin::Default),
@@ -172,6 +215,7 @@ impl Validator<'_> {
             connections: self
                 .connections(p, raw.connections)?
                 .unwrap_or(d.connections),
+            http,
         };
         Ok((g, inherited))
     }
@@ -187,6 +231,29 @@ impl Validator<'_> {
         let p = p.as_str();
         let name = self.name(p, raw.name.take())?;
         let endpoint = self.endpoint(p, &name, &mut raw)?;
+        let http = match &endpoint {
+            Endpoint::Http { .. } => {
+                let who = format!("target {name:?}");
+                let own = self.http_blocks(p, &who, raw.take_http())?;
+                let own_auth = own.auth.as_ref().map(|(_, block)| *block);
+                let http = own.over(&global.http);
+                self.no_authorization_header(p, &who, &raw, &http, own_auth)?;
+                if let (Some(block), Endpoint::Http { url, .. }) =
+                    (auth_block(&http.auth), &endpoint)
+                    && (!url.username().is_empty() || url.password().is_some())
+                {
+                    return Err(self.err(
+                        format!("{p}.url"),
+                        format!(
+                            "{who} authenticates with `{block}`, and its URL carries user info \
+                             (sent as basic authentication): remove one of the two"
+                        ),
+                    ));
+                }
+                http
+            }
+            Endpoint::Command(_) => HttpClientConfig::default(),
+        };
         let protocol_version = self.protocol_version(p, raw.protocol_version)?;
 
         let audit = origin(
@@ -227,7 +294,48 @@ impl Validator<'_> {
             max_pages,
             max_listing_bytes,
             probes,
+            http,
         })
+    }
+
+    /// `headers.Authorization` (or `header_files`) beside an auth block would send two
+    /// credentials, or let one silently win: refused.
+    fn no_authorization_header(
+        &self,
+        p: &str,
+        who: &str,
+        raw: &RawTarget,
+        http: &HttpClientConfig,
+        own_auth: Option<&str>,
+    ) -> Result<(), ConfigError> {
+        let Some(block) = auth_block(&http.auth) else {
+            return Ok(());
+        };
+        let from = if own_auth.is_some() {
+            ""
+        } else {
+            " (from global)"
+        };
+        for (section, pairs) in [
+            ("headers", &raw.headers),
+            ("header_files", &raw.header_files),
+        ] {
+            let Some(pairs) = pairs else { continue };
+            if let Some((name, _)) = pairs
+                .0
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
+            {
+                return Err(self.err(
+                    format!("{p}.{section}.{name}"),
+                    format!(
+                        "{who} authenticates with `{block}`{from}: an Authorization header would \
+                         conflict with it; remove one of the two"
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn name(&self, p: &str, raw: Option<String>) -> Result<String, ConfigError> {
@@ -478,6 +586,7 @@ mod tests {
                 max_pages: 64,
                 max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
                 probes: vec![],
+                http: HttpClientConfig::default(),
             }]
         );
     }

@@ -96,6 +96,7 @@ pub fn config(lab: &Lab) -> Config {
             max_pages: global.max_pages,
             max_listing_bytes: global.max_listing_bytes,
             probes: probes(&name),
+            http: Default::default(),
             name,
         })
         .collect();

@@ -55,6 +55,8 @@ pub enum Dialer {
 
 /// Where an HTTP+SSE server's stream is, and the headers it is opened with.
 pub struct SseEndpoint {
+    /// The target's client and credentials (shared with its Streamable HTTP transport).
+    pub net: Arc<crate::net::TargetHttp>,
     pub url: url::Url,
     pub headers: Vec<(String, String)>,
     pub limits: Limits,
@@ -155,6 +157,7 @@ impl Client {
     ) -> Result<Client, McpError> {
         let duplex = timed(observe, "sse/connect", async {
             legacy_sse::connect_sse(
+                sse.net.clone(),
                 sse.url.clone(),
                 &sse.headers,
                 inbox.clone(),

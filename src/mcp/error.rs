@@ -146,16 +146,37 @@ impl McpError {
         }
     }
 
+    /// A request that could not be sent, or was refused for good (see
+    /// [`crate::net::TargetHttp::send`]). An auth failure names its step in the detail
+    /// (`unauthorized`, `token_endpoint` …): that is what the status page and `check` show.
+    pub fn from_send(err: crate::net::SendError) -> Self {
+        match err {
+            crate::net::SendError::Http(e) => McpError::from_reqwest(&e),
+            crate::net::SendError::Auth { error, status } => McpError {
+                http_status: status,
+                ..McpError::new(
+                    Reason::Auth,
+                    format!("{}: {}", error.step.as_str(), error.detail),
+                )
+            },
+        }
+    }
+
     /// Classify a reqwest error by walking its source chain.
     pub fn from_reqwest(err: &reqwest::Error) -> Self {
         let chain = error_chain(err);
+        // rustls names a refused client certificate in an alert (`CertificateRequired`,
+        // `BadCertificate`, `UnknownCA`) that may only arrive after the handshake, on the first
+        // read: that is a TLS failure too, not a transport one.
+        let lower = chain.to_ascii_lowercase();
         let reason = if err.is_timeout() {
             Reason::Timeout
         } else if chain.contains("dns error") || chain.contains("failed to lookup address") {
             Reason::Dns
-        } else if chain.contains("certificate")
-            || chain.contains("tls")
-            || chain.contains("handshake")
+        } else if lower.contains("certificate")
+            || lower.contains("tls")
+            || lower.contains("handshake")
+            || lower.contains("fatal alert")
             || chain.contains("InvalidContentType")
             || chain.contains("CorruptMessage")
         {

@@ -20,6 +20,7 @@ use super::error::{McpError, Reason};
 use super::inbox::Inbox;
 use super::jsonrpc::{self, Incoming};
 use super::sse_lines::{Cursor, EventId, LineFramer, TooLarge};
+use crate::net::TargetHttp;
 
 /// Size and count caps on what a server may send.
 #[derive(Debug, Clone, Copy)]
@@ -57,12 +58,6 @@ impl Limits {
     }
 }
 
-/// TCP keepalive so a half-open GET stream is noticed by the kernel.
-const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
-/// Idle pooled connections are closed after this: below the 5 s keep-alive of Node's and
-/// uvicorn's HTTP servers, so the probe never sends a request on a connection the server is
-/// closing at that moment (seen as `connection reset by peer` mid-walk against the TypeScript SDK).
-const POOL_IDLE: Duration = Duration::from_secs(4);
 /// DELETE at shutdown must never hold the daemon up.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most GETs with `Last-Event-ID` that one POST answer may take (SEP-1699 polling).
@@ -157,22 +152,33 @@ pub enum PostReply {
     },
 }
 
-/// One MCP endpoint, its HTTP client and its configured headers.
+/// One MCP endpoint, its target's HTTP client and credentials, and its configured headers.
 #[derive(Debug)]
 pub struct HttpTransport {
-    client: reqwest::Client,
+    net: Arc<TargetHttp>,
     url: url::Url,
     headers: HeaderMap,
     limits: Limits,
 }
 
 impl HttpTransport {
-    /// `headers` are the configured ones (auth …); values are marked sensitive so they never show up
-    /// in debug output.
+    /// A transport with no `http_config` (no credentials beyond `headers`, platform roots, no
+    /// proxy); see [`HttpTransport::with_net`].
     pub fn new(
         url: url::Url,
         headers: &[(String, String)],
         limits: Limits,
+    ) -> Result<Self, McpError> {
+        Self::with_net(url, headers, limits, TargetHttp::plain())
+    }
+
+    /// `headers` are the configured ones; values are marked sensitive so they never show up in
+    /// debug output. Every request goes through `net`, the target's client and credentials.
+    pub fn with_net(
+        url: url::Url,
+        headers: &[(String, String)],
+        limits: Limits,
+        net: Arc<TargetHttp>,
     ) -> Result<Self, McpError> {
         let mut map = HeaderMap::new();
         for (name, value) in headers {
@@ -183,15 +189,8 @@ impl HttpTransport {
             value.set_sensitive(true);
             map.insert(name, value);
         }
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .tcp_keepalive(TCP_KEEPALIVE)
-            .pool_idle_timeout(POOL_IDLE)
-            .user_agent(concat!("mcp_exporter/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| McpError::from_reqwest(&e))?;
         Ok(HttpTransport {
-            client,
+            net,
             url,
             headers: map,
             limits,
@@ -203,11 +202,27 @@ impl HttpTransport {
         self.limits
     }
 
-    fn builder(&self, method: Method, session: &SessionHeaders) -> reqwest::RequestBuilder {
-        let mut b = self
-            .client
-            .request(method, self.url.clone())
-            .headers(self.headers.clone());
+    /// The target's client and credentials.
+    pub fn net(&self) -> &Arc<TargetHttp> {
+        &self.net
+    }
+
+    /// Send what `build` makes with the target's client and credentials (see
+    /// [`TargetHttp::send`]: `Authorization`, one retry after a refusal the credentials can fix).
+    pub(crate) async fn send(
+        &self,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, McpError> {
+        self.net.send(build).await.map_err(McpError::from_send)
+    }
+
+    fn builder(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        session: &SessionHeaders,
+    ) -> reqwest::RequestBuilder {
+        let mut b = self.request_to(client, method, self.url.clone());
         if let Some(id) = &session.session_id {
             b = b.header(MCP_SESSION_ID, id.clone());
         }
@@ -240,14 +255,15 @@ impl HttpTransport {
         inbox: &Inbox,
         limits: Limits,
     ) -> Result<PostReply, McpError> {
+        let body = Bytes::from(body);
         let resp = self
-            .builder(Method::POST, session)
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| McpError::from_reqwest(&e))?;
+            .send(|c| {
+                self.builder(c, Method::POST, session)
+                    .header(ACCEPT, "application/json, text/event-stream")
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(body.clone())
+            })
+            .await?;
         check_status(resp.status(), session.session_id.is_some())?;
         let new_session_id = resp.headers().get(MCP_SESSION_ID).cloned();
         let Some(sent) = expect_id else {
@@ -393,12 +409,12 @@ impl HttpTransport {
         last_id: HeaderValue,
     ) -> Result<reqwest::Response, McpError> {
         let resp = self
-            .builder(Method::GET, session)
-            .header(ACCEPT, "text/event-stream")
-            .header(LAST_EVENT_ID, last_id)
-            .send()
-            .await
-            .map_err(|e| McpError::from_reqwest(&e))?;
+            .send(|c| {
+                self.builder(c, Method::GET, session)
+                    .header(ACCEPT, "text/event-stream")
+                    .header(LAST_EVENT_ID, last_id.clone())
+            })
+            .await?;
         check_status(resp.status(), session.session_id.is_some()).map_err(|e| {
             McpError::new(e.reason, format!("resuming the SSE answer: {}", e.detail))
         })?;
@@ -417,11 +433,11 @@ impl HttpTransport {
         session: &SessionHeaders,
     ) -> Result<Option<NotificationStream>, McpError> {
         let resp = self
-            .builder(Method::GET, session)
-            .header(ACCEPT, "text/event-stream")
-            .send()
-            .await
-            .map_err(|e| McpError::from_reqwest(&e))?;
+            .send(|c| {
+                self.builder(c, Method::GET, session)
+                    .header(ACCEPT, "text/event-stream")
+            })
+            .await?;
         if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(None);
         }
@@ -560,38 +576,42 @@ impl HttpTransport {
         headers: &ModernHeaders,
         body: Vec<u8>,
     ) -> Result<reqwest::Response, McpError> {
-        let mut b = self
-            .builder(Method::POST, &SessionHeaders::default())
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .header(MCP_PROTOCOL_VERSION, headers.protocol_version.clone())
-            .header(MCP_METHOD, headers.method.clone());
-        if let Some(name) = &headers.name {
-            b = b.header(MCP_NAME, name.clone());
-        }
-        for (k, v) in &headers.params {
-            b = b.header(k.clone(), v.clone());
-        }
-        b.body(body)
-            .send()
-            .await
-            .map_err(|e| McpError::from_reqwest(&e))
+        let body = Bytes::from(body);
+        self.send(|c| {
+            let mut b = self
+                .builder(c, Method::POST, &SessionHeaders::default())
+                .header(ACCEPT, "application/json, text/event-stream")
+                .header(CONTENT_TYPE, "application/json")
+                .header(MCP_PROTOCOL_VERSION, headers.protocol_version.clone())
+                .header(MCP_METHOD, headers.method.clone());
+            if let Some(name) = &headers.name {
+                b = b.header(MCP_NAME, name.clone());
+            }
+            for (k, v) in &headers.params {
+                b = b.header(k.clone(), v.clone());
+            }
+            b.body(body.clone())
+        })
+        .await
     }
 
     /// DELETE the session, best effort and briefly.
     pub async fn delete(&self, session: &SessionHeaders) {
-        let req = self.builder(Method::DELETE, session).send();
+        let req = self.send(|c| self.builder(c, Method::DELETE, session));
         if let Ok(Ok(resp)) = tokio::time::timeout(DELETE_TIMEOUT, req).await {
             drain(resp, 64 * 1024).await;
         }
     }
 
-    /// A request to another URL of the same server (the HTTP+SSE message endpoint) with this
-    /// transport's client (no redirects) and configured headers. The caller checks the origin.
-    pub(crate) fn request_to(&self, method: Method, url: url::Url) -> reqwest::RequestBuilder {
-        self.client
-            .request(method, url)
-            .headers(self.headers.clone())
+    /// A request to `url` (this endpoint, or the HTTP+SSE message endpoint of the same server)
+    /// with the configured headers, for [`HttpTransport::send`]. The caller checks the origin.
+    pub(crate) fn request_to(
+        &self,
+        client: &reqwest::Client,
+        method: Method,
+        url: url::Url,
+    ) -> reqwest::RequestBuilder {
+        client.request(method, url).headers(self.headers.clone())
     }
 }
 

@@ -25,6 +25,7 @@ use super::http::{
 };
 use super::inbox::Inbox;
 use super::sse_lines::Cursor;
+use crate::net::TargetHttp;
 
 /// Events (other than comments) a server may send before `endpoint`.
 const MAX_EVENTS_BEFORE_ENDPOINT: usize = 16;
@@ -32,16 +33,18 @@ const MAX_EVENTS_BEFORE_ENDPOINT: usize = 16;
 const POST_DRAIN_BYTES: usize = 64 * 1024;
 
 /// Open the SSE stream at `url` and wait (at most `timeout`) for its `endpoint` event. `headers`
-/// go on the GET and every POST; each POST is bounded by `timeout`; each event by
-/// `limits.max_body_bytes` (one event is one whole message).
+/// go on the GET and every POST, with the `Authorization` of `net` (the target's client and
+/// credentials; a refusal they can fix is retried once); each POST is bounded by `timeout`; each
+/// event by `limits.max_body_bytes` (one event is one whole message).
 pub async fn connect_sse(
+    net: Arc<TargetHttp>,
     url: Url,
     headers: &[(String, String)],
     inbox: Arc<Inbox>,
     limits: Limits,
     timeout: Duration,
 ) -> Result<Duplex, McpError> {
-    let http = Arc::new(HttpTransport::new(url.clone(), headers, limits)?);
+    let http = Arc::new(HttpTransport::with_net(url.clone(), headers, limits, net)?);
     let opened = tokio::time::timeout(timeout, open(&http, &url, limits.max_body_bytes))
         .await
         .unwrap_or_else(|_| {
@@ -70,11 +73,11 @@ async fn open(
     max_event: usize,
 ) -> Result<(CappedEvents, Url), McpError> {
     let resp = http
-        .request_to(Method::GET, url.clone())
-        .header(ACCEPT, "text/event-stream")
-        .send()
-        .await
-        .map_err(|e| McpError::from_reqwest(&e))?;
+        .send(|c| {
+            http.request_to(c, Method::GET, url.clone())
+                .header(ACCEPT, "text/event-stream")
+        })
+        .await?;
     check_status(resp.status(), false)?;
     if content_kind(resp.headers()) != ContentKind::EventStream {
         return Err(McpError::new(
@@ -162,15 +165,17 @@ struct Poster {
 impl Outlet for Poster {
     /// A 404 (the server forgot the session) also ends the channel.
     async fn write(&mut self, body: Vec<u8>, feed: &Feed) -> Result<(), McpError> {
+        let body = bytes::Bytes::from(body);
         let post = async {
             let resp = self
                 .http
-                .request_to(Method::POST, self.endpoint.clone())
-                .header(CONTENT_TYPE, "application/json")
-                .body(body)
-                .send()
-                .await
-                .map_err(|e| McpError::from_reqwest(&e))?;
+                .send(|c| {
+                    self.http
+                        .request_to(c, Method::POST, self.endpoint.clone())
+                        .header(CONTENT_TYPE, "application/json")
+                        .body(body.clone())
+                })
+                .await?;
             // The endpoint carries the session: a 404 there means the session is gone. 202 is
             // what the spec's SDKs send; any 2xx is taken.
             check_status(resp.status(), true)?;

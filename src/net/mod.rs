@@ -1,5 +1,25 @@
 //! Reaching a target over HTTP: credentials, TLS and proxy, shared by all its connections.
 //!
+//! * `client`: [`TargetHttp`], one per target: the reqwest client (rebuilt when TLS files
+//!   change) and the credentials; every request of every transport is sent through it.
+//! * `auth`: what goes in `Authorization` (static credentials, re-read from files; OAuth 2.0
+//!   tokens from `crate::oauth`).
+//! * `tls`: `tls_config` → rustls, and the checks of key material shared with config loading.
+//! * `proxy`: `proxy_url`, `no_proxy`, `proxy_from_environment`.
+//! * `files`: reading credentials files, bounded, and noticing that they changed.
 //! * `refusal`: what a 401/403 said, what to do about it, and the bounded auth failure steps.
+//!
+//! Contract (lead, 2026-12-03), as built:
+//! * `TargetHttp::new(target: &str, cfg: &HttpClientConfig, resource: &url::Url) -> Result<Arc<TargetHttp>, AuthError>`
+//! * `TargetHttp::client(&self) -> reqwest::Client`
+//! * `TargetHttp::authorization(&self) -> impl Future<Output = Result<Option<HeaderValue>, AuthError>>`
+//! * `TargetHttp::refused(&self, refusal: &Refusal) -> impl Future<Output = Result<Retry, AuthError>>`
 
+pub mod auth;
+mod client;
+pub mod files;
+mod proxy;
 pub mod refusal;
+pub mod tls;
+
+pub use client::{FailureSink, SendError, TargetHttp};

@@ -48,6 +48,7 @@ use crate::mcp::client::{self, LegacyPath};
 use crate::mcp::{
     Client, Dialer, Era, HttpTransport, Inbox, Limits, McpError, Reason, SseEndpoint, stdio,
 };
+use crate::net::TargetHttp;
 use crate::telemetry::ConnMetrics;
 
 /// Consecutive failed liveness checks after which the session is considered dead and re-opened.
@@ -132,13 +133,20 @@ async fn timed<T>(
 }
 
 /// How to reach an endpoint with the configured headers (the probe's targets and `check`).
-pub fn dialer(endpoint: &Endpoint, headers: &[(String, Secret)]) -> Result<Dialer, McpError> {
+/// `net`: the target's client and credentials, made once per target (see [`target_http`]) and
+/// shared by its connections; unused for a command target.
+pub fn dialer(
+    endpoint: &Endpoint,
+    headers: &[(String, Secret)],
+    net: &Arc<TargetHttp>,
+) -> Result<Dialer, McpError> {
     let headers: Vec<(String, String)> = headers
         .iter()
         .map(|(k, v)| (k.clone(), v.expose().to_string()))
         .collect();
     let limits = Limits::default();
     let sse = |url: &url::Url| SseEndpoint {
+        net: net.clone(),
         url: url.clone(),
         headers: headers.clone(),
         limits,
@@ -147,7 +155,12 @@ pub fn dialer(endpoint: &Endpoint, headers: &[(String, Secret)]) -> Result<Diale
         Endpoint::Http { url, transport } => match transport {
             HttpTransportKind::Sse => Dialer::Sse(sse(url)),
             kind => Dialer::Http {
-                transport: Arc::new(HttpTransport::new(url.clone(), &headers, limits)?),
+                transport: Arc::new(HttpTransport::with_net(
+                    url.clone(),
+                    &headers,
+                    limits,
+                    net.clone(),
+                )?),
                 sse_fallback: (*kind == HttpTransportKind::Auto).then(|| sse(url)),
             },
         },
@@ -167,14 +180,26 @@ pub fn dialer(endpoint: &Endpoint, headers: &[(String, Secret)]) -> Result<Diale
     })
 }
 
+/// The client and credentials of a target, made once and shared by all its connections (one
+/// token, one connection pool). A command target gets a plain one it never uses.
+pub fn target_http(config: &TargetConfig) -> Result<Arc<TargetHttp>, McpError> {
+    match config.url() {
+        None => Ok(TargetHttp::plain()),
+        Some(url) => TargetHttp::new(&config.name, &config.http, url)
+            .map_err(|e| McpError::new(Reason::Auth, format!("{}: {}", e.step.as_str(), e.detail))),
+    }
+}
+
 impl Connection {
+    /// `net`: the target's [`target_http`], shared by its connections.
     pub fn new(
         config: TargetConfig,
         index: u16,
         metrics: ConnMetrics,
         status: ConnStatusHandle,
+        net: &Arc<TargetHttp>,
     ) -> Result<Self, McpError> {
-        let dialer = dialer(&config.endpoint, &config.headers)?;
+        let dialer = dialer(&config.endpoint, &config.headers, net)?;
         let probes = if index == 0 {
             config.probes.clone()
         } else {

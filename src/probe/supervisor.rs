@@ -110,13 +110,23 @@ impl Supervisor {
         let status = self.status.add(t);
         let (tx, rx) = watch::channel(false);
         let mut tasks = Vec::with_capacity(t.connections as usize);
+        // One client and one set of credentials for all the target's connections. Its key
+        // material was checked at load; it fails only when a file changed since.
+        let net = super::connection::target_http(t)
+            .inspect_err(|e| tracing::error!(target = %t.name, error = %e, "cannot build the target's HTTP client; not probing it"))
+            .ok();
+        if let Some(net) = net.as_ref().filter(|n| n.has_credentials()) {
+            net.count_failures(metrics.auth_failures());
+        }
         for index in 0..t.connections {
+            let Some(net) = &net else { break };
             let delay = start_delay(first + u32::from(index), total, t.audit_interval);
             match Connection::new(
                 t.clone(),
                 index,
                 metrics.connection(index),
                 status.connection(index),
+                net,
             ) {
                 Ok(conn) => tasks.push(tokio::spawn(conn.starting_after(delay).run(rx.clone()))),
                 Err(e) => tracing::error!(target = %t.name, error = %e, "cannot build HTTP client"),

@@ -324,6 +324,32 @@ impl TargetMetrics {
         self.update_ready();
     }
 
+    /// `mcp_probe_auth_failures_total` of this target, every reason created at 0 (an alert on
+    /// the increase of one must see its first failure): for targets with credentials (an auth
+    /// block or a client certificate).
+    pub fn auth_failures(&self) -> crate::net::FailureSink {
+        let counters: Vec<(crate::net::refusal::AuthStep, metrics::Counter)> =
+            crate::net::refusal::AuthStep::ALL
+                .into_iter()
+                .map(|step| {
+                    let labels = [
+                        ("target", self.name.clone()),
+                        ("reason", step.as_str().to_string()),
+                    ];
+                    let c = self
+                        .recorder
+                        .register_counter(&key(catalog::AUTH_FAILURES, &labels), &METADATA);
+                    c.absolute(0);
+                    (step, c)
+                })
+                .collect();
+        Arc::new(move |step| {
+            if let Some((_, c)) = counters.iter().find(|(s, _)| *s == step) {
+                c.increment(1);
+            }
+        })
+    }
+
     /// The session that runs the probes is gone: none of them is passing now.
     pub fn probes_down(&self) {
         for p in &self.probes {

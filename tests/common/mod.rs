@@ -104,6 +104,7 @@ pub fn target(name: &str, url: url::Url) -> TargetConfig {
         max_pages: 64,
         max_listing_bytes: mcp_exporter::config::DEFAULT_MAX_LISTING_BYTES,
         probes: vec![],
+        http: Default::default(),
     }
 }
 
@@ -232,6 +233,19 @@ impl Exporter {
             .send()
             .await
             .expect("the reload request gets an answer")
+    }
+
+    /// A reload that must be refused: 500, with every one of `names` in its answer; returns the
+    /// scrape once the failure is recorded.
+    pub async fn refused_reload(&self, names: &[&str]) -> Scrape {
+        let resp = self.reload().await;
+        assert_eq!(resp.status(), 500);
+        let body = resp.text().await.unwrap();
+        assert!(names.iter().all(|n| body.contains(n)), "{body}");
+        self.until_metrics("reload failure recorded", |s| {
+            s.v("mcp_exporter_config_last_reload_successful", &[]) == 0.0
+        })
+        .await
     }
 
     /// Wait until `cond` holds on a scrape of `/metrics`.

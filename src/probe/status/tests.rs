@@ -23,6 +23,7 @@ fn target() -> TargetConfig {
             expect: Expect::default(),
             allow_side_effects: false,
         }],
+        http: Default::default(),
     }
 }
 

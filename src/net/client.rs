@@ -1,0 +1,279 @@
+//! [`TargetHttp`]: one per target, shared by all its connections and by `check`. It owns the
+//! target's reqwest client (TLS and proxy) and its credentials, and is the one place a request
+//! gets its `Authorization` header and a 401/403 gets its second chance.
+//!
+//! Shared so that N connections hold one token (one refresh, not N) and one connection pool.
+//! The client is rebuilt when a TLS file changes (checked at most once a second), so a renewed
+//! client certificate or CA bundle is used by the next connection without a restart; a rebuild
+//! that fails keeps the working client and is reported (log, `credentials` auth failure).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use reqwest::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
+
+use super::auth::Auth;
+use super::files::{self, Stamp};
+use super::refusal::{AuthError, AuthStep, Refusal, Retry};
+use super::{proxy, tls};
+use crate::config::{HttpClientConfig, PemSource, ProxyConfig, SecretSource, TlsConfig};
+
+/// TCP keepalive so a half-open GET stream is noticed by the kernel.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
+/// Idle pooled connections are closed after this: below the 5 s keep-alive of Node's and
+/// uvicorn's HTTP servers, so the probe never sends a request on a connection the server is
+/// closing at that moment (seen as `connection reset by peer` mid-walk against the TypeScript SDK).
+const POOL_IDLE: Duration = Duration::from_secs(4);
+/// How often TLS files are looked at (one `stat` each) for a change.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// Where auth failures are counted (`mcp_probe_auth_failures_total{reason}`).
+pub type FailureSink = Arc<dyn Fn(AuthStep) + Send + Sync>;
+
+/// Why a request could not be sent or was refused for good.
+#[derive(Debug)]
+pub enum SendError {
+    Http(reqwest::Error),
+    /// Credentials could not be had, or the target refused them (`status`: its 401/403).
+    Auth {
+        error: AuthError,
+        status: Option<u16>,
+    },
+}
+
+/// One target's HTTP client and credentials.
+pub struct TargetHttp {
+    target: String,
+    tls: TlsConfig,
+    proxy: ProxyConfig,
+    auth: Auth,
+    tls_files: Vec<PathBuf>,
+    state: Mutex<ClientState>,
+    failures: OnceLock<FailureSink>,
+}
+
+struct ClientState {
+    client: reqwest::Client,
+    stamps: Vec<Option<Stamp>>,
+    checked: Instant,
+}
+
+impl std::fmt::Debug for TargetHttp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TargetHttp")
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TargetHttp {
+    /// The client and credentials of `target` (`resource`: its MCP endpoint, the OAuth
+    /// resource). Fails when key material cannot be loaded (checked at load, so only when a
+    /// file changed since).
+    pub fn new(
+        target: &str,
+        cfg: &HttpClientConfig,
+        resource: &url::Url,
+    ) -> Result<Arc<TargetHttp>, AuthError> {
+        let credentials = |why: String| AuthError::new(AuthStep::Credentials, why);
+        warn_insecure(target, "tls_config", &cfg.tls);
+        let client = build_client(&cfg.tls, &cfg.proxy).map_err(credentials)?;
+        let auth = Auth::new(target, &cfg.auth, resource, |o| {
+            warn_insecure(target, "oauth2.tls_config", &o.tls);
+            build_client(&o.tls, &o.proxy).map_err(credentials)
+        })?;
+        let tls_files = tls_files(&cfg.tls);
+        let stamps = tls_files.iter().map(|p| files::stamp(p)).collect();
+        Ok(Arc::new(TargetHttp {
+            target: target.to_owned(),
+            tls: cfg.tls.clone(),
+            proxy: cfg.proxy.clone(),
+            auth,
+            tls_files,
+            state: Mutex::new(ClientState {
+                client,
+                stamps,
+                checked: Instant::now(),
+            }),
+            failures: OnceLock::new(),
+        }))
+    }
+
+    /// No credentials, the platform's roots, no proxy: for endpoints given without an
+    /// `http_config` (tests, `check` without `--http-config`).
+    pub fn plain() -> Arc<TargetHttp> {
+        let url = url::Url::parse("http://localhost/").expect("static URL");
+        TargetHttp::new("", &HttpClientConfig::default(), &url)
+            .expect("a client without TLS files or credentials builds")
+    }
+
+    /// Count auth failures through `sink` from now on (set once; later calls are ignored).
+    pub fn count_failures(&self, sink: FailureSink) {
+        let _ = self.failures.set(sink);
+    }
+
+    /// Whether the target has an auth block (`authorization`, `basic_auth`, `oauth2`).
+    pub fn has_auth(&self) -> bool {
+        !self.auth.is_none()
+    }
+
+    /// Whether the target has credentials that can fail: an auth block or a client certificate.
+    pub fn has_credentials(&self) -> bool {
+        self.has_auth() || self.tls.client_cert.is_some()
+    }
+
+    /// The current client: rebuilt when a TLS file changed since the last look.
+    pub fn client(&self) -> reqwest::Client {
+        let mut s = self.state.lock().expect("client lock");
+        if !self.tls_files.is_empty() && s.checked.elapsed() >= RECHECK {
+            s.checked = Instant::now();
+            let stamps: Vec<_> = self.tls_files.iter().map(|p| files::stamp(p)).collect();
+            if stamps != s.stamps {
+                s.stamps = stamps;
+                match build_client(&self.tls, &self.proxy) {
+                    Ok(client) => {
+                        tracing::info!(target = %self.target, "TLS files changed; new connections use them");
+                        s.client = client;
+                    }
+                    Err(why) => {
+                        tracing::warn!(target = %self.target, error = %why, "TLS files changed but cannot be used; keeping the previous ones");
+                        self.failed(AuthStep::Credentials);
+                    }
+                }
+            }
+        }
+        s.client.clone()
+    }
+
+    /// The `Authorization` value for the next request (`None`: the target has no auth block).
+    pub async fn authorization(&self) -> Result<Option<HeaderValue>, AuthError> {
+        self.auth
+            .header()
+            .await
+            .inspect_err(|e| self.failed(e.step))
+    }
+
+    /// A request carrying `refusal.sent` was refused: whether a retry can do better.
+    pub async fn refused(&self, refusal: &Refusal<'_>) -> Result<Retry, AuthError> {
+        self.auth
+            .refused(refusal)
+            .await
+            .inspect_err(|e| self.failed(e.step))
+    }
+
+    /// Send the request `build` makes (called again for the one retry, so it must be
+    /// repeatable) with the current client and credentials. A 401/403 of a target with an auth
+    /// block goes to the credentials; when they have something new the request is sent once
+    /// more, else it fails as [`SendError::Auth`]. Without an auth block the answer is returned
+    /// as it is.
+    pub async fn send(
+        &self,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, SendError> {
+        let auth_error = |error, status| SendError::Auth { error, status };
+        let mut retried = false;
+        loop {
+            let sent = self
+                .authorization()
+                .await
+                .map_err(|e| auth_error(e, None))?;
+            let mut request = build(&self.client());
+            if let Some(value) = &sent {
+                request = request.header(AUTHORIZATION, value.clone());
+            }
+            let resp = request.send().await.map_err(SendError::Http)?;
+            let status = resp.status().as_u16();
+            if !matches!(status, 401 | 403) || self.auth.is_none() {
+                return Ok(resp);
+            }
+            let challenge = resp
+                .headers()
+                .get(WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let refusal = Refusal {
+                status,
+                www_authenticate: challenge.as_deref(),
+                sent: sent.as_ref(),
+            };
+            if !retried {
+                match self.refused(&refusal).await {
+                    Ok(Retry::Once) => {
+                        retried = true;
+                        continue;
+                    }
+                    Ok(Retry::No) => {}
+                    Err(e) => return Err(auth_error(e, Some(status))),
+                }
+            }
+            let step = refused_step(&refusal);
+            self.failed(step);
+            let e = AuthError::new(
+                step,
+                format!("HTTP {status}: the target refused the configured credentials"),
+            );
+            return Err(auth_error(e, Some(status)));
+        }
+    }
+
+    fn failed(&self, step: AuthStep) {
+        if let Some(sink) = self.failures.get() {
+            sink(step);
+        }
+    }
+}
+
+/// The step a final refusal is counted as.
+fn refused_step(r: &Refusal<'_>) -> AuthStep {
+    let scope = r
+        .www_authenticate
+        .is_some_and(|c| c.contains("insufficient_scope"));
+    match r.status {
+        401 => AuthStep::Unauthorized,
+        _ if scope => AuthStep::InsufficientScope,
+        _ => AuthStep::Forbidden,
+    }
+}
+
+fn warn_insecure(target: &str, field: &str, tls: &TlsConfig) {
+    if tls.insecure_skip_verify {
+        tracing::warn!(target = %target, field, "insecure_skip_verify: the server's certificate is not verified; anyone on the path can impersonate it");
+    }
+}
+
+/// The files a TLS configuration reads (watched for changes).
+fn tls_files(tls: &TlsConfig) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(PemSource::File(p)) = &tls.ca {
+        out.push(p.clone());
+    }
+    if let Some(cc) = &tls.client_cert {
+        if let PemSource::File(p) = &cc.cert {
+            out.push(p.clone());
+        }
+        if let SecretSource::File(p) = &cc.key {
+            out.push(p.clone());
+        }
+    }
+    out
+}
+
+/// A client for `tls` and `proxy`. Errors name the field and why, never key material.
+pub(crate) fn build_client(
+    tls: &TlsConfig,
+    proxy: &ProxyConfig,
+) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .tcp_keepalive(TCP_KEEPALIVE)
+        .pool_idle_timeout(POOL_IDLE)
+        .user_agent(concat!("mcp_exporter/", env!("CARGO_PKG_VERSION")));
+    if !tls::is_default(tls) {
+        let material = tls::Material::load(tls).map_err(|f| format!("{}: {}", f.field, f.why))?;
+        builder = builder.tls_backend_preconfigured(tls::client_config(tls, material)?);
+    }
+    proxy::apply(builder, proxy)?
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))
+}

@@ -1,0 +1,97 @@
+//! Files the credentials are read from, and how a change to one is noticed.
+//!
+//! A rotated secret or a renewed certificate must be used without a restart, and a file that is
+//! not there (or not readable, or huge) must be refused at load time with its path, never its
+//! content. Both the configuration's load-time checks and the running client read through here,
+//! so the two can never disagree about what a file holds.
+
+use std::io::Read;
+use std::path::Path;
+use std::time::SystemTime;
+
+/// Largest secret read from a file (a token, a password, a PEM key): a header value's bound.
+pub const MAX_SECRET_BYTES: u64 = 64 * 1024;
+/// Largest PEM bundle read (CA bundles with many roots are a few hundred KiB).
+pub const MAX_PEM_BYTES: u64 = 4 * 1024 * 1024;
+
+/// What identifies one version of a file: its modification time and length. A rotation writes
+/// a new file (new mtime), so comparing stamps is enough to know when to read it again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    modified: Option<SystemTime>,
+    len: u64,
+}
+
+/// The stamp of `path` now; `None` when it cannot be read (a rotation in progress: the old
+/// content stays in use until the new file is there).
+pub fn stamp(path: &Path) -> Option<Stamp> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some(Stamp {
+        modified: meta.modified().ok(),
+        len: meta.len(),
+    })
+}
+
+/// The bytes of `path`, at most `max`. Errors name the path and why, never content.
+pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let mut bytes = Vec::new();
+    file.take(max + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if bytes.len() as u64 > max {
+        return Err(format!("{shown} is larger than {max} bytes"));
+    }
+    Ok(bytes)
+}
+
+/// A secret kept in a file: UTF-8, trailing line breaks removed (editors add one), not empty.
+pub fn read_secret(path: &Path) -> Result<String, String> {
+    let shown = path.display();
+    let bytes = read_bounded(path, MAX_SECRET_BYTES)?;
+    let mut text = String::from_utf8(bytes).map_err(|_| format!("{shown} is not valid UTF-8"))?;
+    let kept = text.trim_end_matches(['\n', '\r']).len();
+    text.truncate(kept);
+    if text.is_empty() {
+        return Err(format!("{shown} is empty"));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_lose_trailing_newlines_and_errors_name_only_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("token");
+        std::fs::write(&p, "abc\r\n").unwrap();
+        assert_eq!(read_secret(&p).unwrap(), "abc");
+        std::fs::write(&p, "\n").unwrap();
+        assert_eq!(
+            read_secret(&p).unwrap_err(),
+            format!("{} is empty", p.display())
+        );
+        std::fs::write(&p, vec![b'x'; MAX_SECRET_BYTES as usize + 1]).unwrap();
+        assert!(read_secret(&p).unwrap_err().contains("larger than"));
+        let missing = dir.path().join("missing");
+        assert!(
+            read_secret(&missing)
+                .unwrap_err()
+                .starts_with("cannot read ")
+        );
+        assert_eq!(stamp(&missing), None);
+    }
+
+    #[test]
+    fn a_rewritten_file_has_a_new_stamp() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, "one").unwrap();
+        let first = stamp(&p).unwrap();
+        std::fs::write(&p, "three").unwrap();
+        assert_ne!(stamp(&p).unwrap(), first);
+    }
+}
