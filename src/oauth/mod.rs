@@ -47,6 +47,9 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const WAIT_FOR_FLIGHT: Duration = Duration::from_secs(45);
 /// Bound on one acquisition (discovery and token request, each request also bounded).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(40);
+/// A 401 on a token obtained because of a 401 less than this long ago is not answered with yet
+/// another token at once (backoff applies).
+const REFUSAL_WINDOW: Duration = Duration::from_secs(10);
 /// A token is renewed at 3/4 of its lifetime, and at least this long before it expires.
 const REFRESH_MARGIN: Duration = Duration::from_secs(10);
 
@@ -83,6 +86,7 @@ struct State {
 
 struct Held {
     header: HeaderValue,
+    obtained: Instant,
     refresh_at: Option<Instant>,
     expires_at: Option<Instant>,
     /// Obtained because the previous token was refused: a refusal of this one is not cured by
@@ -182,19 +186,27 @@ impl TokenSource {
                     // Another connection already replaced the refused token.
                     return Ok(Retry::Once);
                 }
-                if st.token.as_ref().is_some_and(|t| t.after_refusal) {
-                    st.token = None;
-                    let e = AuthError::new(
-                        AuthStep::Unauthorized,
-                        "the server refused a token issued moments ago",
-                    );
+                self.learn(&mut st, &ch);
+                // The server may have moved to another authorization server: discover again.
+                st.discovered = None;
+                let now = Instant::now();
+                let just_issued = st
+                    .token
+                    .take()
+                    .is_some_and(|t| t.after_refusal && now < t.obtained + REFUSAL_WINDOW);
+                if just_issued {
+                    // Another token will not help; discovery may still explain why (a new
+                    // authorization server), so run it for the error message.
+                    let e = match self.discovered(&mut st).await {
+                        Err(e) => e,
+                        Ok(_) => AuthError::new(
+                            AuthStep::Unauthorized,
+                            "the server refused a token issued moments ago",
+                        ),
+                    };
                     self.failed(&mut st, &e);
                     return Err(e);
                 }
-                self.learn(&mut st, &ch);
-                st.token = None;
-                // The server may have moved to another authorization server: discover again.
-                st.discovered = None;
                 self.acquire(&mut st, Cause::Refused)
                     .await
                     .map(|_| Retry::Once)
@@ -287,6 +299,7 @@ impl TokenSource {
                 st.last_error = None;
                 st.token = Some(Held {
                     header: issued.header.clone(),
+                    obtained: now,
                     refresh_at,
                     expires_at,
                     after_refusal: cause == Cause::Refused,
@@ -319,36 +332,41 @@ impl TokenSource {
         tracing::warn!(target: "mcp_exporter::oauth", target_name = %self.target, error = %e, "OAuth token acquisition failed");
     }
 
-    async fn fetch(&self, st: &mut State) -> Result<(token::Issued, Vec<String>), AuthError> {
-        let d = match (&self.cfg.token_url, &st.discovered) {
-            (Some(url), _) => discovery::Discovered {
+    /// Where to ask for tokens: `token_url`, the cached discovery, or a new one (refused when
+    /// it names another authorization server than the one the credentials were used with).
+    async fn discovered(&self, st: &mut State) -> Result<discovery::Discovered, AuthError> {
+        if let Some(url) = &self.cfg.token_url {
+            return Ok(discovery::Discovered {
                 resource: discovery::canonical_resource(&self.server),
                 scopes_supported: Vec::new(),
                 issuer: None,
                 token_endpoint: url.clone(),
                 auth_methods: Vec::new(),
-            },
-            (None, Some(d)) => d.clone(),
-            (None, None) => {
-                let d =
-                    discovery::discover(&self.http, &self.server, st.resource_metadata.as_ref())
-                        .await?;
-                if let (Some(bound), Some(now)) = (&st.bound_issuer, &d.issuer)
-                    && bound != now
-                {
-                    return Err(AuthError::new(
-                        AuthStep::Discovery,
-                        format!(
-                            "the server now names authorization server {}, but the configured client credentials were used with {}: reload the configuration with credentials for the new one",
-                            crate::text::bounded(now, 200),
-                            crate::text::bounded(bound, 200)
-                        ),
-                    ));
-                }
-                st.discovered = Some(d.clone());
-                d
-            }
-        };
+            });
+        }
+        if let Some(d) = &st.discovered {
+            return Ok(d.clone());
+        }
+        let d =
+            discovery::discover(&self.http, &self.server, st.resource_metadata.as_ref()).await?;
+        if let (Some(bound), Some(now)) = (&st.bound_issuer, &d.issuer)
+            && bound != now
+        {
+            return Err(AuthError::new(
+                AuthStep::Discovery,
+                format!(
+                    "the server now names authorization server {}, but the configured client credentials were used with {}: reload the configuration with credentials for the new one",
+                    crate::text::bounded(now, 200),
+                    crate::text::bounded(bound, 200)
+                ),
+            ));
+        }
+        st.discovered = Some(d.clone());
+        Ok(d)
+    }
+
+    async fn fetch(&self, st: &mut State) -> Result<(token::Issued, Vec<String>), AuthError> {
+        let d = self.discovered(st).await?;
         let requested = select_scopes(
             &self.cfg.scopes,
             st.requested.as_deref(),
