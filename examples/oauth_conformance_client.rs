@@ -25,7 +25,7 @@ const MAX_ATTEMPTS: usize = 6;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let server = std::env::args().last().expect("server URL argument");
+    let server = std::env::args().next_back().expect("server URL argument");
     let server = url::Url::parse(&server).expect("server URL");
     let ctx: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
         .ok()

@@ -49,42 +49,40 @@ impl Mock {
     }
 }
 
-async fn prm(AxState(m): AxState<Arc<Mock>>) -> Response {
+/// A metadata document, or 404 when the mock publishes none; `field` is the overridable value.
+fn metadata(
+    m: &Mock,
+    field: &Mutex<Option<String>>,
+    default: &str,
+    doc: impl FnOnce(&str, String) -> serde_json::Value,
+) -> Response {
     if m.no_metadata.load(Ordering::SeqCst) {
         return StatusCode::NOT_FOUND.into_response();
     }
     let base = m.base();
-    let resource = m
-        .prm_resource
-        .lock()
-        .unwrap()
-        .clone()
-        .unwrap_or(format!("{base}/mcp"));
-    axum::Json(serde_json::json!({
-        "resource": resource,
-        "authorization_servers": [format!("{base}/as")],
-        "scopes_supported": ["mcp:read"],
-    }))
-    .into_response()
+    let value = field.lock().unwrap().clone();
+    let value = value.unwrap_or_else(|| format!("{base}{default}"));
+    axum::Json(doc(&base, value)).into_response()
+}
+
+async fn prm(AxState(m): AxState<Arc<Mock>>) -> Response {
+    metadata(&m, &m.prm_resource, "/mcp", |base, resource| {
+        serde_json::json!({
+            "resource": resource,
+            "authorization_servers": [format!("{base}/as")],
+            "scopes_supported": ["mcp:read"],
+        })
+    })
 }
 
 async fn as_meta(AxState(m): AxState<Arc<Mock>>) -> Response {
-    if m.no_metadata.load(Ordering::SeqCst) {
-        return StatusCode::NOT_FOUND.into_response();
-    }
-    let base = m.base();
-    let issuer = m
-        .issuer
-        .lock()
-        .unwrap()
-        .clone()
-        .unwrap_or(format!("{base}/as"));
-    axum::Json(serde_json::json!({
-        "issuer": issuer,
-        "token_endpoint": format!("{base}/as/token"),
-        "token_endpoint_auth_methods_supported": ["client_secret_post"],
-    }))
-    .into_response()
+    metadata(&m, &m.issuer, "/as", |base, issuer| {
+        serde_json::json!({
+            "issuer": issuer,
+            "token_endpoint": format!("{base}/as/token"),
+            "token_endpoint_auth_methods_supported": ["client_secret_post"],
+        })
+    })
 }
 
 async fn token_endpoint(
@@ -383,27 +381,25 @@ async fn scopes_supported_are_used_when_the_challenge_has_none() {
 
 #[tokio::test]
 async fn a_resource_or_issuer_that_is_not_ours_is_refused() {
-    let m = start(Mock::default()).await;
-    *m.prm_resource.lock().unwrap() = Some("https://evil.example.com/mcp".into());
-    let ts = source(&m, false, ClientAuth::None);
-    let e = ts
-        .challenged(&refusal(401, "Bearer", None))
-        .await
-        .unwrap_err();
-    assert_eq!(e.step, AuthStep::Discovery);
-    assert!(e.detail.contains("evil.example.com"), "{}", e.detail);
-    assert_eq!(m.count(), 0);
-
-    let m = start(Mock::default()).await;
-    *m.issuer.lock().unwrap() = Some("https://attacker.example.com".into());
-    let ts = source(&m, false, ClientAuth::None);
-    let e = ts
-        .challenged(&refusal(401, "Bearer", None))
-        .await
-        .unwrap_err();
-    assert_eq!(e.step, AuthStep::Discovery);
-    assert!(e.detail.contains("attacker.example.com"), "{}", e.detail);
-    assert_eq!(m.count(), 0);
+    let evil = "https://evil.example.com";
+    fn resource(m: &Mock) -> &Mutex<Option<String>> {
+        &m.prm_resource
+    }
+    fn issuer(m: &Mock) -> &Mutex<Option<String>> {
+        &m.issuer
+    }
+    for field in [resource as fn(&Mock) -> &Mutex<Option<String>>, issuer] {
+        let m = start(Mock::default()).await;
+        *field(&m).lock().unwrap() = Some(format!("{evil}/mcp"));
+        let ts = source(&m, false, ClientAuth::None);
+        let e = ts
+            .challenged(&refusal(401, "Bearer", None))
+            .await
+            .unwrap_err();
+        assert_eq!(e.step, AuthStep::Discovery);
+        assert!(e.detail.contains(evil), "{}", e.detail);
+        assert_eq!(m.count(), 0, "no token request");
+    }
 }
 
 #[tokio::test]
