@@ -13,7 +13,7 @@
 //! * failures back off (0.5 s doubling to 60 s, with jitter) per target, so a broken
 //!   authorization server neither hammers the AS nor delays other targets;
 //! * `403 insufficient_scope` steps up (previous scopes ∪ challenged scopes) at most
-//!   [`MAX_STEP_UPS`] times per token lifetime;
+//!   [`MAX_STEP_UPS`] times in a row (the count restarts with a token renewed for another reason);
 //! * the credentials are bound to the first authorization server they were used with: if the
 //!   resource later names another one we refuse rather than present them elsewhere;
 //! * tokens, secrets and assertions never reach `Debug`, logs or errors.
@@ -38,7 +38,7 @@ use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 use url::Url;
 
-/// Step-ups on `insufficient_scope` per token lifetime before the refusal stands.
+/// Step-ups on `insufficient_scope` in a row before the refusal stands.
 pub const MAX_STEP_UPS: u32 = 3;
 /// First delay after a failed token acquisition; doubles per failure up to [`BACKOFF_MAX`].
 pub const BACKOFF_START: Duration = Duration::from_millis(500);
@@ -47,8 +47,9 @@ pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
 const WAIT_FOR_FLIGHT: Duration = Duration::from_secs(45);
 /// Bound on one acquisition (discovery and token request, each request also bounded).
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(40);
-/// A 401 on a token obtained because of a 401 less than this long ago is not answered with yet
-/// another token at once (backoff applies).
+/// A 401 on a token obtained because of a 401 (or after such a refusal) less than this long ago
+/// is not answered with yet another token at once: backoff applies, longer for each such token
+/// in a row, so a server that refuses every token costs one token request a minute at most.
 const REFUSAL_WINDOW: Duration = Duration::from_secs(10);
 /// A token is renewed at 3/4 of its lifetime, and at least this long before it expires.
 const REFRESH_MARGIN: Duration = Duration::from_secs(10);
@@ -78,6 +79,8 @@ struct State {
     challenge_seen: bool,
     step_ups: u32,
     failures: u32,
+    /// Tokens in a row refused right after being issued (each one backs off longer).
+    refused_streak: u32,
     retry_at: Option<Instant>,
     last_error: Option<AuthError>,
     /// The issuer our credentials were first used with.
@@ -190,11 +193,15 @@ impl TokenSource {
                 // The server may have moved to another authorization server: discover again.
                 st.discovered = None;
                 let now = Instant::now();
-                let just_issued = st
-                    .token
-                    .take()
+                let refused = st.token.take();
+                let just_issued = refused
+                    .as_ref()
                     .is_some_and(|t| t.after_refusal && now < t.obtained + REFUSAL_WINDOW);
+                if refused.is_some() && !just_issued {
+                    st.refused_streak = 0;
+                }
                 if just_issued {
+                    st.refused_streak = st.refused_streak.saturating_add(1);
                     // Another token will not help; discovery may still explain why (a new
                     // authorization server), so run it for the error message.
                     let e = match self.discovered(&mut st).await {
@@ -289,7 +296,7 @@ impl TokenSource {
                     Some(life) => (Some(now + refresh_after(life)), Some(now + life)),
                     None => (None, None),
                 };
-                if cause == Cause::Expiry {
+                if cause != Cause::StepUp {
                     st.step_ups = 0;
                 }
                 st.requested = Some(requested);
@@ -302,7 +309,7 @@ impl TokenSource {
                     obtained: now,
                     refresh_at,
                     expires_at,
-                    after_refusal: cause == Cause::Refused,
+                    after_refusal: cause == Cause::Refused || st.refused_streak > 0,
                 });
                 if let Some(m) = self.metrics.get() {
                     m.auth_token_request(true);
@@ -327,9 +334,16 @@ impl TokenSource {
 
     fn failed(&self, st: &mut State, e: &AuthError) {
         st.failures = st.failures.saturating_add(1);
-        st.retry_at = Some(Instant::now() + backoff(st.failures, rand::random::<f64>()));
+        let n = st.failures.saturating_add(st.refused_streak);
+        let delay = backoff(n, rand::random::<f64>());
+        st.retry_at = Some(Instant::now() + delay);
         st.last_error = Some(e.clone());
-        tracing::warn!(target: "mcp_exporter::oauth", target_name = %self.target, error = %e, "OAuth token acquisition failed");
+        tracing::warn!(
+            reason = e.step.as_str(),
+            error = %e.detail,
+            retry_in = ?delay,
+            "OAuth token acquisition failed"
+        );
     }
 
     /// Where to ask for tokens: `token_url`, the cached discovery, or a new one (refused when

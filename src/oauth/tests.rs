@@ -284,8 +284,29 @@ async fn a_refused_token_is_replaced_once_for_all_connections() {
     assert_eq!(m.count(), 2);
     assert!(ts.bearer().await.is_err());
     assert_eq!(m.count(), 2, "no token request while backing off");
+    // One failure in a streak of one refused token: at most 1 s.
+    skip(Duration::from_secs(1)).await;
+    let third = bearer(&ts).await;
+    assert_eq!(third.to_str().unwrap(), "Bearer tok-3");
+    // Refused again at once: the streak makes the wait longer (2 s, at least 1 s with jitter).
+    let e = ts
+        .challenged(&refusal(401, www, Some(&third)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.step, AuthStep::Unauthorized);
     skip(BACKOFF_START).await;
-    assert_eq!(bearer(&ts).await.to_str().unwrap(), "Bearer tok-3");
+    assert!(ts.bearer().await.is_err());
+    assert_eq!(m.count(), 3);
+    skip(Duration::from_secs(2)).await;
+    assert_eq!(bearer(&ts).await.to_str().unwrap(), "Bearer tok-4");
+    // A token that outlived the window is refused: a new one at once.
+    skip(REFUSAL_WINDOW).await;
+    let fourth = HeaderValue::from_static("Bearer tok-4");
+    assert_eq!(
+        ts.challenged(&refusal(401, www, Some(&fourth))).await,
+        Ok(Retry::Once)
+    );
+    assert_eq!(m.count(), 5);
 }
 
 #[tokio::test]
