@@ -387,11 +387,10 @@ impl TokenSource {
             &st.challenged,
             &d.scopes_supported,
         );
-        let mut audience: Vec<String> = d.issuer.iter().cloned().collect();
-        let endpoint = d.token_endpoint.to_string();
-        if !audience.contains(&endpoint) {
-            audience.push(endpoint);
-        }
+        let audience = d
+            .issuer
+            .clone()
+            .unwrap_or_else(|| d.token_endpoint.to_string());
         let req = token::Request {
             endpoint: &d.token_endpoint,
             client_id: &self.cfg.client_id,

@@ -65,8 +65,8 @@ pub(crate) struct Request<'a> {
     pub client_id: &'a str,
     pub auth: &'a ClientAuth,
     pub method: Method,
-    /// Audience of a client assertion: the issuer (when known) and the token endpoint.
-    pub audience: Vec<String>,
+    /// Audience of a client assertion: the issuer when known, else the token endpoint.
+    pub audience: String,
     pub resource: &'a str,
     pub scopes: &'a [String],
     pub endpoint_params: &'a [(String, String)],
@@ -207,17 +207,20 @@ fn basic_credentials(client_id: &str, secret: &str) -> Result<HeaderValue, AuthE
 pub(crate) struct Claims {
     pub iss: String,
     pub sub: String,
-    pub aud: Vec<String>,
+    pub aud: String,
     pub jti: String,
     pub iat: u64,
     pub exp: u64,
 }
 
-/// An RFC 7523 §2.2 client assertion: iss = sub = client_id, aud = the authorization server,
-/// a fresh `jti`, valid for [`ASSERTION_LIFETIME`].
+/// An RFC 7523 §2.2 client assertion: iss = sub = client_id, a fresh `jti`, valid for
+/// [`ASSERTION_LIFETIME`], and `aud` one string: the authorization server's issuer identifier,
+/// as draft-ietf-oauth-rfc7523bis requires to close audience injection (the extension's text
+/// still names the token endpoint, which is what we send when no issuer is known: `token_url`
+/// configured without metadata).
 pub(crate) fn assertion(
     client_id: &str,
-    audience: &[String],
+    audience: &str,
     key: &JwtKey,
     pem: &[u8],
 ) -> Result<String, AuthError> {
@@ -247,7 +250,7 @@ pub(crate) fn assertion(
     let claims = Claims {
         iss: client_id.to_owned(),
         sub: client_id.to_owned(),
-        aud: audience.to_vec(),
+        aud: audience.to_owned(),
         jti: jti(),
         iat: now,
         exp: now + ASSERTION_LIFETIME.as_secs(),
@@ -350,11 +353,8 @@ Yng0hEY22O7wUH3bOHzGI/PopSahRANCAAQpOTSR4NAX4b0ICXY0xeZQVufkbPfk
             key_id: Some("k1".into()),
             algorithm: JwtAlgorithm::Es256,
         };
-        let aud = vec![
-            "https://as.ex.com".to_string(),
-            "https://as.ex.com/token".to_string(),
-        ];
-        let jwt = assertion("client-1", &aud, &key, EC_KEY.as_bytes()).unwrap();
+        let aud = "https://as.ex.com";
+        let jwt = assertion("client-1", aud, &key, EC_KEY.as_bytes()).unwrap();
         let header = decode_header(&jwt).unwrap();
         assert_eq!(header.alg, Algorithm::ES256);
         assert_eq!(header.kid.as_deref(), Some("k1"));
@@ -378,7 +378,7 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKTk0keDQF+G9CAl2NMXmUFbn5Gz3
         assert_eq!(c.aud, aud);
         assert_eq!(c.exp - c.iat, 60);
         assert_eq!(c.jti.len(), 32);
-        let again = assertion("client-1", &aud, &key, EC_KEY.as_bytes()).unwrap();
+        let again = assertion("client-1", aud, &key, EC_KEY.as_bytes()).unwrap();
         let c2 = decode::<Claims>(
             &again,
             &DecodingKey::from_ec_pem(public.as_bytes()).unwrap(),
@@ -396,7 +396,7 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKTk0keDQF+G9CAl2NMXmUFbn5Gz3
             key_id: None,
             algorithm: JwtAlgorithm::Rs256,
         };
-        let e = assertion("c", &[], &key, EC_KEY.as_bytes()).unwrap_err();
+        let e = assertion("c", "https://as", &key, EC_KEY.as_bytes()).unwrap_err();
         assert_eq!(e.step, AuthStep::Credentials);
         assert!(!e.detail.contains("PRIVATE"));
     }
