@@ -138,7 +138,7 @@ pub(crate) async fn discover(
     }
     let meta = found.ok_or_else(|| {
         discovery(format!(
-            "no authorization server metadata for issuer {}",
+            "no authorization server metadata for issuer {} (no JSON at its RFC 8414 or OpenID Connect locations)",
             shown(issuer)
         ))
     })?;
@@ -227,8 +227,9 @@ fn from_as_metadata(
     })
 }
 
-/// GET a JSON document: `Ok(None)` when it is not there (any non-2xx answer), an error when it
-/// is there but unusable or the host cannot be reached.
+/// GET a JSON document: `Ok(None)` when it is not there — a non-2xx answer, or a 2xx that is not
+/// a JSON object (web apps answer every path with their HTML page) — and an error when the host
+/// cannot be reached or the answer is too large.
 async fn get_json(
     http: &reqwest::Client,
     url: &Url,
@@ -238,7 +239,13 @@ async fn get_json(
     if !answer.ok() {
         return Ok(None);
     }
-    answer.json(AuthStep::Discovery, what).map(Some)
+    match answer.json(AuthStep::Discovery, what) {
+        Ok(doc) => Ok(Some(doc)),
+        Err(e) => {
+            tracing::debug!(url = %crate::config::redact_url(url), error = %e.detail, "metadata location skipped");
+            Ok(None)
+        }
+    }
 }
 
 fn strings(v: Option<&serde_json::Value>) -> Vec<String> {

@@ -28,6 +28,8 @@ struct Mock {
     html: AtomicBool,
     huge: AtomicBool,
     no_metadata: AtomicBool,
+    /// The path-based protected resource metadata location answers with a web page.
+    spa: AtomicBool,
     prm_resource: Mutex<Option<String>>,
     issuer: Mutex<Option<String>>,
 }
@@ -66,6 +68,13 @@ fn metadata(
 }
 
 async fn prm(AxState(m): AxState<Arc<Mock>>) -> Response {
+    if m.spa.load(Ordering::SeqCst) {
+        return ([(header::CONTENT_TYPE, "text/html")], "<html>app</html>").into_response();
+    }
+    root_prm(AxState(m)).await
+}
+
+async fn root_prm(AxState(m): AxState<Arc<Mock>>) -> Response {
     metadata(&m, &m.prm_resource, "/mcp", |base, resource| {
         serde_json::json!({
             "resource": resource,
@@ -136,6 +145,7 @@ async fn start(mock: Mock) -> Arc<Mock> {
     let m = Arc::new(mock);
     let app = Router::new()
         .route("/.well-known/oauth-protected-resource/mcp", get(prm))
+        .route("/.well-known/oauth-protected-resource", get(root_prm))
         .route("/.well-known/oauth-authorization-server/as", get(as_meta))
         .route("/as/token", post(token_endpoint))
         .route("/token", post(token_endpoint))
@@ -421,6 +431,18 @@ async fn a_resource_or_issuer_that_is_not_ours_is_refused() {
         assert!(e.detail.contains(evil), "{}", e.detail);
         assert_eq!(m.count(), 0, "no token request");
     }
+}
+
+#[tokio::test]
+async fn a_web_page_at_a_metadata_location_counts_as_absent() {
+    let m = start(Mock::default()).await;
+    m.spa.store(true, Ordering::SeqCst);
+    let ts = source(&m, false, ClientAuth::None);
+    assert_eq!(
+        ts.challenged(&refusal(401, "Bearer", None)).await,
+        Ok(Retry::Once)
+    );
+    assert_eq!(m.last_form()["resource"], format!("{}/mcp", m.base()));
 }
 
 #[tokio::test]

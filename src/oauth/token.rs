@@ -401,6 +401,24 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKTk0keDQF+G9CAl2NMXmUFbn5Gz3
         assert!(!e.detail.contains("PRIVATE"));
     }
 
+    #[tokio::test]
+    async fn secret_files_are_read_when_used_trimmed_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret");
+        std::fs::write(&path, "first\n").unwrap();
+        let src = SecretSource::File(path.clone());
+        assert_eq!(read_secret(&src).await.unwrap(), "first");
+        std::fs::write(&path, "rotated").unwrap();
+        assert_eq!(read_secret(&src).await.unwrap(), "rotated");
+        std::fs::write(&path, vec![b'x'; 64 * 1024 + 1]).unwrap();
+        let e = read_secret(&src).await.unwrap_err();
+        assert_eq!(e.step, AuthStep::Credentials);
+        assert!(e.detail.ends_with("is larger than 64 KiB"), "{}", e.detail);
+        std::fs::remove_file(&path).unwrap();
+        let e = read_secret(&src).await.unwrap_err();
+        assert!(e.detail.ends_with("cannot be read"), "{}", e.detail);
+    }
+
     #[test]
     fn token_answers() {
         let j = |v: serde_json::Value| v.as_object().unwrap().clone();
