@@ -433,29 +433,23 @@ async fn a_resource_or_issuer_that_is_not_ours_is_refused() {
     }
 }
 
+/// A web page at the path-based resource metadata location counts as absent (the root one is
+/// used); no metadata anywhere: the 2025-03-26 default token endpoint. Either way the token is
+/// for this server.
 #[tokio::test]
-async fn a_web_page_at_a_metadata_location_counts_as_absent() {
-    let m = start(Mock::default()).await;
-    m.spa.store(true, Ordering::SeqCst);
-    let ts = source(&m, false, ClientAuth::None);
-    assert_eq!(
-        ts.challenged(&refusal(401, "Bearer", None)).await,
-        Ok(Retry::Once)
-    );
-    assert_eq!(m.last_form()["resource"], format!("{}/mcp", m.base()));
-}
-
-#[tokio::test]
-async fn servers_without_metadata_get_the_2025_03_26_default_token_endpoint() {
-    let m = start(Mock::default()).await;
-    m.no_metadata.store(true, Ordering::SeqCst);
-    let ts = source(&m, false, ClientAuth::None);
-    assert_eq!(
-        ts.challenged(&refusal(401, "Bearer", None)).await,
-        Ok(Retry::Once)
-    );
-    assert_eq!(m.count(), 1);
-    assert_eq!(m.last_form()["resource"], format!("{}/mcp", m.base()));
+async fn missing_metadata_falls_back() {
+    for spa in [true, false] {
+        let m = start(Mock::default()).await;
+        let flag = if spa { &m.spa } else { &m.no_metadata };
+        flag.store(true, Ordering::SeqCst);
+        let ts = source(&m, false, ClientAuth::None);
+        assert_eq!(
+            ts.challenged(&refusal(401, "Bearer", None)).await,
+            Ok(Retry::Once)
+        );
+        assert_eq!(m.count(), 1);
+        assert_eq!(m.last_form()["resource"], format!("{}/mcp", m.base()));
+    }
 }
 
 #[tokio::test]
