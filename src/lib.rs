@@ -25,7 +25,7 @@ pub mod logging;
 pub mod mcp;
 /// Reaching a target over HTTP: credentials, TLS, proxy.
 pub mod net;
-/// OAuth 2.0 client credentials and MCP authorization discovery for HTTP targets.
+/// OAuth 2.0 client credentials for MCP targets: discovery, token cache, step-up.
 pub mod oauth;
 /// The probe: long-lived connections, cursor walks, the cache and its audit.
 pub mod probe;

@@ -56,7 +56,7 @@ impl Auth {
         match self {
             Auth::None => Ok(None),
             Auth::Static(s) => s.header().map(Some),
-            Auth::OAuth2(t) => t.bearer().await.map(Some),
+            Auth::OAuth2(t) => t.bearer().await,
         }
     }
 

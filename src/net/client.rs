@@ -108,6 +108,13 @@ impl TargetHttp {
             .expect("a client without TLS files or credentials builds")
     }
 
+    /// Record the OAuth token requests and expiry of this target in `metrics` (set once).
+    pub fn token_metrics(&self, metrics: std::sync::Arc<crate::telemetry::TargetMetrics>) {
+        if let super::auth::Auth::OAuth2(tokens) = &self.auth {
+            tokens.set_metrics(metrics);
+        }
+    }
+
     /// Count auth failures through `sink` from now on (set once; later calls are ignored).
     pub fn count_failures(&self, sink: FailureSink) {
         let _ = self.failures.set(sink);

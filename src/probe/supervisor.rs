@@ -117,6 +117,7 @@ impl Supervisor {
             .ok();
         if let Some(net) = net.as_ref().filter(|n| n.has_credentials()) {
             net.count_failures(metrics.auth_failures());
+            net.token_metrics(metrics.clone());
         }
         for index in 0..t.connections {
             let Some(net) = &net else { break };

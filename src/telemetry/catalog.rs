@@ -133,6 +133,10 @@ metrics_catalog! {
         "Duration of the last run of the functional probe of this tool, in seconds.";
     TOOL_PROBE_FAILURES = "mcp_probe_tool_probe_failures_total", Counter, ["target", "tool", "reason"],
         "Functional probe runs that failed or were skipped, by reason (timeout, transport, protocol_error, unknown_tool, tool_error, expectation, auth, side_effect_guard).";
+    AUTH_TOKEN_EXPIRY = "mcp_probe_auth_token_expiry_timestamp_seconds", Gauge, ["target"],
+        "Unix time at which the target's current OAuth access token expires; 0 when the token states no lifetime. Absent for targets without oauth2.";
+    AUTH_TOKEN_REQUESTS = "mcp_probe_auth_token_requests_total", Counter, ["target", "result"],
+        "OAuth token acquisitions (discovery and token request) for the target, by result (success, failure). Absent for targets without oauth2.";
     BUILD_INFO = "mcp_exporter_build_info", Gauge, ["version", "revision"],
         "Always 1; labels name the running build.";
     RELOAD_OK = "mcp_exporter_config_last_reload_successful", Gauge, [],

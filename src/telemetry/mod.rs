@@ -350,6 +350,34 @@ impl TargetMetrics {
         })
     }
 
+    /// An OAuth token acquisition of this target ended. Both `result` series appear at the first
+    /// one, so a failure rate can be computed from the start.
+    pub fn auth_token_request(&self, ok: bool) {
+        for result in ["success", "failure"] {
+            let counter = self.recorder.register_counter(
+                &key(
+                    catalog::AUTH_TOKEN_REQUESTS,
+                    &[
+                        ("target", self.name.clone()),
+                        ("result", result.to_string()),
+                    ],
+                ),
+                &METADATA,
+            );
+            counter.increment(u64::from((result == "success") == ok));
+        }
+    }
+
+    /// The target's current OAuth access token expires at `unix_seconds` (0: no stated lifetime).
+    pub fn auth_token_expiry(&self, unix_seconds: f64) {
+        self.recorder
+            .register_gauge(
+                &key(catalog::AUTH_TOKEN_EXPIRY, &[("target", self.name.clone())]),
+                &METADATA,
+            )
+            .set(unix_seconds);
+    }
+
     /// The session that runs the probes is gone: none of them is passing now.
     pub fn probes_down(&self) {
         for p in &self.probes {
