@@ -225,7 +225,7 @@ impl Exporter {
         s
     }
 
-    /// `POST /-/reload`.
+    /// `POST /-/reload` (served with `--web.enable-lifecycle`).
     pub async fn reload(&self) -> reqwest::Response {
         reqwest::Client::new()
             .post(format!("{}/-/reload", self.base))
