@@ -24,14 +24,12 @@ import base64
 import http.client
 import os
 import shutil
-import signal
 import ssl
 import subprocess
-import sys
 import urllib.request
 
 # The process, polling and logging helpers of the main Prometheus e2e, in the same folder.
-from prometheus_e2e import Failed, Prom, free_port, log, start, stop_all, tail, wait_for
+from prometheus_e2e import Failed, free_port, log, main_of, start_both, wait_for
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HARD_DEADLINE = 240
@@ -127,17 +125,8 @@ def run(binary, work):
         f.write(job.format(name="tls_basic_auth", ca=ca, user=USER, password=f"password_file: {password_file}", port=exporter_port))
         f.write(job.format(name="wrong_password", ca=ca, user=USER, password="password: not-the-password", port=exporter_port))
     sh("promtool", "check", "config", prom_cfg)
-    exporter = start([binary, f"--config.file={config}", f"--web.config.file={web}", "--web.enable-lifecycle",
-                      f"--web.listen-address=127.0.0.1:{exporter_port}"], os.path.join(work, "exporter.log"))
-    prometheus = start(["prometheus", f"--config.file={prom_cfg}", f"--storage.tsdb.path={work}/tsdb",
-                        f"--web.listen-address=127.0.0.1:{prom_port}"], os.path.join(work, "prometheus.log"))
-    prom = Prom(prom_port)
-
-    def alive():
-        for p, what in ((exporter, "exporter"), (prometheus, "prometheus")):
-            if p.poll() is not None:
-                raise SystemExit(f"FAILED: {what} exited with {p.returncode}")
-        return True
+    prom, alive = start_both([binary, f"--config.file={config}", f"--web.config.file={web}", "--web.enable-lifecycle",
+                              f"--web.listen-address=127.0.0.1:{exporter_port}"], prom_cfg, prom_port, work)
 
     def up(job_name, value):
         return alive() and any(r["value"][1] == value for r in prom.query(f'up{{job="{job_name}"}}'))
@@ -167,32 +156,5 @@ def run(binary, work):
     alive()
 
 
-def main():
-    if len(sys.argv) != 3:
-        sys.exit(__doc__)
-    binary, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAILED: terminated"))
-    signal.signal(signal.SIGALRM, lambda *_: sys.exit(f"FAILED: hard deadline of {HARD_DEADLINE} s"))
-    signal.alarm(HARD_DEADLINE)
-    ok = False
-    try:
-        run(binary, work)
-        ok = True
-    except Failed as e:
-        print(f"FAILED: {e}", file=sys.stderr, flush=True)
-    finally:
-        signal.alarm(0)
-        stop_all()
-        if not ok:
-            for name in ("exporter.log", "prometheus.log"):
-                path = os.path.join(work, name)
-                print(f"---- last lines of {path}\n{tail(path)}", file=sys.stderr, flush=True)
-    if not ok:
-        sys.exit(1)
-    log("all checks passed")
-
-
 if __name__ == "__main__":
-    main()
+    main_of(run, __doc__, HARD_DEADLINE)

@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{DEADLINE, Exporter, wait_exit};
+use common::{DEADLINE, Exporter, closed_by_server, wait_exit};
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
 };
@@ -78,6 +78,14 @@ impl Setup {
         path
     }
 
+    /// A new folder with `web_config` written, and the exporter started on it.
+    fn started(web_config: &str) -> (Setup, Exporter) {
+        let s = Setup::new();
+        s.web_config(web_config);
+        let e = s.spawn(&[]);
+        (s, e)
+    }
+
     fn spawn(&self, extra: &[&str]) -> Exporter {
         let mut args = vec![
             format!("--config.file={}", self.path("mcp_exporter.yml").display()),
@@ -112,6 +120,15 @@ fn hash(password: &str) -> String {
     bcrypt::hash(password, 4).unwrap()
 }
 
+/// `GET url`, with basic authentication when `auth` is given.
+fn get(client: &reqwest::Client, url: &str, auth: Option<(&str, &str)>) -> reqwest::RequestBuilder {
+    let req = client.get(url);
+    match auth {
+        Some((user, password)) => req.basic_auth(user, Some(password)),
+        None => req,
+    }
+}
+
 /// Poll `GET url` until it answers `want`; panics with the logs after [`DEADLINE`].
 async fn until_status(
     e: &Exporter,
@@ -123,11 +140,7 @@ async fn until_status(
     let start = std::time::Instant::now();
     let mut last;
     loop {
-        let mut req = client.get(url);
-        if let Some((u, p)) = auth {
-            req = req.basic_auth(u, Some(p));
-        }
-        match req.send().await {
+        match get(client, url, auth).send().await {
             Ok(r) if r.status() == want => return r,
             Ok(r) => last = format!("status {}", r.status()),
             Err(err) => last = format!("{err:?}"),
@@ -142,21 +155,19 @@ async fn until_status(
 }
 
 async fn status(client: &reqwest::Client, url: &str, auth: Option<(&str, &str)>) -> StatusCode {
-    let mut req = client.get(url);
-    if let Some((u, p)) = auth {
-        req = req.basic_auth(u, Some(p));
-    }
-    req.send().await.expect("an answer").status()
+    get(client, url, auth)
+        .send()
+        .await
+        .expect("an answer")
+        .status()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tls_and_basic_auth_with_a_file_that_changes_while_serving() {
-    let s = Setup::new();
-    s.web_config(&format!(
+    let (s, e) = Setup::started(&format!(
         "{TLS}http_server_config:\n  headers:\n    X-Frame-Options: deny\nbasic_auth_users:\n  alice: {}\n",
         hash("right")
     ));
-    let e = s.spawn(&[]);
     let client = s.client(None);
     let metrics = format!("{}/metrics", https(&e));
 
@@ -181,11 +192,7 @@ async fn tls_and_basic_auth_with_a_file_that_changes_while_serving() {
         ("unknown user", Some(("mallory", "right"))),
         ("no credentials", None),
     ] {
-        let mut req = client.get(&metrics);
-        if let Some((u, p)) = auth {
-            req = req.basic_auth(u, Some(p));
-        }
-        let r = req.send().await.unwrap();
+        let r = get(&client, &metrics, auth).send().await.unwrap();
         assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{who}");
         assert_eq!(r.headers()["www-authenticate"], "Basic", "{who}");
         assert_eq!(
@@ -261,12 +268,10 @@ async fn tls_and_basic_auth_with_a_file_that_changes_while_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn basic_auth_over_plain_http_and_a_broken_file_answers_500() {
-    let s = Setup::new();
-    s.web_config(&format!(
+    let (s, e) = Setup::started(&format!(
         "basic_auth_users:\n  alice: {}\nauth_excluded_paths: [/-/healthy]\n",
         hash("right")
     ));
-    let e = s.spawn(&[]);
     let client = reqwest::Client::builder()
         .timeout(DEADLINE)
         .build()
@@ -429,20 +434,6 @@ async fn tls_connect(
         .connect("127.0.0.1".try_into().unwrap(), tcp)
         .await
         .expect("TLS handshake")
-}
-
-/// Read until the server closes the connection; false if still open after [`DEADLINE`].
-async fn closed_by_server(conn: &mut (impl tokio::io::AsyncRead + Unpin)) -> bool {
-    use tokio::io::AsyncReadExt;
-    let mut buf = [0u8; 4096];
-    let until_closed = async {
-        while let Ok(n) = conn.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-        }
-    };
-    tokio::time::timeout(DEADLINE, until_closed).await.is_ok()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
