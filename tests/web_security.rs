@@ -334,6 +334,23 @@ async fn require_and_verify_client_cert_takes_only_certificates_of_the_client_ca
         foreign.is_err(),
         "served a certificate of another CA: {foreign:?}"
     );
+
+    // The next handshake reads the file again: RequireAnyClientCert takes any certificate whose
+    // key the client holds, and still none is refused.
+    s.web_config(&format!("{TLS}  client_auth_type: RequireAnyClientCert\n"));
+    until_status(
+        &e,
+        &s.client(Some(&stranger)),
+        &metrics,
+        None,
+        StatusCode::OK,
+    )
+    .await;
+    let without = s.client(None).get(&metrics).send().await;
+    assert!(
+        without.is_err(),
+        "RequireAnyClientCert served without a certificate: {without:?}"
+    );
 }
 
 /// Start with `web_config`; the exit must be a failure whose message has every `needle`.

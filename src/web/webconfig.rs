@@ -876,6 +876,96 @@ mod tests {
         );
     }
 
+    /// A folder with a CA, a server certificate and key signed by it, and `web.yml`.
+    fn tls_folder(web_yml: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_pem = ca.self_signed(&ca_key).unwrap().pem();
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+            .unwrap()
+            .signed_by(&key, &issuer)
+            .unwrap();
+        for (name, text) in [
+            ("ca.crt", ca_pem),
+            ("server.crt", cert.pem()),
+            ("server.key", key.serialize_pem()),
+            ("web.yml", web_yml.to_string()),
+        ] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        let path = dir.path().join("web.yml");
+        (dir, path)
+    }
+
+    const TLS: &str = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+
+    #[test]
+    fn every_client_auth_type_and_tuning_builds_a_server_config() {
+        for auth in [
+            "NoClientCert",
+            "RequestClientCert",
+            "RequireAnyClientCert",
+            "VerifyClientCertIfGiven",
+            "RequireAndVerifyClientCert",
+        ] {
+            let ca = if auth == "NoClientCert" {
+                ""
+            } else {
+                "  client_ca_file: ca.crt\n"
+            };
+            let (_dir, path) = tls_folder(&format!(
+                "{TLS}  client_auth_type: {auth}\n{ca}  min_version: TLS12\n  max_version: TLS12\n  cipher_suites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]\n  curve_preferences: [CurveP384, X25519]\n"
+            ));
+            let file = WebConfigFile::open(path).unwrap_or_else(|e| panic!("{auth}: {e}"));
+            assert!(file.tls());
+            let config = file.tls_config().unwrap();
+            assert!(
+                config.ignore_client_order,
+                "prefer_server_cipher_suites defaults to true"
+            );
+        }
+    }
+
+    #[test]
+    fn the_tls_config_is_rebuilt_only_when_a_file_changes() {
+        let (dir, path) = tls_folder(TLS);
+        let file = WebConfigFile::open(path.clone()).unwrap();
+        let first = file.tls_config().unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &file.tls_config().unwrap()),
+            "unchanged: reused"
+        );
+        // A renewed certificate (here: the same one rewritten with a trailing newline).
+        let cert = dir.path().join("server.crt");
+        let mut text = std::fs::read_to_string(&cert).unwrap();
+        text.push('\n');
+        std::fs::write(&cert, text).unwrap();
+        let renewed = file.tls_config().unwrap();
+        assert!(
+            !Arc::ptr_eq(&first, &renewed),
+            "a changed certificate file is read again"
+        );
+        // A key that does not fit, or a file without TLS: refused, never plain.
+        std::fs::write(
+            dir.path().join("server.key"),
+            rcgen::KeyPair::generate().unwrap().serialize_pem(),
+        )
+        .unwrap();
+        let e = file.tls_config().unwrap_err();
+        assert_eq!(
+            e.field.as_deref(),
+            Some("tls_server_config.key_file"),
+            "{e}"
+        );
+        std::fs::write(&path, "").unwrap();
+        let e = file.tls_config().unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("tls_server_config"), "{e}");
+    }
+
     #[test]
     fn user_hashes_must_be_bcrypt_and_are_never_echoed() {
         let e = parsed("basic_auth_users:\n  alice: hunter2\n").unwrap_err();
