@@ -204,7 +204,7 @@ fn given(s: Option<String>) -> Option<String> {
     s.filter(|s| !s.is_empty())
 }
 
-/// Parse and check the file's text (`dir`: its folder, for relative paths).
+/// Parse and check the text of the file at `path` (relative paths in it are against its folder).
 fn parse(path: &Path, text: &[u8]) -> Result<WebConfig, WebConfigError> {
     let err = |field: &str, why: String| WebConfigError {
         path: path.to_owned(),
@@ -259,7 +259,11 @@ fn parse(path: &Path, text: &[u8]) -> Result<WebConfig, WebConfigError> {
         }
         let value = HeaderValue::from_str(&value)
             .map_err(|_| err(&field, "not a valid header value".into()))?;
-        headers.push((HeaderName::from_static_lower(name.as_str()), value));
+        headers.push((
+            HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| err(&field, "not a valid header name".into()))?,
+            value,
+        ));
     }
     let users = raw.basic_auth_users.unwrap_or_default();
     for (user, hash) in &users {
@@ -281,18 +285,6 @@ fn parse(path: &Path, text: &[u8]) -> Result<WebConfig, WebConfigError> {
             .into_iter()
             .collect(),
     })
-}
-
-/// Header names are matched as the toolkit spells them; HTTP/1 sends them in lower case.
-trait FromStaticLower {
-    fn from_static_lower(name: &str) -> HeaderName;
-}
-
-impl FromStaticLower for HeaderName {
-    fn from_static_lower(name: &str) -> HeaderName {
-        HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
-            .expect("the allowed header names are valid")
-    }
 }
 
 fn pem_source(
