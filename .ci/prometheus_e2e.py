@@ -339,6 +339,23 @@ def tail(path, n=15):
         return str(e)
 
 
+def start_both(exporter_cmd, prom_cfg, prom_port, work):
+    """The exporter and a Prometheus with `prom_cfg`, logging to WORKDIR/exporter.log and
+    prometheus.log: (the Prometheus API, a check that raises SystemExit if either has exited)."""
+    exporter = start(exporter_cmd, os.path.join(work, "exporter.log"))
+    prometheus = start(["prometheus", f"--config.file={prom_cfg}", f"--storage.tsdb.path={work}/tsdb",
+                        f"--web.listen-address=127.0.0.1:{prom_port}"],
+                       os.path.join(work, "prometheus.log"))
+
+    def alive():
+        for p, what in ((exporter, "exporter"), (prometheus, "prometheus")):
+            if p.poll() is not None:
+                raise SystemExit(f"FAILED: {what} exited with {p.returncode}")
+        return True
+
+    return Prom(prom_port), alive
+
+
 def run(binary, work):
     for tool in ("prometheus", "promtool"):
         if not shutil.which(tool):
@@ -357,18 +374,7 @@ def run(binary, work):
     out = subprocess.run(["promtool", "check", "config", cfg], capture_output=True, timeout=60)
     if out.returncode != 0:
         raise Failed(f"promtool check config {cfg}:\n{(out.stdout + out.stderr).decode()}")
-    exporter = start([binary, "--demo", f"--web.listen-address=127.0.0.1:{exporter_port}"],
-                     os.path.join(work, "exporter.log"))
-    prometheus = start(["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={work}/tsdb",
-                        f"--web.listen-address=127.0.0.1:{prom_port}"],
-                       os.path.join(work, "prometheus.log"))
-    prom = Prom(prom_port)
-
-    def alive():
-        for p, what in ((exporter, "exporter"), (prometheus, "prometheus")):
-            if p.poll() is not None:
-                raise SystemExit(f"FAILED: {what} exited with {p.returncode}")
-        return True
+    prom, alive = start_both([binary, "--demo", f"--web.listen-address=127.0.0.1:{exporter_port}"], cfg, prom_port, work)
 
     wait_for("Prometheus scrapes the exporter", lambda: alive() and any(
         r["value"][1] == "1" for r in prom.query(f'up{{job="{JOB}"}}')), 60)
@@ -382,15 +388,17 @@ def run(binary, work):
     check_names(prom)
 
 
-def main():
+def main_of(run, usage, backstop):
+    """The command line of an e2e script: `run(binary, work)` in a fresh WORKDIR, killed after
+    `backstop` seconds, every child stopped on every exit, the logs' tails printed on failure."""
     if len(sys.argv) != 3:
-        sys.exit(__doc__)
+        sys.exit(usage)
     binary, work = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
     shutil.rmtree(work, ignore_errors=True)  # a fresh TSDB: no alert history of an earlier run
     os.makedirs(work)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("FAILED: terminated"))
-    signal.signal(signal.SIGALRM, lambda *_: sys.exit(f"FAILED: hard deadline of {HARD_DEADLINE + 30} s"))
-    signal.alarm(HARD_DEADLINE + 30)  # the backstop if a single call hangs past every deadline
+    signal.signal(signal.SIGALRM, lambda *_: sys.exit(f"FAILED: hard deadline of {backstop} s"))
+    signal.alarm(backstop)  # the backstop if a single call hangs past every deadline
     ok = False
     try:
         run(binary, work)
@@ -407,6 +415,10 @@ def main():
     if not ok:
         sys.exit(1)
     log("all checks passed")
+
+
+def main():
+    main_of(run, __doc__, HARD_DEADLINE + 30)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 //! The daemon: load the configuration, run the supervisor and the web server, reload on SIGHUP
-//! or `POST /-/reload`, shut down cleanly on SIGTERM.
+//! or `POST /-/reload` (with `--web.enable-lifecycle`), shut down cleanly on SIGTERM.
 //!
 //! Startup order matters: signal handlers first (a SIGHUP must never kill a starting process),
 //! then the port (a bad or taken address fails before any target is dialed), then the
@@ -44,6 +44,10 @@ pub struct Options {
     pub otlp: Option<OtlpOptions>,
     /// Timeouts and the connection cap of the exporter's own port.
     pub web: web::Limits,
+    /// `--web.config.file`: TLS and authentication of the exporter's own port.
+    pub web_config: Option<PathBuf>,
+    /// `--web.enable-lifecycle`: serve `POST /-/reload`.
+    pub lifecycle: bool,
 }
 
 /// `--web.listen-address` when not given: every interface.
@@ -242,6 +246,14 @@ pub async fn run(opts: Options) -> Result<(), String> {
         mut term,
         mut int,
     } = Signals::install()?;
+    let web_config = match opts.web_config.filter(|p| !p.as_os_str().is_empty()) {
+        Some(path) => {
+            let file = web::WebConfigFile::open(path).map_err(|e| e.to_string())?;
+            tracing::info!(file = %file.path().display(), tls = file.tls(), "web configuration file loaded");
+            Some(Arc::new(file))
+        }
+        None => None,
+    };
     let listener = bind(&opts.listen).await?;
     let telemetry = Telemetry::new();
     telemetry
@@ -289,12 +301,14 @@ pub async fn run(opts: Options) -> Result<(), String> {
         reload: reload_tx,
         status: daemon.supervisor.status(),
         ready: daemon.ready.clone(),
+        lifecycle: opts.lifecycle,
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(web::serve(
         listener,
         app,
         opts.web,
+        web_config,
         telemetry.clone(),
         stop_rx,
     ));

@@ -39,6 +39,14 @@ struct Cli {
     /// request is closed to make room, so a scrape still gets through.
     #[arg(long = "web.max-connections", value_name = "N", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     web_max_connections: u32,
+    /// Web configuration file (Prometheus exporter-toolkit format): TLS, client certificates,
+    /// basic authentication and response headers of this port; re-read on every connection and
+    /// request. See docs/security.md.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    web_config_file: Option<PathBuf>,
+    /// Serve POST /-/reload (without it: 403). SIGHUP reloads either way.
+    #[arg(long = "web.enable-lifecycle")]
+    web_enable_lifecycle: bool,
     /// Run against the embedded demo knowledge-base server instead of a configuration file.
     #[arg(long, conflicts_with_all = ["config_file", "config_check"])]
     demo: bool,
@@ -236,6 +244,8 @@ fn main() -> ExitCode {
         source,
         otlp,
         web,
+        web_config: cli.web_config_file,
+        lifecycle: cli.web_enable_lifecycle,
     }))
 }
 

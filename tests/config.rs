@@ -73,7 +73,13 @@ async fn reload_to_zero_targets_succeeds_with_a_warning() {
         "targets:\n  - name: kb\n    url: http://127.0.0.1:1/mcp\n",
     )
     .unwrap();
-    let e = Exporter::spawn(&[format!("--config.file={}", path.display())], &[]);
+    let e = Exporter::spawn(
+        &[
+            format!("--config.file={}", path.display()),
+            "--web.enable-lifecycle".into(),
+        ],
+        &[],
+    );
     e.until_metrics("one target", |s| s.v("mcp_exporter_targets", &[]) == 1.0)
         .await;
 

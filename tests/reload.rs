@@ -103,7 +103,10 @@ async fn binary_reload_rejects_bad_config_and_applies_good_one() {
     let path = dir.path().join("mcp_exporter.yml");
     std::fs::write(&path, config_text(&[("a", lab.url("a").to_string())])).unwrap();
     let mut e = Exporter::spawn(
-        &[format!("--config.file={}", path.display())],
+        &[
+            format!("--config.file={}", path.display()),
+            "--web.enable-lifecycle".into(),
+        ],
         &[("TEST_TOKEN", SENTINEL)],
     );
     e.until_metrics("a up", |s| s.v("mcp_probe_up", &[("target", "a")]) == 1.0)

@@ -5,8 +5,8 @@
 
 mod common;
 
-use common::{DEADLINE, Exporter, Scrape};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use common::{DEADLINE, Exporter, Scrape, closed_by_server};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 const CLOSED: &str = "mcp_exporter_web_connections_closed_total";
@@ -31,20 +31,6 @@ async fn exporter_under(wrapper: &[&str], flags: &[&str], dir: &tempfile::TempDi
 
 fn address(e: &Exporter) -> &str {
     e.base.trim_start_matches("http://")
-}
-
-/// Read until the server closes the connection (EOF or reset); false if it is still open
-/// after [`DEADLINE`].
-async fn closed_by_server(conn: &mut (impl AsyncRead + Unpin)) -> bool {
-    let mut buf = [0u8; 4096];
-    let until_closed = async {
-        while let Ok(n) = conn.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-        }
-    };
-    tokio::time::timeout(DEADLINE, until_closed).await.is_ok()
 }
 
 /// A scrape on a new connection, with the test's deadline.

@@ -152,7 +152,7 @@ metrics_catalog! {
     WEB_CONNECTIONS = "mcp_exporter_web_connections", Gauge, [],
         "Connections open to the exporter's own port (/metrics, the status page); at most --web.max-connections.";
     WEB_CONNECTIONS_CLOSED = "mcp_exporter_web_connections_closed_total", Counter, ["reason"],
-        "Connections to the exporter's own port that it closed, by reason (header_read_timeout, idle_timeout, evicted, refused).";
+        "Connections to the exporter's own port that it closed, by reason (header_read_timeout, idle_timeout, evicted, refused, tls_handshake_failed).";
 }
 
 /// Look a family up by name.

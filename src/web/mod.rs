@@ -3,15 +3,21 @@
 //!
 //! Routes only read snapshots; they never reach into connection state. No route makes the
 //! exporter connect anywhere: targets come from the configuration file only. The port itself,
-//! with its connection cap and timeouts, is in [`serve`].
+//! with its connection cap and timeouts, is in [`serve`]; who may use it (TLS, basic
+//! authentication, `--web.config.file`) in [`webconfig`] and [`auth`]. `POST /-/reload` changes
+//! what the exporter does, so it is refused unless `--web.enable-lifecycle` is given, as in
+//! Prometheus.
 
+mod auth;
 mod page;
 mod serve;
+mod webconfig;
 
 pub use serve::{
     Closed, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits,
     WARN_EVERY, serve,
 };
+pub use webconfig::{ClientAuth, WebConfigError, WebConfigFile};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +43,8 @@ pub struct WebState {
     /// True once the first configuration is applied: the port is served from the start, so a
     /// slow first load is visible, but readiness waits for the targets.
     pub ready: Arc<AtomicBool>,
+    /// `--web.enable-lifecycle`: whether `POST /-/reload` is served.
+    pub lifecycle: bool,
 }
 
 pub fn router(state: WebState) -> Router {
@@ -75,6 +83,9 @@ async fn ready(State(s): State<WebState>) -> Response {
 }
 
 async fn reload(State(s): State<WebState>) -> Response {
+    if !s.lifecycle {
+        return (StatusCode::FORBIDDEN, "Lifecycle API is not enabled.\n").into_response();
+    }
     let (tx, rx) = oneshot::channel();
     if s.reload.send(tx).await.is_err() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();

@@ -21,6 +21,11 @@
 //! - Hitting the cap and failing to accept are logged at most once per [`WARN_EVERY`], with the
 //!   count since the previous line; every close is counted in
 //!   `mcp_exporter_web_connections_closed_total{reason}`.
+//! - With TLS (`--web.config.file`), a connection is waiting while its handshake runs: it may be
+//!   evicted, and the handshake has `header_read_timeout` of its own; the first request's head
+//!   clock starts when the handshake ends. The TLS configuration is built for each handshake
+//!   from the file as it is then (see [`super::webconfig`]); a handshake that fails (a plain
+//!   HTTP request, a missing client certificate, a broken file) closes the connection.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -43,7 +48,11 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc, watch};
 use tokio::time::Instant;
+use tokio_rustls::LazyConfigAcceptor;
+use tokio_rustls::server::TlsStream;
 
+use super::auth::{Guard, guard};
+use super::webconfig::WebConfigFile;
 use crate::telemetry::{Telemetry, catalog};
 
 /// Default `--web.header-read-timeout`: a scrape sends its request head in one packet, so 10 s
@@ -109,14 +118,18 @@ pub enum Closed {
     Evicted,
     /// Turned away at the cap: every connection was serving a request.
     Refused,
+    /// The TLS handshake failed: not TLS (a plain HTTP request), no acceptable client
+    /// certificate, or the web configuration file unusable at the time.
+    TlsHandshakeFailed,
 }
 
 impl Closed {
-    pub const ALL: [Closed; 4] = [
+    pub const ALL: [Closed; 5] = [
         Closed::HeaderReadTimeout,
         Closed::IdleTimeout,
         Closed::Evicted,
         Closed::Refused,
+        Closed::TlsHandshakeFailed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -125,6 +138,7 @@ impl Closed {
             Closed::IdleTimeout => "idle_timeout",
             Closed::Evicted => "evicted",
             Closed::Refused => "refused",
+            Closed::TlsHandshakeFailed => "tls_handshake_failed",
         }
     }
 }
@@ -220,6 +234,15 @@ impl Slot {
         if let Phase::Serving { progress } = &mut *self.phase() {
             *progress = Instant::now();
         }
+    }
+
+    /// The TLS handshake is done: the first request's head clock starts now.
+    fn handshaken(&self) {
+        let now = Instant::now();
+        self.set(Phase::Waiting {
+            since: now,
+            head_from: Some(now),
+        });
     }
 
     fn evict(&self) {
@@ -326,7 +349,7 @@ fn evict_longest_waiting(slots: &mut HashMap<u64, Arc<Slot>>) -> bool {
 
 /// One warning line per [`WARN_EVERY`] for an event that repeats.
 #[derive(Default)]
-struct Throttle {
+pub(super) struct Throttle {
     last: Option<Instant>,
     count: u64,
 }
@@ -334,7 +357,7 @@ struct Throttle {
 impl Throttle {
     /// Count an event; the number of events since the last line (this one included) when a
     /// line is due.
-    fn hit(&mut self, now: Instant) -> Option<u64> {
+    pub(super) fn hit(&mut self, now: Instant) -> Option<u64> {
         self.count += 1;
         if self
             .last
@@ -348,14 +371,25 @@ impl Throttle {
 }
 
 /// Serve `app` on `listener` within `limits` until `stop` turns true, then close idle
-/// connections at once and let requests in progress finish.
+/// connections at once and let requests in progress finish. With `web_config`, the port speaks
+/// TLS if the file configured it at startup, and every request passes its authentication and
+/// gets its headers.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: Limits,
+    web_config: Option<Arc<WebConfigFile>>,
     telemetry: Arc<Telemetry>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let app = match &web_config {
+        Some(file) => app.layer(axum::middleware::from_fn_with_state(
+            Guard::new(file.clone()),
+            guard,
+        )),
+        None => app,
+    };
+    let tls = web_config.filter(|f| f.tls());
     let metrics = WebMetrics::new(&telemetry);
     let registry = Arc::new(Registry::default());
     // Every connection task holds a sender; `recv` returns `None` once all have ended.
@@ -421,7 +455,7 @@ pub async fn serve(
             stop: stop.clone(),
             alive: alive.clone(),
         };
-        tokio::spawn(conn.run(stream, app.clone()));
+        tokio::spawn(conn.run(stream, app.clone(), tls.clone()));
     }
     drop(listener);
     drop(alive);
@@ -450,9 +484,84 @@ struct Conn {
 }
 
 impl Conn {
-    /// Serve HTTP/1 on `stream` until the client leaves, a limit closes it, or shutdown.
-    async fn run(mut self, stream: TcpStream, app: Router) {
+    /// Serve the connection (after a TLS handshake with `tls`) until the client leaves, a limit
+    /// closes it, or shutdown.
+    async fn run(mut self, stream: TcpStream, app: Router, tls: Option<Arc<WebConfigFile>>) {
         let _ = stream.set_nodelay(true);
+        match tls {
+            None => self.http(stream, app).await,
+            Some(file) => {
+                if let Some(stream) = self.handshake(stream, file).await {
+                    self.slot.handshaken();
+                    self.http(stream, app).await;
+                }
+            }
+        }
+        drop(self.place);
+        drop(self.alive);
+    }
+
+    /// The TLS handshake, with the configuration the file gives now; `None` when it failed, took
+    /// longer than `header_read_timeout`, the connection was evicted or the server stops.
+    async fn handshake(
+        &mut self,
+        stream: TcpStream,
+        file: Arc<WebConfigFile>,
+    ) -> Option<TlsStream<TcpStream>> {
+        enum Failed {
+            Client(io::Error),
+            Config,
+        }
+        let deadline = Instant::now() + self.limits.header_read_timeout;
+        let shake = async {
+            let start = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream)
+                .await
+                .map_err(Failed::Client)?;
+            let f = file.clone();
+            let config = match tokio::task::spawn_blocking(move || f.tls_config()).await {
+                Ok(Ok(config)) => config,
+                Ok(Err(e)) => {
+                    file.report(&e, "refusing TLS handshakes until it is fixed");
+                    return Err(Failed::Config);
+                }
+                Err(_) => return Err(Failed::Config),
+            };
+            start.into_stream(config).await.map_err(Failed::Client)
+        };
+        let slot = self.slot.clone();
+        let evicted = async move {
+            loop {
+                slot.wake.notified().await;
+                if slot.is_evicted() {
+                    break;
+                }
+            }
+        };
+        tokio::select! {
+            shaken = shake => match shaken {
+                Ok(stream) => Some(stream),
+                Err(failed) => {
+                    if let Failed::Client(e) = failed {
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                    }
+                    self.metrics.closed(Closed::TlsHandshakeFailed);
+                    None
+                }
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                self.metrics.closed(Closed::HeaderReadTimeout);
+                None
+            }
+            _ = evicted => None,
+            _ = self.stop.wait_for(|s| *s) => None,
+        }
+    }
+
+    /// Serve HTTP/1 on `stream` until the client leaves, a limit closes it, or shutdown.
+    async fn http<S>(&mut self, stream: S, app: Router)
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let io = TokioIo::new(Tracked {
             io: stream,
             slot: self.slot.clone(),
@@ -496,8 +605,6 @@ impl Conn {
                 }
             }
         }
-        drop(self.place);
-        drop(self.alive);
     }
 }
 
@@ -551,12 +658,12 @@ impl hyper::body::Body for Tail {
 
 /// The socket, telling its [`Slot`] when bytes move: the first byte of a request starts its
 /// header-read clock, every byte written is progress of a response.
-struct Tracked {
-    io: TcpStream,
+struct Tracked<S> {
+    io: S,
     slot: Arc<Slot>,
 }
 
-impl AsyncRead for Tracked {
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -571,7 +678,7 @@ impl AsyncRead for Tracked {
     }
 }
 
-impl Tracked {
+impl<S> Tracked<S> {
     fn wrote(&self, polled: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
             self.slot.on_write();
@@ -580,7 +687,7 @@ impl Tracked {
     }
 }
 
-impl AsyncWrite for Tracked {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

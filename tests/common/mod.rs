@@ -226,7 +226,7 @@ impl Exporter {
         s
     }
 
-    /// `POST /-/reload`.
+    /// `POST /-/reload` (served with `--web.enable-lifecycle`).
     pub async fn reload(&self) -> reqwest::Response {
         reqwest::Client::new()
             .post(format!("{}/-/reload", self.base))
@@ -285,6 +285,21 @@ impl Exporter {
 /// The body of a GET, or `None` on any failure.
 pub async fn get(url: &str) -> Option<String> {
     reqwest::get(url).await.ok()?.text().await.ok()
+}
+
+/// Read until the server closes the connection (EOF or reset); false if it is still open
+/// after [`DEADLINE`].
+pub async fn closed_by_server(conn: &mut (impl tokio::io::AsyncRead + Unpin)) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut buf = [0u8; 4096];
+    let until_closed = async {
+        while let Ok(n) = conn.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    };
+    tokio::time::timeout(DEADLINE, until_closed).await.is_ok()
 }
 
 /// The exit status of `child`; panics if it is still running after [`DEADLINE`].

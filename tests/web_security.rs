@@ -1,0 +1,507 @@
+//! The exporter's own port with `--web.config.file` and `--web.enable-lifecycle`, through the
+//! binary: TLS with certificates made here, plain HTTP refused on the TLS port, basic
+//! authentication (right, wrong, unknown), a changed file taking effect without a restart, a
+//! broken file refusing instead of opening, client certificates, startup errors naming the
+//! field, and `POST /-/reload` only with the lifecycle flag.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{DEADLINE, Exporter, closed_by_server, wait_exit};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+};
+use reqwest::StatusCode;
+
+/// A certificate authority made for one test.
+struct Ca {
+    pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let pem = params.self_signed(&key).unwrap().pem();
+        Ca {
+            pem,
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A leaf certificate and its key, PEM.
+    fn leaf(&self, names: &[&str], usage: ExtendedKeyUsagePurpose) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+/// A folder with the server's certificate and key (for 127.0.0.1, signed by `ca`) and the
+/// web configuration file.
+struct Setup {
+    dir: tempfile::TempDir,
+    ca: Ca,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Ca::new("test server CA");
+        let (cert, key) = ca.leaf(
+            &["127.0.0.1", "localhost"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        std::fs::write(dir.path().join("server.crt"), cert).unwrap();
+        std::fs::write(dir.path().join("server.key"), key).unwrap();
+        std::fs::write(dir.path().join("mcp_exporter.yml"), "targets: []\n").unwrap();
+        Setup { dir, ca }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Write the web configuration file (relative paths are against its folder).
+    fn web_config(&self, text: &str) -> PathBuf {
+        let path = self.path("web.yml");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// A new folder with `web_config` written, and the exporter started on it.
+    fn started(web_config: &str) -> (Setup, Exporter) {
+        let s = Setup::new();
+        s.web_config(web_config);
+        let e = s.spawn(&[]);
+        (s, e)
+    }
+
+    fn spawn(&self, extra: &[&str]) -> Exporter {
+        let mut args = vec![
+            format!("--config.file={}", self.path("mcp_exporter.yml").display()),
+            format!("--web.config.file={}", self.path("web.yml").display()),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Exporter::spawn(&args, &[])
+    }
+
+    /// A client that trusts the test CA only, with `identity` (certificate and key PEM) if
+    /// given, and no connection reuse: every request makes a new handshake.
+    fn client(&self, identity: Option<&(String, String)>) -> reqwest::Client {
+        let mut b = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(self.ca.pem.as_bytes()).unwrap()])
+            .pool_max_idle_per_host(0)
+            .timeout(DEADLINE);
+        if let Some((cert, key)) = identity {
+            b = b.identity(reqwest::Identity::from_pem(format!("{cert}{key}").as_bytes()).unwrap());
+        }
+        b.build().unwrap()
+    }
+}
+
+const TLS: &str = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+
+fn https(e: &Exporter) -> String {
+    e.base.replace("http://", "https://")
+}
+
+fn hash(password: &str) -> String {
+    // Cost 4, the lowest: these tests are about behaviour, not about bcrypt's cost.
+    bcrypt::hash(password, 4).unwrap()
+}
+
+/// `GET url`, with basic authentication when `auth` is given.
+fn get(client: &reqwest::Client, url: &str, auth: Option<(&str, &str)>) -> reqwest::RequestBuilder {
+    let req = client.get(url);
+    match auth {
+        Some((user, password)) => req.basic_auth(user, Some(password)),
+        None => req,
+    }
+}
+
+/// Poll `GET url` until it answers `want`; panics with the logs after [`DEADLINE`].
+async fn until_status(
+    e: &Exporter,
+    client: &reqwest::Client,
+    url: &str,
+    auth: Option<(&str, &str)>,
+    want: StatusCode,
+) -> reqwest::Response {
+    let start = std::time::Instant::now();
+    let mut last;
+    loop {
+        match get(client, url, auth).send().await {
+            Ok(r) if r.status() == want => return r,
+            Ok(r) => last = format!("status {}", r.status()),
+            Err(err) => last = format!("{err:?}"),
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{url} never answered {want} (last: {last})\n--- logs ---\n{}",
+            e.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn status(client: &reqwest::Client, url: &str, auth: Option<(&str, &str)>) -> StatusCode {
+    get(client, url, auth)
+        .send()
+        .await
+        .expect("an answer")
+        .status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_and_basic_auth_with_a_file_that_changes_while_serving() {
+    let (s, e) = Setup::started(&format!(
+        "{TLS}http_server_config:\n  headers:\n    X-Frame-Options: deny\nbasic_auth_users:\n  alice: {}\n",
+        hash("right")
+    ));
+    let client = s.client(None);
+    let metrics = format!("{}/metrics", https(&e));
+
+    let ok = until_status(
+        &e,
+        &client,
+        &metrics,
+        Some(("alice", "right")),
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(ok.headers()["x-frame-options"], "deny");
+    assert!(
+        ok.text()
+            .await
+            .unwrap()
+            .contains("mcp_exporter_web_connections")
+    );
+
+    for (who, auth) in [
+        ("wrong password", Some(("alice", "wrong"))),
+        ("unknown user", Some(("mallory", "right"))),
+        ("no credentials", None),
+    ] {
+        let r = get(&client, &metrics, auth).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{who}");
+        assert_eq!(r.headers()["www-authenticate"], "Basic", "{who}");
+        assert_eq!(
+            r.headers()["x-frame-options"],
+            "deny",
+            "{who}: headers on every response"
+        );
+    }
+
+    // Plain HTTP to the TLS port: no HTTP answer at all.
+    let plain = reqwest::Client::builder()
+        .timeout(DEADLINE)
+        .build()
+        .unwrap();
+    let refused = plain.get(format!("{}/metrics", e.base)).send().await;
+    assert!(refused.is_err(), "plain HTTP was served: {refused:?}");
+
+    // A new password for alice and a new user, without a restart: the old password (verified
+    // and cached a moment ago) no longer opens the port.
+    s.web_config(&format!(
+        "{TLS}basic_auth_users:\n  alice: {}\n  bob: {}\n",
+        hash("new"),
+        hash("bobs")
+    ));
+    until_status(&e, &client, &metrics, Some(("bob", "bobs")), StatusCode::OK).await;
+    assert_eq!(
+        status(&client, &metrics, Some(("alice", "right"))).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        status(&client, &metrics, Some(("alice", "new"))).await,
+        StatusCode::OK
+    );
+
+    // A broken file refuses, never opens: new handshakes fail, and it is logged.
+    s.web_config("tls_server_config: [not, a, map]\n");
+    let start = std::time::Instant::now();
+    loop {
+        let r = client
+            .get(&metrics)
+            .basic_auth("bob", Some("bobs"))
+            .send()
+            .await;
+        if r.is_err() {
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "a broken web config still served: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        plain
+            .get(format!("{}/metrics", e.base))
+            .send()
+            .await
+            .is_err()
+    );
+    assert!(
+        e.logs().contains("web configuration file unusable"),
+        "{}",
+        e.logs()
+    );
+
+    // Fixed again: served again.
+    s.web_config(&format!(
+        "{TLS}basic_auth_users:\n  bob: {}\n",
+        hash("bobs")
+    ));
+    until_status(&e, &client, &metrics, Some(("bob", "bobs")), StatusCode::OK).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_auth_over_plain_http_and_a_broken_file_answers_500() {
+    let (s, e) = Setup::started(&format!(
+        "basic_auth_users:\n  alice: {}\nauth_excluded_paths: [/-/healthy]\n",
+        hash("right")
+    ));
+    let client = reqwest::Client::builder()
+        .timeout(DEADLINE)
+        .build()
+        .unwrap();
+    let metrics = format!("{}/metrics", e.base);
+    until_status(
+        &e,
+        &client,
+        &metrics,
+        Some(("alice", "right")),
+        StatusCode::OK,
+    )
+    .await;
+    assert_eq!(
+        status(&client, &metrics, None).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(
+        status(&client, &format!("{}/-/healthy", e.base), None).await,
+        StatusCode::OK,
+        "auth_excluded_paths"
+    );
+    s.web_config("basic_auth_users: {alice: not-a-hash}\n");
+    until_status(
+        &e,
+        &client,
+        &metrics,
+        Some(("alice", "right")),
+        StatusCode::INTERNAL_SERVER_ERROR,
+    )
+    .await;
+    assert_eq!(
+        status(&client, &format!("{}/-/healthy", e.base), None).await,
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "a broken file opens nothing"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn require_and_verify_client_cert_takes_only_certificates_of_the_client_ca() {
+    let s = Setup::new();
+    let clients = Ca::new("test client CA");
+    std::fs::write(s.path("clients.crt"), &clients.pem).unwrap();
+    s.web_config(&format!(
+        "{TLS}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: clients.crt\n  min_version: TLS12\n"
+    ));
+    let e = s.spawn(&[]);
+    let good = clients.leaf(&["scraper"], ExtendedKeyUsagePurpose::ClientAuth);
+    let metrics = format!("{}/metrics", https(&e));
+    until_status(&e, &s.client(Some(&good)), &metrics, None, StatusCode::OK).await;
+
+    let without = s.client(None).get(&metrics).send().await;
+    assert!(
+        without.is_err(),
+        "served without a client certificate: {without:?}"
+    );
+    let stranger = Ca::new("some other CA").leaf(&["scraper"], ExtendedKeyUsagePurpose::ClientAuth);
+    let foreign = s.client(Some(&stranger)).get(&metrics).send().await;
+    assert!(
+        foreign.is_err(),
+        "served a certificate of another CA: {foreign:?}"
+    );
+
+    // The next handshake reads the file again: RequireAnyClientCert takes any certificate whose
+    // key the client holds, and still none is refused.
+    s.web_config(&format!("{TLS}  client_auth_type: RequireAnyClientCert\n"));
+    until_status(
+        &e,
+        &s.client(Some(&stranger)),
+        &metrics,
+        None,
+        StatusCode::OK,
+    )
+    .await;
+    let without = s.client(None).get(&metrics).send().await;
+    assert!(
+        without.is_err(),
+        "RequireAnyClientCert served without a certificate: {without:?}"
+    );
+}
+
+/// Start with `web_config`; the exit must be a failure whose message has every `needle`.
+fn refused_at_startup(s: &Setup, web_config: &str, needles: &[&str]) {
+    let path = s.web_config(web_config);
+    let mut e = s.spawn(&[]);
+    let status = wait_exit(&mut e.child);
+    let logs = e.logs();
+    assert!(!status.success(), "started with {web_config:?}\n{logs}");
+    for needle in needles.iter().chain([&path.to_str().unwrap()]) {
+        assert!(logs.contains(needle), "{needle:?} missing from\n{logs}");
+    }
+}
+
+#[test]
+fn an_invalid_web_config_at_startup_is_an_error_naming_file_and_field() {
+    let s = Setup::new();
+    refused_at_startup(
+        &s,
+        "tls_server_config:\n  cert_file: server.crt\n",
+        &["tls_server_config.key_file"],
+    );
+    refused_at_startup(
+        &s,
+        "tls_server_config:\n  certfile: server.crt\n",
+        &["certfile"],
+    );
+    refused_at_startup(
+        &s,
+        "tls_server_config:\n  cert_file: missing.crt\n  key_file: server.key\n",
+        &["tls_server_config.cert_file", "missing.crt"],
+    );
+    refused_at_startup(
+        &s,
+        "tls_server_config:\n  cert_file: server.key\n  key_file: server.key\n",
+        &["tls_server_config.cert_file"],
+    );
+    refused_at_startup(
+        &s,
+        "basic_auth_users:\n  alice: secret\n",
+        &["basic_auth_users.alice"],
+    );
+    refused_at_startup(
+        &s,
+        "http_server_config:\n  headers:\n    Server: me\n",
+        &["http_server_config.headers.Server"],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_over_http_needs_the_lifecycle_flag() {
+    let s = Setup::new();
+    s.web_config("");
+    let client = reqwest::Client::builder()
+        .timeout(DEADLINE)
+        .build()
+        .unwrap();
+    for (flags, want) in [
+        (&[][..], StatusCode::FORBIDDEN),
+        (&["--web.enable-lifecycle"][..], StatusCode::OK),
+    ] {
+        let e = s.spawn(flags);
+        until_status(
+            &e,
+            &client,
+            &format!("{}/-/ready", e.base),
+            None,
+            StatusCode::OK,
+        )
+        .await;
+        let r = e.reload().await;
+        assert_eq!(r.status(), want, "{flags:?}");
+        if want == StatusCode::FORBIDDEN {
+            assert_eq!(r.text().await.unwrap(), "Lifecycle API is not enabled.\n");
+        }
+    }
+}
+
+/// A TLS client of our own, to hold a connection in a chosen state.
+async fn tls_connect(
+    s: &Setup,
+    address: &str,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(s.ca.pem.as_bytes()).unwrap())
+        .unwrap();
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(address).await.unwrap();
+    tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+        .connect("127.0.0.1".try_into().unwrap(), tcp)
+        .await
+        .expect("TLS handshake")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_port_limits_hold_with_tls() {
+    use tokio::io::AsyncWriteExt;
+    let s = Setup::new();
+    s.web_config(TLS);
+    let e = s.spawn(&["--web.header-read-timeout=300ms", "--web.idle-timeout=1h"]);
+    let client = s.client(None);
+    let metrics = format!("{}/metrics", https(&e));
+    until_status(&e, &client, &metrics, None, StatusCode::OK).await;
+    let address = e.base.trim_start_matches("http://").to_string();
+
+    // A client that never starts its handshake, and one that never ends its request head.
+    let mut silent = tokio::net::TcpStream::connect(&address).await.unwrap();
+    assert!(
+        closed_by_server(&mut silent).await,
+        "a silent connection stayed open"
+    );
+    let mut slow = tls_connect(&s, &address).await;
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\n")
+        .await
+        .unwrap();
+    assert!(
+        closed_by_server(&mut slow).await,
+        "an unfinished head stayed open"
+    );
+
+    // A plain HTTP request fails the handshake; each close is counted by its reason.
+    let _ = reqwest::get(format!("{}/metrics", e.base)).await;
+    let start = std::time::Instant::now();
+    loop {
+        let text = client
+            .get(&metrics)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let scrape = common::Scrape::parse(&text);
+        let closed = |why| {
+            scrape.v(
+                "mcp_exporter_web_connections_closed_total",
+                &[("reason", why)],
+            )
+        };
+        if closed("header_read_timeout") >= 2.0 && closed("tls_handshake_failed") >= 1.0 {
+            break;
+        }
+        assert!(start.elapsed() < DEADLINE, "closes not counted:\n{text}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
