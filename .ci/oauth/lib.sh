@@ -9,7 +9,7 @@
 #                                for each to say it listens (bounded), sets OAUTH_* below
 #   oauth_stop                   ends both (by their process ids)
 #   oauth_env                    prints the OAUTH_* assignments, one a line
-#   free_port                    a free loopback TCP port
+#   free_ports N                 N distinct free loopback TCP ports, one a line
 #
 # Clients at the AS (fixed ids; secrets and keys new for every DIR set-up):
 #   mcp-exporter-basic  client_secret_basic  secret in DIR/basic.secret
@@ -19,8 +19,13 @@
 oauth_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 oauth_pids=()
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+free_ports() { # N: all bound at once, so they differ
+  python3 -c '
+import socket, sys
+held = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in held:
+    s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in held))' "$1"
 }
 
 oauth_credentials() { # DIR

@@ -19,10 +19,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(mkdir -p "$1" && cd "$1" && pwd)
 # shellcheck source=lib.sh
 . "$here/lib.sh"
+read -r -d '' spare_as spare_rs < <(free_ports 2) || true
 as_port=${2:-0}
 rs_port=${3:-0}
-[ "$as_port" != 0 ] || as_port=$(free_port)
-[ "$rs_port" != 0 ] || rs_port=$(free_port)
+[ "$as_port" != 0 ] || as_port=$spare_as
+[ "$rs_port" != 0 ] || rs_port=$spare_rs
 
 eval "$(timeout 1800 bash "$here/../peers/install.sh" "$root")"
 dir="$root/oauth-serve"
