@@ -43,6 +43,7 @@ import uuid
 import jwt  # PyJWT, a dependency of the `mcp` package in the same venv
 
 HTTP_TIMEOUT = 10
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
 LEGACY = "2025-11-25"
 
 
@@ -58,7 +59,7 @@ def http(method: str, url: str, body: bytes | None = None, headers: dict | None 
     """(status, headers, body bytes); HTTP errors are answers here, not exceptions."""
     req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
     try:
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT) as r:
+        with DIRECT.open(req, timeout=HTTP_TIMEOUT) as r:
             return r.status, r.headers, r.read(1 << 20)
     except urllib.error.HTTPError as e:
         return e.code, e.headers, e.read(1 << 20)

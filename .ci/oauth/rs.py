@@ -55,7 +55,7 @@ class IntrospectingVerifier:
         self.basic = "Basic " + base64.b64encode(f"{RS_CLIENT_ID}:{secret}".encode()).decode()
         self.endpoint: str | None = None
         self.seen: set[str] = set()
-        self.http = httpx2.AsyncClient(timeout=5.0)
+        self.http = httpx2.AsyncClient(timeout=5.0, trust_env=False)  # loopback: never a proxy
 
     async def introspection_endpoint(self) -> str:
         if self.endpoint is None:
