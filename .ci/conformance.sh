@@ -162,6 +162,8 @@ suite_vs_baseline "$dir" "$dir/baseline.yml" "$results" "the baseline in .ci/con
 #   ALONE  pass      run alone with `check ARGS` at --spec-version 2026-07-28: must pass;
 #          fail-bug  run alone likewise: fails today because of an exporter bug; a pass fails CI
 #                    too (then mark it pass, here and in docs/interop.md);
+#          fail      run alone likewise: fails by construction (a check a machine client never
+#                    satisfies, e.g. an authorization code request); a pass fails CI too;
 #          -         not run alone;
 #          ARGS `@auth [ARGS...]` runs .ci/conformance_auth_client.py, which gives `check` the
 #          scenario's credentials (MCP_CONFORMANCE_CONTEXT) as an `oauth2` block;
@@ -191,20 +193,31 @@ expected_failures="$adir/baseline.yml"
 echo "client:" >"$expected_failures"
 while read -r name alone suite args; do
   case "$name" in ''|'#'*) continue ;; esac
-  case "$alone/$suite" in pass/* | fail-bug/* | -/*) ;; *) alone=bad ;; esac
+  case "$alone/$suite" in pass/* | fail-bug/* | fail/* | -/*) ;; *) alone=bad ;; esac
   case "$suite" in pass) ;; fail) echo "  - $name" >>"$expected_failures" ;; *) alone=bad ;; esac
   [ "$alone" = bad ] && { echo "FAIL: $baseline_file: bad line for $name" >&2; exit 1; }
   [ "$alone" = - ] && continue
+  force=()
   case "$args" in
-    # A pre-registered OAuth client: the scenario's credentials become an `oauth2` block.
-    @auth*) cmd="python3 $ci_dir/conformance_auth_client.py $bin${args#@auth}" ;;
+    # A pre-registered OAuth client: the scenario's credentials become an `oauth2` block. The
+    # extension scenarios (client credentials) are not on the spec timeline: --force runs them.
+    @auth*) cmd="python3 $ci_dir/conformance_auth_client.py $bin${args#@auth}"; force=(--force) ;;
     *) cmd="$bin check${args:+ $args}" ;;
   esac
   out="$aresults/${name//\//_}.out"
   rc=0
   t0=$(date +%s)
   alpha 120 client --command "$cmd" --scenario "$name" --spec-version 2026-07-28 -o "$aresults" \
-    --timeout 30000 >"$out" 2>&1 || rc=$?
+    "${force[@]}" --timeout 30000 >"$out" 2>&1 || rc=$?
+  # A skipped scenario exits 0 and checks nothing: never a pass.
+  if grep -q '^SKIPPED' "$out"; then
+    echo "FAIL: conformance $ALPHA skipped scenario $name: $(grep -m1 '^SKIPPED' "$out")" >&2
+    exit 1
+  fi
+  if [ "$alone" = fail ] && [ "$rc" -eq 0 ]; then
+    echo "FAIL: conformance $ALPHA client scenario $name, expected to fail (not applicable to a machine client), now passes: mark it pass in $baseline_file and docs/interop.md" >&2
+    exit 1
+  fi
   if [ "$alone" = pass ] && [ "$rc" -ne 0 ]; then
     echo "FAIL: conformance $ALPHA client scenario $name (exit $rc), command: $cmd" >&2
     grep -v '^\s*$' "$out" | tail -40 >&2
@@ -214,7 +227,7 @@ while read -r name alone suite args; do
     echo "FAIL: conformance $ALPHA client scenario $name now passes: mark it pass in $baseline_file and docs/interop.md" >&2
     exit 1
   fi
-  log "$([ "$rc" -eq 0 ] && echo PASS || echo "expected FAIL (exporter bug)") $name ($(grep -m1 '^Passed:' "$out" || true); $(($(date +%s) - t0)) s): $cmd"
+  log "$([ "$rc" -eq 0 ] && echo PASS || echo "expected FAIL ($alone)") $name ($(grep -m1 '^Passed:' "$out" || true); $(($(date +%s) - t0)) s): $cmd"
 done <"$baseline_file"
 
 suite_vs_baseline "$adir" "$expected_failures" "$aresults" "$baseline_file"
