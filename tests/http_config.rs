@@ -385,7 +385,13 @@ async fn a_reload_with_a_bad_credentials_file_keeps_the_running_configuration() 
         lab.url("a")
     );
     std::fs::write(&path, &good).unwrap();
-    let e = common::Exporter::spawn(&[format!("--config.file={}", path.display())], &[]);
+    let e = common::Exporter::spawn(
+        &[
+            format!("--config.file={}", path.display()),
+            "--web.enable-lifecycle".into(),
+        ],
+        &[],
+    );
     e.until_metrics("a up", |s| s.v("mcp_probe_up", &[("target", "a")]) == 1.0)
         .await;
 
