@@ -64,7 +64,14 @@ POLL = 2  # seconds between polls of a condition
 # Referenced by dashboards or rules, but absent from a healthy demo's scrape, by design. Empty
 # now: mcp_probe_session_failures_total, the one that used to be here, exists at 0 for every
 # reason from a connection's start. A name added here must say why.
-KNOWN_ABSENT: dict = {}
+KNOWN_ABSENT: dict = {
+    # Per-target auth series exist only for targets with credentials (an auth block or a client
+    # certificate); this run's demo targets have none. .ci/oauth_e2e.sh asserts all three against
+    # a real OAuth-protected server.
+    "mcp_probe_auth_failures_total": "no target with credentials in this run (see .ci/oauth_e2e.sh)",
+    "mcp_probe_auth_token_expiry_timestamp_seconds": "no oauth2 target in this run (see .ci/oauth_e2e.sh)",
+    "mcp_probe_auth_token_requests_total": "no oauth2 target in this run (see .ci/oauth_e2e.sh)",
+}
 
 START = time.monotonic()
 PROCS = []
