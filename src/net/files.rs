@@ -5,6 +5,9 @@
 //! content. Both the configuration's load-time checks and the running client read through here,
 //! so the two can never disagree about what a file holds.
 
+use crate::config::PemSource;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use std::io::Read;
 use std::path::Path;
 use std::time::SystemTime;
@@ -32,18 +35,41 @@ pub fn stamp(path: &Path) -> Option<Stamp> {
     })
 }
 
+/// The bytes of `path` when it holds at most `max` of them, `None` when it holds more (read no
+/// further than one byte past the cap). The one bounded file read: callers word the errors.
+pub fn read_capped(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max + 1)
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= max).then_some(bytes))
+}
+
 /// The bytes of `path`, at most `max`. Errors name the path and why, never content.
 pub fn read_bounded(path: &Path, max: u64) -> Result<Vec<u8>, String> {
     let shown = path.display();
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
-    let mut bytes = Vec::new();
-    file.take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {shown}: {e}"))?;
-    if bytes.len() as u64 > max {
-        return Err(format!("{shown} is larger than {max} bytes"));
+    read_capped(path, max)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?
+        .ok_or_else(|| format!("{shown} is larger than {max} bytes"))
+}
+
+/// PEM text given inline or by a file of at most `max` bytes.
+pub fn read_pem(src: &PemSource, max: u64) -> Result<Vec<u8>, String> {
+    match src {
+        PemSource::Inline(text) => Ok(text.as_bytes().to_vec()),
+        PemSource::File(path) => read_bounded(path, max),
     }
-    Ok(bytes)
+}
+
+/// The certificates of a PEM text: at least one, every block well formed.
+pub fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs = CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("not PEM certificates: {e}"))?;
+    if certs.is_empty() {
+        return Err("no PEM certificate (BEGIN CERTIFICATE) found".into());
+    }
+    Ok(certs)
 }
 
 /// A secret kept in a file: UTF-8, trailing line breaks removed (editors add one), not empty.

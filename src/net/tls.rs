@@ -48,8 +48,11 @@ impl Material {
             None => None,
             Some(ca) => {
                 let field = pem_field(ca, "ca", "ca_file");
-                let certs = certificates(&pem_bytes(ca).map_err(|why| TlsFault { field, why })?)
-                    .map_err(|why| TlsFault { field, why })?;
+                let certs = files::certificates(
+                    &files::read_pem(ca, files::MAX_PEM_BYTES)
+                        .map_err(|why| TlsFault { field, why })?,
+                )
+                .map_err(|why| TlsFault { field, why })?;
                 Some(certs)
             }
         };
@@ -62,8 +65,10 @@ impl Material {
                     SecretSource::File(_) => "key_file",
                 };
                 let fault = |field| move |why| TlsFault { field, why };
-                let chain = certificates(&pem_bytes(&cc.cert).map_err(fault(cert_field))?)
-                    .map_err(fault(cert_field))?;
+                let chain = files::certificates(
+                    &files::read_pem(&cc.cert, files::MAX_PEM_BYTES).map_err(fault(cert_field))?,
+                )
+                .map_err(fault(cert_field))?;
                 let key_pem = match &cc.key {
                     SecretSource::Inline(s) => s.expose().as_bytes().to_vec(),
                     SecretSource::File(p) => {
@@ -87,23 +92,6 @@ fn pem_field(src: &PemSource, inline: &'static str, file: &'static str) -> &'sta
         PemSource::Inline(_) => inline,
         PemSource::File(_) => file,
     }
-}
-
-fn pem_bytes(src: &PemSource) -> Result<Vec<u8>, String> {
-    match src {
-        PemSource::Inline(text) => Ok(text.as_bytes().to_vec()),
-        PemSource::File(path) => files::read_bounded(path, files::MAX_PEM_BYTES),
-    }
-}
-
-fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs = CertificateDer::pem_slice_iter(pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not PEM certificates: {e}"))?;
-    if certs.is_empty() {
-        return Err("no PEM certificate (BEGIN CERTIFICATE) found".into());
-    }
-    Ok(certs)
 }
 
 /// The key belongs to the first certificate, which has not expired.

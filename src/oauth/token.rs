@@ -8,6 +8,7 @@
 
 use super::fetch;
 use crate::config::{ClientAuth, JwtAlgorithm, JwtKey, SecretSource};
+use crate::net::files::{self, MAX_SECRET_BYTES};
 use crate::net::refusal::{AuthError, AuthStep};
 use base64::Engine as _;
 use reqwest::header::HeaderValue;
@@ -15,8 +16,6 @@ use std::fmt;
 use std::time::Duration;
 use url::Url;
 
-/// Cap on a secret or key file.
-const MAX_SECRET_BYTES: u64 = 64 * 1024;
 /// Lifetime of a client assertion: long enough for clock skew, short enough to be useless later.
 const ASSERTION_LIFETIME: Duration = Duration::from_secs(60);
 /// Form keys we set ourselves; `endpoint_params` cannot replace them.
@@ -102,19 +101,14 @@ pub(crate) async fn request(
     let mut basic = None;
     match (req.method, req.auth) {
         (Method::Basic, ClientAuth::SecretBasic(s) | ClientAuth::SecretAuto(s)) => {
-            basic = Some(basic_credentials(req.client_id, &read_secret(s).await?)?);
+            basic = Some(basic_credentials(req.client_id, &read_secret(s)?)?);
         }
         (Method::Post, ClientAuth::SecretPost(s) | ClientAuth::SecretAuto(s)) => {
             form.push(("client_id", req.client_id.to_owned()));
-            form.push(("client_secret", read_secret(s).await?));
+            form.push(("client_secret", read_secret(s)?));
         }
         (Method::PrivateKeyJwt, ClientAuth::PrivateKeyJwt(key)) => {
-            let assertion = assertion(
-                req.client_id,
-                &req.audience,
-                key,
-                &read_pem(&key.key).await?,
-            )?;
+            let assertion = assertion(req.client_id, &req.audience, key, &read_pem(&key.key)?)?;
             form.push(("client_id", req.client_id.to_owned()));
             form.push(("client_assertion_type", ASSERTION_TYPE.into()));
             form.push(("client_assertion", assertion));
@@ -265,11 +259,11 @@ fn jti() -> String {
 
 /// A secret, inline or read from its file now (so a rotated file is used at the next request);
 /// surrounding whitespace trimmed, as Prometheus does.
-pub(crate) async fn read_secret(s: &SecretSource) -> Result<String, AuthError> {
+pub(crate) fn read_secret(s: &SecretSource) -> Result<String, AuthError> {
     match s {
         SecretSource::Inline(v) => Ok(v.expose().trim().to_owned()),
         SecretSource::File(path) => {
-            let bytes = read_file(path).await?;
+            let bytes = read_file(path)?;
             String::from_utf8(bytes)
                 .map(|s| s.trim().to_owned())
                 .map_err(|_| credentials(path, "is not UTF-8"))
@@ -277,27 +271,17 @@ pub(crate) async fn read_secret(s: &SecretSource) -> Result<String, AuthError> {
     }
 }
 
-async fn read_pem(s: &SecretSource) -> Result<Vec<u8>, AuthError> {
+fn read_pem(s: &SecretSource) -> Result<Vec<u8>, AuthError> {
     match s {
         SecretSource::Inline(v) => Ok(v.expose().as_bytes().to_vec()),
-        SecretSource::File(path) => read_file(path).await,
+        SecretSource::File(path) => read_file(path),
     }
 }
 
-async fn read_file(path: &std::path::Path) -> Result<Vec<u8>, AuthError> {
-    use tokio::io::AsyncReadExt as _;
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|_| credentials(path, "cannot be read"))?;
-    let mut buf = Vec::new();
-    file.take(MAX_SECRET_BYTES + 1)
-        .read_to_end(&mut buf)
-        .await
-        .map_err(|_| credentials(path, "cannot be read"))?;
-    if buf.len() as u64 > MAX_SECRET_BYTES {
-        return Err(credentials(path, "is larger than 64 KiB"));
-    }
-    Ok(buf)
+fn read_file(path: &std::path::Path) -> Result<Vec<u8>, AuthError> {
+    files::read_capped(path, MAX_SECRET_BYTES)
+        .map_err(|_| credentials(path, "cannot be read"))?
+        .ok_or_else(|| credentials(path, "is larger than 64 KiB"))
 }
 
 fn credentials(path: &std::path::Path, what: &str) -> AuthError {
@@ -407,15 +391,15 @@ MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEKTk0keDQF+G9CAl2NMXmUFbn5Gz3
         let path = dir.path().join("secret");
         std::fs::write(&path, "first\n").unwrap();
         let src = SecretSource::File(path.clone());
-        assert_eq!(read_secret(&src).await.unwrap(), "first");
+        assert_eq!(read_secret(&src).unwrap(), "first");
         std::fs::write(&path, "rotated").unwrap();
-        assert_eq!(read_secret(&src).await.unwrap(), "rotated");
+        assert_eq!(read_secret(&src).unwrap(), "rotated");
         std::fs::write(&path, vec![b'x'; 64 * 1024 + 1]).unwrap();
-        let e = read_secret(&src).await.unwrap_err();
+        let e = read_secret(&src).unwrap_err();
         assert_eq!(e.step, AuthStep::Credentials);
         assert!(e.detail.ends_with("is larger than 64 KiB"), "{}", e.detail);
         std::fs::remove_file(&path).unwrap();
-        let e = read_secret(&src).await.unwrap_err();
+        let e = read_secret(&src).unwrap_err();
         assert!(e.detail.ends_with("cannot be read"), "{}", e.detail);
     }
 

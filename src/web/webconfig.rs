@@ -17,7 +17,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,6 +33,8 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::serve::Throttle;
+use crate::config::PemSource;
+use crate::net::files;
 
 /// Largest web configuration file, certificate chain, key or CA bundle read: far above any real
 /// one, and a bound on what a mistaken path (a log file, a device) can make us hold.
@@ -145,19 +146,12 @@ impl ClientAuth {
     }
 }
 
-/// PEM given in the file itself or by path (relative paths are against the file's folder).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Pem {
-    Inline(String),
-    File(PathBuf),
-}
-
 /// `tls_server_config`, checked.
 #[derive(Debug, Clone)]
 pub struct TlsSettings {
-    cert: Pem,
-    key: Pem,
-    client_ca: Option<Pem>,
+    cert: PemSource,
+    key: PemSource,
+    client_ca: Option<PemSource>,
     pub client_auth: ClientAuth,
     versions: Vec<&'static SupportedProtocolVersion>,
     /// `cipher_suites`: the TLS 1.2 suites allowed, in order; `None` for rustls' defaults.
@@ -179,24 +173,6 @@ pub struct WebConfig {
     pub users: BTreeMap<String, String>,
     /// `auth_excluded_paths`: request paths served without basic authentication.
     pub excluded_paths: HashSet<String>,
-}
-
-/// Read at most [`MAX_FILE_BYTES`] of `path`.
-fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!(
-            "{} is larger than {} bytes",
-            path.display(),
-            MAX_FILE_BYTES
-        ));
-    }
-    Ok(bytes)
 }
 
 /// Go's zero value: an empty string is the same as no value.
@@ -292,14 +268,14 @@ fn pem_source(
     file: Option<String>,
     name: &str,
     dir: &Path,
-) -> Result<Option<Pem>, (String, String)> {
+) -> Result<Option<PemSource>, (String, String)> {
     match (given(inline), given(file)) {
         (Some(_), Some(_)) => Err((
             format!("tls_server_config.{name}"),
             format!("give either {name} or {name}_file, not both"),
         )),
-        (Some(pem), None) => Ok(Some(Pem::Inline(pem))),
-        (None, Some(f)) => Ok(Some(Pem::File(dir.join(f)))),
+        (Some(pem), None) => Ok(Some(PemSource::Inline(pem))),
+        (None, Some(f)) => Ok(Some(PemSource::File(dir.join(f)))),
         (None, None) => Ok(None),
     }
 }
@@ -458,14 +434,6 @@ fn curves(names: &[String]) -> Result<Vec<&'static dyn SupportedKxGroup>, String
         .collect()
 }
 
-/// PEM text and what to hash of it.
-fn pem_bytes(pem: &Pem) -> Result<Vec<u8>, String> {
-    match pem {
-        Pem::Inline(text) => Ok(text.clone().into_bytes()),
-        Pem::File(path) => read_bounded(path),
-    }
-}
-
 /// The TLS material of one handshake: the bytes read, then what rustls builds of them.
 struct Material {
     cert: Vec<u8>,
@@ -474,15 +442,17 @@ struct Material {
 }
 
 impl TlsSettings {
-    fn field(&self, which: &str, pem: &Pem) -> String {
+    fn field(&self, which: &str, pem: &PemSource) -> String {
         match pem {
-            Pem::Inline(_) => format!("tls_server_config.{which}"),
-            Pem::File(_) => format!("tls_server_config.{which}_file"),
+            PemSource::Inline(_) => format!("tls_server_config.{which}"),
+            PemSource::File(_) => format!("tls_server_config.{which}_file"),
         }
     }
 
     fn read(&self) -> Result<Material, (String, String)> {
-        let read = |which: &str, pem: &Pem| pem_bytes(pem).map_err(|e| (self.field(which, pem), e));
+        let read = |which: &str, pem: &PemSource| {
+            files::read_pem(pem, MAX_FILE_BYTES).map_err(|e| (self.field(which, pem), e))
+        };
         Ok(Material {
             cert: read("cert", &self.cert)?,
             key: read("key", &self.key)?,
@@ -498,12 +468,7 @@ impl TlsSettings {
     fn build(&self, m: &Material) -> Result<ServerConfig, (String, String)> {
         let cert_field = self.field("cert", &self.cert);
         let key_field = self.field("key", &self.key);
-        let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&m.cert)
-            .collect::<Result<_, _>>()
-            .map_err(|e| (cert_field.clone(), format!("not PEM certificates: {e}")))?;
-        if chain.is_empty() {
-            return Err((cert_field, "no CERTIFICATE in the PEM".into()));
-        }
+        let chain = files::certificates(&m.cert).map_err(|e| (cert_field, e))?;
         let key = PrivateKeyDer::from_pem_slice(&m.key)
             .map_err(|e| (key_field.clone(), format!("no usable PEM private key: {e}")))?;
 
@@ -553,17 +518,12 @@ impl TlsSettings {
                 let pem = self.client_ca.as_ref().expect("checked at parse");
                 let field = self.field("client_ca", pem);
                 let mut roots = RootCertStore::empty();
-                for cert in
-                    CertificateDer::pem_slice_iter(m.client_ca.as_deref().unwrap_or_default())
-                {
-                    let cert =
-                        cert.map_err(|e| (field.clone(), format!("not PEM certificates: {e}")))?;
+                let certs = files::certificates(m.client_ca.as_deref().unwrap_or_default())
+                    .map_err(|e| (field.clone(), e))?;
+                for cert in certs {
                     roots.add(cert).map_err(|e| {
                         (field.clone(), format!("not a usable CA certificate: {e}"))
                     })?;
-                }
-                if roots.is_empty() {
-                    return Err((field, "no CERTIFICATE in the PEM".into()));
                 }
                 let builder =
                     WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone());
@@ -690,11 +650,12 @@ impl WebConfigFile {
     }
 
     fn current_with_bytes(&self) -> Result<(Vec<u8>, Arc<WebConfig>), WebConfigError> {
-        let bytes = read_bounded(&self.path).map_err(|why| WebConfigError {
-            path: self.path.clone(),
-            field: None,
-            why,
-        })?;
+        let bytes =
+            files::read_bounded(&self.path, MAX_FILE_BYTES).map_err(|why| WebConfigError {
+                path: self.path.clone(),
+                field: None,
+                why,
+            })?;
         let mut parsed = lock(&self.parsed);
         if let Some((seen, config)) = &*parsed
             && *seen == bytes
@@ -846,7 +807,7 @@ mod tests {
         let tls = ok.tls.unwrap();
         assert_eq!(
             tls.cert,
-            Pem::File(PathBuf::from("/etc/c.pem")),
+            PemSource::File(PathBuf::from("/etc/c.pem")),
             "relative to the file"
         );
         assert_eq!(tls.tls12_suites.unwrap().len(), 1);
