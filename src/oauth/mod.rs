@@ -40,9 +40,9 @@ use url::Url;
 
 /// Step-ups on `insufficient_scope` in a row before the refusal stands.
 pub const MAX_STEP_UPS: u32 = 3;
-/// First delay after a failed token acquisition; doubles per failure up to [`BACKOFF_MAX`].
-pub const BACKOFF_START: Duration = Duration::from_millis(500);
-pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+/// First delay after a failed token acquisition; doubles per failure up to [`BACKOFF_MAX`]
+/// (the exporter's one retry curve, `probe::backoff`).
+pub use crate::probe::backoff::{BASE as BACKOFF_START, MAX as BACKOFF_MAX};
 /// How long a caller waits for the token request another connection has in flight.
 const WAIT_FOR_FLIGHT: Duration = Duration::from_secs(45);
 /// Bound on one acquisition (discovery and token request, each request also bounded).
@@ -335,7 +335,7 @@ impl TokenSource {
     fn failed(&self, st: &mut State, e: &AuthError) {
         st.failures = st.failures.saturating_add(1);
         let n = st.failures.saturating_add(st.refused_streak);
-        let delay = backoff(n, rand::random::<f64>());
+        let delay = crate::probe::backoff::delay_after(n, rand::random::<f64>());
         st.retry_at = Some(Instant::now() + delay);
         st.last_error = Some(e.clone());
         tracing::warn!(
@@ -442,14 +442,6 @@ fn refresh_after(life: Duration) -> Duration {
         Some(before_end) if before_end >= life / 2 => three_quarters.min(before_end),
         _ => life / 2,
     }
-}
-
-/// Delay after the `failures`-th consecutive failure: 0.5 s doubling to 60 s, then a random
-/// point in its upper half (`jitter` in 0..1) so targets sharing an AS do not retry in step.
-fn backoff(failures: u32, jitter: f64) -> Duration {
-    let exp = failures.saturating_sub(1).min(16);
-    let full = BACKOFF_START.saturating_mul(1 << exp).min(BACKOFF_MAX);
-    full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
 }
 
 #[cfg(test)]

@@ -19,10 +19,8 @@ impl Backoff {
     /// Delay for the next attempt: `BASE * 2^n` capped at `MAX`, scaled by a random factor in
     /// [0.5, 1.0) so that connections failing together do not retry together.
     pub fn next_delay(&mut self) -> Duration {
-        let exp = BASE.saturating_mul(1u32 << self.attempts.min(16));
         self.attempts = self.attempts.saturating_add(1);
-        let capped = exp.min(MAX);
-        capped.mul_f64(rand::rng().random_range(0.5..1.0))
+        delay_after(self.attempts, rand::rng().random_range(0.0..1.0))
     }
 
     pub fn reset(&mut self) {
@@ -32,6 +30,17 @@ impl Backoff {
     pub fn attempts(&self) -> u32 {
         self.attempts
     }
+}
+
+/// Delay after the `failures`-th failure in a row (1 for the first): `BASE * 2^(failures - 1)`
+/// capped at `MAX`, then a point in its upper half chosen by `jitter` in [0, 1]. The one curve of
+/// every retry in the exporter; [`Backoff`] keeps the count for callers that need none of
+/// their own.
+pub fn delay_after(failures: u32, jitter: f64) -> Duration {
+    let full = BASE
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(MAX);
+    full.mul_f64(0.5 + 0.5 * jitter.clamp(0.0, 1.0))
 }
 
 #[cfg(test)]
