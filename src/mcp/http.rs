@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
 use futures_util::{Stream, StreamExt};
-use reqwest::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
@@ -764,17 +764,7 @@ pub(crate) enum ContentKind {
 }
 
 pub(crate) fn content_kind(headers: &HeaderMap) -> ContentKind {
-    let ct = headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    match essence.as_str() {
+    match crate::net::body::media_type(headers).as_str() {
         "application/json" => ContentKind::Json,
         "text/event-stream" => ContentKind::EventStream,
         _ => ContentKind::Other,
@@ -782,23 +772,10 @@ pub(crate) fn content_kind(headers: &HeaderMap) -> ContentKind {
 }
 
 async fn read_capped(mut resp: reqwest::Response, cap: usize) -> Result<Vec<u8>, McpError> {
-    let too_large = || McpError::new(Reason::BodyTooLarge, format!("body over {cap} bytes"));
-    let declared = resp
-        .headers()
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|s| s.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > cap) {
-        return Err(too_large());
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| McpError::from_reqwest(&e))? {
-        if body.len() + chunk.len() > cap {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+    crate::net::body::read_capped(&mut resp, cap)
+        .await
+        .map_err(|e| McpError::from_reqwest(&e))?
+        .ok_or_else(|| McpError::new(Reason::BodyTooLarge, format!("body over {cap} bytes")))
 }
 
 pub(crate) async fn drain(mut resp: reqwest::Response, cap: usize) {

@@ -6,6 +6,7 @@
 //!   tokens from `crate::oauth`).
 //! * `tls`: `tls_config` → rustls, and the checks of key material shared with config loading.
 //! * `proxy`: `proxy_url`, `no_proxy`, `proxy_from_environment`.
+//! * `body`: reading an answer up to a byte cap, and its media type.
 //! * `files`: reading credentials files, bounded, and noticing that they changed.
 //! * `refusal`: what a 401/403 said, what to do about it, and the bounded auth failure steps.
 //!
@@ -16,6 +17,7 @@
 //! * `TargetHttp::refused(&self, refusal: &Refusal) -> impl Future<Output = Result<Retry, AuthError>>`
 
 pub mod auth;
+pub mod body;
 mod client;
 pub mod files;
 mod proxy;

@@ -5,6 +5,7 @@
 //! timeout, every answer is read up to a byte cap and no further, and an answer that is not
 //! JSON is named by its content type instead of being parsed or quoted.
 
+use crate::net::body;
 use crate::net::refusal::{AuthError, AuthStep};
 use std::time::Duration;
 
@@ -72,37 +73,16 @@ pub(crate) async fn send(
             .await
             .map_err(|e| fail(describe(&e)))?;
         let status = resp.status().as_u16();
-        let content_type = resp
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| {
-                v.split(';')
-                    .next()
-                    .unwrap_or("")
-                    .trim()
-                    .to_ascii_lowercase()
-            })
-            .unwrap_or_default();
-        if resp
-            .content_length()
-            .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
-        {
-            return Err(fail(format!(
-                "answer larger than {} KiB (HTTP {status})",
-                MAX_ANSWER_BYTES / 1024
-            )));
-        }
-        let mut body = Vec::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| fail(describe(&e)))? {
-            if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-                return Err(fail(format!(
+        let content_type = body::media_type(resp.headers());
+        let body = body::read_capped(&mut resp, MAX_ANSWER_BYTES)
+            .await
+            .map_err(|e| fail(describe(&e)))?
+            .ok_or_else(|| {
+                fail(format!(
                     "answer larger than {} KiB (HTTP {status})",
                     MAX_ANSWER_BYTES / 1024
-                )));
-            }
-            body.extend_from_slice(&chunk);
-        }
+                ))
+            })?;
         Ok(Answer {
             status,
             body,
