@@ -346,7 +346,7 @@ async fn unreachable_target_is_down_without_delaying_others() {
             checks(s, "kb") >= 3.0
                 && s.v(
                     "mcp_probe_session_failures_total",
-                    &[t("dead"), C0, ("reason", "connect")],
+                    &[t("dead"), ("reason", "connect")],
                 ) >= 1.0
         })
         .await;

@@ -91,7 +91,7 @@ fn session_failures(s: &Scrape, name: &str) -> f64 {
         .filter_map(|r| {
             s.get(
                 "mcp_probe_session_failures_total",
-                &[t(name), C0, ("reason", r.as_str())],
+                &[t(name), ("reason", r.as_str())],
             )
         })
         .sum()

@@ -136,7 +136,10 @@ fn complete(req: &ExportMetricsServiceRequest) -> Result<(), String> {
         .iter()
         .find(|p| attr(&p.attributes, "target") == Some("kb_healthy"))
         .ok_or("no kb_healthy ping histogram point")?;
-    if point.count == 0 || point.explicit_bounds.len() != 14 || ping.unit != "s" {
+    if point.count == 0
+        || point.explicit_bounds.len() != mcp_exporter::telemetry::DURATION_BUCKETS.len()
+        || ping.unit != "s"
+    {
         return Err(format!(
             "ping histogram: count {} bounds {} unit {:?}",
             point.count,

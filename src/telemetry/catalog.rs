@@ -49,10 +49,12 @@ metrics_catalog! {
         "1 when this connection has a working session whose last liveness check passed.";
     SESSION_INFO = "mcp_probe_session_info", Gauge, ["target", "connection", "era", "protocol_version", "server_name", "server_version"],
         "Always 1 while a session is open; labels describe the negotiated session.";
+    TARGET_INFO = "mcp_probe_target_info", Gauge, ["target"],
+        "Always 1 for a target that has labels (from service discovery or the target's labels key); the labels are the target's, for joins with on(target) group_left. Absent for targets without labels.";
     SESSIONS_STARTED = "mcp_probe_sessions_started_total", Counter, ["target", "connection"],
         "Sessions opened successfully (initialize + initialized).";
-    SESSION_FAILURES = "mcp_probe_session_failures_total", Counter, ["target", "connection", "reason"],
-        "Attempts to open a session that failed, by reason.";
+    SESSION_FAILURES = "mcp_probe_session_failures_total", Counter, ["target", "reason"],
+        "Attempts to open a session that failed, by reason, over all connections of the target.";
     AUTH_FAILURES = "mcp_probe_auth_failures_total", Counter, ["target", "reason"],
         "Requests whose authentication failed, by the step that failed (unauthorized, forbidden, insufficient_scope, discovery, token_endpoint, credentials). Only for targets with credentials (an auth block or a client certificate).";
     SESSION_EXPIRIES = "mcp_probe_session_expiries_total", Counter, ["target", "connection"],
@@ -61,10 +63,10 @@ metrics_catalog! {
         "JSON-RPC requests and notifications sent, by method.";
     REQUEST_FAILURES = "mcp_probe_request_failures_total", Counter, ["target", "connection", "method", "reason"],
         "JSON-RPC requests that failed, by method and reason.";
-    REQUEST_DURATION = "mcp_probe_request_duration_seconds", Histogram, ["target", "connection", "method"],
-        "Time from sending a request to its complete response, by method.";
-    PING_DURATION = "mcp_probe_ping_duration_seconds", Histogram, ["target", "connection"],
-        "Round trip of successful liveness checks (ping in the legacy era, server/discover in the modern era).";
+    REQUEST_DURATION = "mcp_probe_request_duration_seconds", Histogram, ["target", "method"],
+        "Time from sending a request to its complete response, by method, over all connections of the target.";
+    PING_DURATION = "mcp_probe_ping_duration_seconds", Histogram, ["target"],
+        "Round trip of successful liveness checks (ping in the legacy era, server/discover in the modern era), over all connections of the target.";
     PING_FAILURES = "mcp_probe_ping_failures_total", Counter, ["target", "connection"],
         "Liveness checks that failed or timed out.";
     LIST_CHANGED_CAPABLE = "mcp_probe_list_changed_capable", Gauge, ["target", "connection"],
@@ -81,8 +83,8 @@ metrics_catalog! {
         "Full tools/list walks started, by trigger (initial, notification, reconnect, stream_gap, audit).";
     WALK_FAILURES = "mcp_probe_tools_list_walk_failures_total", Counter, ["target", "connection", "trigger", "reason"],
         "Walks that did not complete, by trigger and reason.";
-    WALK_DURATION = "mcp_probe_tools_list_walk_duration_seconds", Histogram, ["target", "connection"],
-        "Duration of complete walks, all pages.";
+    WALK_DURATION = "mcp_probe_tools_list_walk_duration_seconds", Histogram, ["target"],
+        "Duration of complete walks, all pages, over all connections of the target.";
     PAGES = "mcp_probe_tools_list_pages", Gauge, ["target", "connection"],
         "Pages in the last complete walk.";
     TOOLS = "mcp_probe_tools", Gauge, ["target", "connection", "view"],

@@ -1,62 +1,22 @@
-//! The handles one connection task records through.
+//! The series of one (target, connection) and the handle its task records through.
 //!
-//! Series with fixed label values are registered up front (so they exist at 0 from the start,
-//! as Prometheus conventions ask), and so is `mcp_probe_session_failures_total` for every
-//! reason; the other series labelled by `reason` or `method` are registered on first use, since
-//! most of their combinations never happen.
+//! Series with fixed label values live in one table ([`Layout`]): one atomic cell each, all at 0
+//! from the start, as Prometheus conventions ask. Series labelled by `method`, or by `reason` of
+//! a request or walk, are created on first use: most of their combinations never happen. Latency
+//! histograms and session failures by reason are the target's (see [`super::TargetMetrics`]):
+//! per connection they were most of the exposition's bytes.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use metrics::{Counter, Gauge, Histogram, Recorder};
-
-use super::catalog as m;
-use super::{METADATA, TargetMetrics, key};
+use super::TargetMetrics;
+use super::catalog::{self as m, Kind};
+use super::cells::{Cell, Lazy};
+use super::expo::{self, Exposition, Slot, Value};
 use crate::mcp::{Era, Reason, ServerInfo};
 use crate::probe::Trigger;
 use crate::probe::toolset::{Drift, ToolSet};
 use crate::probe::walker::{WalkError, WalkReport};
-
-/// Metrics of one (target, connection).
-pub struct ConnMetrics {
-    target: Arc<TargetMetrics>,
-    index: u16,
-    up: Gauge,
-    sessions_started: Counter,
-    session_expiries: Counter,
-    ping_duration: Histogram,
-    ping_failures: Counter,
-    capable: Gauge,
-    stream_up: Gauge,
-    stream_reconnects: Counter,
-    list_changed: Counter,
-    tools_list_requests: Counter,
-    walks: [Counter; 5],
-    walk_duration: Histogram,
-    pages: Gauge,
-    tools_server: Gauge,
-    tools_cache: Gauge,
-    cursor_errors: Counter,
-    loop_cap_hits: Counter,
-    repeated_cursors: Counter,
-    duplicate_tools: Counter,
-    long_names: Counter,
-    fp_server: Gauge,
-    fp_cache: Gauge,
-    drift: [Gauge; 3],
-    checks: Counter,
-    check_failures: Counter,
-    unannounced: Counter,
-    without_change: Counter,
-    ttl_violations: Counter,
-    rejected_tools: Counter,
-    listing_ttl: Gauge,
-    listing_public: Gauge,
-    scope_mixed: Counter,
-    refreshes: [Counter; 4],
-    refresh_failures: [Counter; 4],
-    last_refresh: Gauge,
-}
 
 const REFRESH_TRIGGERS: [Trigger; 4] = [
     Trigger::Initial,
@@ -65,75 +25,224 @@ const REFRESH_TRIGGERS: [Trigger; 4] = [
     Trigger::StreamGap,
 ];
 
+const DRIFT_KINDS: [&str; 3] = ["missing", "extra", "changed"];
+
+/// One fixed series: its family and at most one extra label.
+struct Row {
+    slot: Slot,
+    kind: Kind,
+    extra: Option<(&'static str, &'static str)>,
+    absent: bool,
+}
+
+/// Where each fixed series of a connection sits in its cell table. Blocks (one row per label
+/// value) are in the order of their `ALL` arrays, so `block + index` finds a value's row.
+struct Layout {
+    rows: Vec<Row>,
+    up: usize,
+    sessions_started: usize,
+    session_expiries: usize,
+    ping_failures: usize,
+    capable: usize,
+    stream_up: usize,
+    stream_reconnects: usize,
+    list_changed: usize,
+    tools_list_requests: usize,
+    walks: usize,
+    pages: usize,
+    tools: usize,
+    cursor_errors: usize,
+    loop_cap_hits: usize,
+    repeated_cursors: usize,
+    duplicate_tools: usize,
+    long_names: usize,
+    fingerprint: usize,
+    drift: usize,
+    checks: usize,
+    check_failures: usize,
+    unannounced: usize,
+    without_change: usize,
+    ttl_violations: usize,
+    rejected_tools: usize,
+    listing_ttl: usize,
+    listing_public: usize,
+    scope_mixed: usize,
+    refreshes: usize,
+    refresh_failures: usize,
+    last_refresh: usize,
+    legacy_path: usize,
+}
+
+#[derive(Default)]
+struct Builder {
+    rows: Vec<Row>,
+}
+
+impl Builder {
+    fn row(&mut self, family: &'static str, extra: Option<(&'static str, &'static str)>) -> usize {
+        let def = m::find(family).expect("catalog family");
+        self.rows.push(Row {
+            slot: expo::slot(family),
+            kind: def.kind,
+            extra,
+            absent: false,
+        });
+        self.rows.len() - 1
+    }
+
+    fn one(&mut self, family: &'static str) -> usize {
+        self.row(family, None)
+    }
+
+    /// A gauge left out until first set.
+    fn absent(&mut self, family: &'static str) -> usize {
+        let i = self.row(family, None);
+        self.rows[i].absent = true;
+        i
+    }
+
+    /// One row per value of `key`; returns the first.
+    fn block(
+        &mut self,
+        family: &'static str,
+        key: &'static str,
+        values: impl IntoIterator<Item = &'static str>,
+    ) -> usize {
+        let first = self.rows.len();
+        for v in values {
+            self.row(family, Some((key, v)));
+        }
+        first
+    }
+}
+
+fn layout() -> &'static Layout {
+    static LAYOUT: OnceLock<Layout> = OnceLock::new();
+    LAYOUT.get_or_init(|| {
+        let mut b = Builder::default();
+        let triggers = |ts: &[Trigger]| ts.iter().map(|t| t.as_str()).collect::<Vec<_>>();
+        Layout {
+            up: b.one(m::CONNECTION_UP),
+            sessions_started: b.one(m::SESSIONS_STARTED),
+            session_expiries: b.one(m::SESSION_EXPIRIES),
+            ping_failures: b.one(m::PING_FAILURES),
+            capable: b.one(m::LIST_CHANGED_CAPABLE),
+            stream_up: b.one(m::STREAM_UP),
+            stream_reconnects: b.one(m::STREAM_RECONNECTS),
+            list_changed: b.one(m::LIST_CHANGED),
+            tools_list_requests: b.one(m::TOOLS_LIST_REQUESTS),
+            walks: b.block(m::WALKS, "trigger", triggers(&Trigger::ALL)),
+            pages: b.one(m::PAGES),
+            tools: b.block(m::TOOLS, "view", ["server", "cache"]),
+            cursor_errors: b.one(m::CURSOR_ERRORS),
+            loop_cap_hits: b.one(m::LOOP_CAP_HITS),
+            repeated_cursors: b.one(m::REPEATED_CURSORS),
+            duplicate_tools: b.one(m::DUPLICATE_TOOLS),
+            long_names: b.one(m::LONG_NAMES),
+            fingerprint: b.block(m::FINGERPRINT, "view", ["server", "cache"]),
+            drift: b.block(m::DRIFT, "kind", DRIFT_KINDS),
+            checks: b.one(m::CONSISTENCY_CHECKS),
+            check_failures: b.one(m::CONSISTENCY_CHECK_FAILURES),
+            unannounced: b.one(m::UNANNOUNCED),
+            without_change: b.one(m::WITHOUT_CHANGE),
+            ttl_violations: b.one(m::TTL_VIOLATIONS),
+            rejected_tools: b.one(m::REJECTED_TOOLS),
+            listing_ttl: b.one(m::LISTING_TTL),
+            listing_public: b.one(m::LISTING_PUBLIC),
+            scope_mixed: b.one(m::SCOPE_MIXED),
+            refreshes: b.block(m::REFRESHES, "trigger", triggers(&REFRESH_TRIGGERS)),
+            refresh_failures: b.block(m::REFRESH_FAILURES, "trigger", triggers(&REFRESH_TRIGGERS)),
+            last_refresh: b.one(m::LAST_REFRESH),
+            legacy_path: b.absent(m::LEGACY_PATH),
+            rows: std::mem::take(&mut b.rows),
+        }
+    })
+}
+
+/// The state of one connection's series, owned by its target.
+pub(super) struct ConnSeries {
+    /// `target="…",connection="…"`, escaped once.
+    labels: String,
+    cells: Box<[Cell]>,
+    /// Label text of `mcp_probe_session_info` while a session is open.
+    info: Mutex<Option<String>>,
+    requests: Lazy<&'static str, Cell>,
+    request_failures: Lazy<(&'static str, &'static str), Cell>,
+    walk_failures: Lazy<(&'static str, &'static str), Cell>,
+}
+
+impl ConnSeries {
+    pub(super) fn new(target: &str, index: u16) -> Self {
+        let cells = layout()
+            .rows
+            .iter()
+            .map(|r| {
+                if r.absent {
+                    Cell::absent()
+                } else {
+                    Cell::default()
+                }
+            })
+            .collect();
+        ConnSeries {
+            labels: expo::labels([("target", target), ("connection", &index.to_string())]),
+            cells,
+            info: Mutex::new(None),
+            requests: Lazy::default(),
+            request_failures: Lazy::default(),
+            walk_failures: Lazy::default(),
+        }
+    }
+
+    fn cell(&self, i: usize) -> &Cell {
+        &self.cells[i]
+    }
+
+    pub(super) fn render(&self, out: &mut Exposition) {
+        let l = &self.labels;
+        for (row, cell) in layout().rows.iter().zip(self.cells.iter()) {
+            if let Some(v) = Value::of(row.kind, cell.raw()) {
+                let extra = row.extra.as_slice();
+                out.sample(row.slot, l, extra, v);
+            }
+        }
+        if let Some(info) = self.info.lock().expect("metrics lock poisoned").as_deref() {
+            out.sample(expo::slot(m::SESSION_INFO), info, &[], Value::Float(1.0));
+        }
+        let requests = expo::slot(m::REQUESTS);
+        self.requests.each(|method, c| {
+            out.sample(requests, l, &[("method", method)], Value::Count(c.raw()))
+        });
+        let failures = expo::slot(m::REQUEST_FAILURES);
+        self.request_failures.each(|(method, reason), c| {
+            let extra = [("method", method), ("reason", reason)];
+            out.sample(failures, l, &extra, Value::Count(c.raw()))
+        });
+        let walk_failures = expo::slot(m::WALK_FAILURES);
+        self.walk_failures.each(|(trigger, reason), c| {
+            let extra = [("trigger", trigger), ("reason", reason)];
+            out.sample(walk_failures, l, &extra, Value::Count(c.raw()))
+        });
+    }
+}
+
+/// Metrics of one (target, connection): the handle a connection task records through.
+pub struct ConnMetrics {
+    target: Arc<TargetMetrics>,
+    index: u16,
+}
+
 impl ConnMetrics {
     pub(super) fn new(target: Arc<TargetMetrics>, index: u16) -> Self {
-        let base = vec![
-            ("target", target.name.clone()),
-            ("connection", index.to_string()),
-        ];
-        let with = |extra: &[(&'static str, &'static str)]| {
-            let mut l = base.clone();
-            l.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-            l
-        };
-        let r = &target.recorder;
-        let counter = |name, extra: &[(&'static str, &'static str)]| {
-            let c = r.register_counter(&key(name, &with(extra)), &METADATA);
-            c.absolute(0);
-            c
-        };
-        let gauge = |name, extra: &[(&'static str, &'static str)]| {
-            let g = r.register_gauge(&key(name, &with(extra)), &METADATA);
-            g.set(0.0);
-            g
-        };
-        let histogram = |name| target.histogram(&key(name, &with(&[])));
-        // Sessions can fail for any reason of the fixed set: every series exists from the start,
-        // so dashboards and alerts see 0, not "no data" (other failure series are lazy: their
-        // method x reason x trigger combinations would multiply the series per connection).
-        for reason in Reason::ALL {
-            let _ = counter(m::SESSION_FAILURES, &[("reason", reason.as_str())]);
-        }
-        let by_trigger = |name, t: Trigger| counter(name, &[("trigger", t.as_str())]);
-        ConnMetrics {
-            up: gauge(m::CONNECTION_UP, &[]),
-            sessions_started: counter(m::SESSIONS_STARTED, &[]),
-            session_expiries: counter(m::SESSION_EXPIRIES, &[]),
-            ping_duration: histogram(m::PING_DURATION),
-            ping_failures: counter(m::PING_FAILURES, &[]),
-            capable: gauge(m::LIST_CHANGED_CAPABLE, &[]),
-            stream_up: gauge(m::STREAM_UP, &[]),
-            stream_reconnects: counter(m::STREAM_RECONNECTS, &[]),
-            list_changed: counter(m::LIST_CHANGED, &[]),
-            tools_list_requests: counter(m::TOOLS_LIST_REQUESTS, &[]),
-            walks: Trigger::ALL.map(|t| by_trigger(m::WALKS, t)),
-            walk_duration: histogram(m::WALK_DURATION),
-            pages: gauge(m::PAGES, &[]),
-            tools_server: gauge(m::TOOLS, &[("view", "server")]),
-            tools_cache: gauge(m::TOOLS, &[("view", "cache")]),
-            cursor_errors: counter(m::CURSOR_ERRORS, &[]),
-            loop_cap_hits: counter(m::LOOP_CAP_HITS, &[]),
-            repeated_cursors: counter(m::REPEATED_CURSORS, &[]),
-            duplicate_tools: counter(m::DUPLICATE_TOOLS, &[]),
-            long_names: counter(m::LONG_NAMES, &[]),
-            fp_server: gauge(m::FINGERPRINT, &[("view", "server")]),
-            fp_cache: gauge(m::FINGERPRINT, &[("view", "cache")]),
-            drift: ["missing", "extra", "changed"].map(|k| gauge(m::DRIFT, &[("kind", k)])),
-            checks: counter(m::CONSISTENCY_CHECKS, &[]),
-            check_failures: counter(m::CONSISTENCY_CHECK_FAILURES, &[]),
-            unannounced: counter(m::UNANNOUNCED, &[]),
-            without_change: counter(m::WITHOUT_CHANGE, &[]),
-            ttl_violations: counter(m::TTL_VIOLATIONS, &[]),
-            rejected_tools: counter(m::REJECTED_TOOLS, &[]),
-            listing_ttl: gauge(m::LISTING_TTL, &[]),
-            listing_public: gauge(m::LISTING_PUBLIC, &[]),
-            scope_mixed: counter(m::SCOPE_MIXED, &[]),
-            refreshes: REFRESH_TRIGGERS.map(|t| by_trigger(m::REFRESHES, t)),
-            refresh_failures: REFRESH_TRIGGERS.map(|t| by_trigger(m::REFRESH_FAILURES, t)),
-            last_refresh: gauge(m::LAST_REFRESH, &[]),
-            target,
-            index,
-        }
+        ConnMetrics { target, index }
+    }
+
+    fn series(&self) -> &ConnSeries {
+        self.target.conn(self.index)
+    }
+
+    fn cell(&self, i: usize) -> &Cell {
+        self.series().cell(i)
     }
 
     /// The target's series (probes, readiness).
@@ -141,199 +250,171 @@ impl ConnMetrics {
         &self.target
     }
 
-    fn labels(&self, extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
-        let mut l = vec![
-            ("target", self.target.name.clone()),
-            ("connection", self.index.to_string()),
-        ];
-        l.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
-        l
-    }
-
-    fn lazy_counter(&self, name: &'static str, extra: &[(&'static str, &str)]) -> Counter {
-        self.target
-            .recorder
-            .register_counter(&key(name, &self.labels(extra)), &METADATA)
-    }
-
     /// One request or notification sent by the client, with how it ended.
     pub fn request(&self, method: &'static str, elapsed: Duration, outcome: Result<(), Reason>) {
-        self.lazy_counter(m::REQUESTS, &[("method", method)])
-            .increment(1);
+        let s = self.series();
+        s.requests.get(method).add(1);
         match outcome {
-            Ok(()) => self
-                .target
-                .histogram(&key(
-                    m::REQUEST_DURATION,
-                    &self.labels(&[("method", method)]),
-                ))
-                .record(elapsed.as_secs_f64()),
-            Err(reason) => self
-                .lazy_counter(
-                    m::REQUEST_FAILURES,
-                    &[("method", method), ("reason", reason.as_str())],
-                )
-                .increment(1),
+            Ok(()) => self.target.request_duration(method, elapsed),
+            Err(reason) => s.request_failures.get((method, reason.as_str())).add(1),
         }
     }
 
     pub fn session_opened(&self, era: Era, info: &ServerInfo) {
-        self.sessions_started.increment(1);
-        self.capable.set(if info.list_changed { 1.0 } else { 0.0 });
-        self.target.set_info(
-            self.index,
-            Some(self.labels(&[
-                ("era", era.as_str()),
-                ("protocol_version", &info.protocol_version),
-                ("server_name", &info.name),
-                ("server_version", &info.version),
-            ])),
-        );
+        let l = layout();
+        self.cell(l.sessions_started).add(1);
+        self.cell(l.capable).set_flag(info.list_changed);
+        let text = expo::labels([
+            ("target", self.target.name()),
+            ("connection", &self.index.to_string()),
+            ("era", era.as_str()),
+            ("protocol_version", &info.protocol_version),
+            ("server_name", &info.name),
+            ("server_version", &info.version),
+        ]);
+        *self.series().info.lock().expect("metrics lock poisoned") = Some(text);
     }
 
     /// The session is gone (failure, expiry or shutdown).
     pub fn session_closed(&self) {
-        self.target.set_info(self.index, None);
+        *self.series().info.lock().expect("metrics lock poisoned") = None;
         self.target.set_walk_ok(self.index, false);
         self.stream(false);
         self.set_up(false);
     }
 
     pub fn session_failed(&self, reason: Reason) {
-        self.lazy_counter(m::SESSION_FAILURES, &[("reason", reason.as_str())])
-            .increment(1);
+        self.target.session_failed(reason);
     }
 
     pub fn session_expired(&self) {
-        self.session_expiries.increment(1);
+        self.cell(layout().session_expiries).add(1);
     }
 
     pub fn set_up(&self, up: bool) {
-        self.up.set(if up { 1.0 } else { 0.0 });
+        self.cell(layout().up).set_flag(up);
         self.target.set_connection_up(self.index, up);
     }
 
     pub fn ping(&self, result: Result<Duration, ()>) {
         match result {
-            Ok(d) => self.ping_duration.record(d.as_secs_f64()),
-            Err(()) => self.ping_failures.increment(1),
+            Ok(d) => self.target.ping_duration(d),
+            Err(()) => self.cell(layout().ping_failures).add(1),
         }
     }
 
     pub fn stream(&self, up: bool) {
-        self.stream_up.set(if up { 1.0 } else { 0.0 });
+        self.cell(layout().stream_up).set_flag(up);
     }
 
     pub fn stream_reconnected(&self) {
-        self.stream_reconnects.increment(1);
+        self.cell(layout().stream_reconnects).add(1);
     }
 
     pub fn list_changed(&self, n: u64) {
-        self.list_changed.increment(n);
+        self.cell(layout().list_changed).add(n);
     }
 
     pub fn tools_list_request(&self) {
-        self.tools_list_requests.increment(1);
+        self.cell(layout().tools_list_requests).add(1);
     }
 
     pub fn walk_started(&self, trigger: Trigger) {
-        self.walks[trigger.index()].increment(1);
+        self.cell(layout().walks + trigger.index()).add(1);
     }
 
     /// A walk ended; records its anomalies and, when it completed, the server view.
     pub fn walk_finished(&self, trigger: Trigger, report: &WalkReport, elapsed: Duration) {
-        self.duplicate_tools.increment(u64::from(report.duplicates));
-        self.long_names.increment(u64::from(report.long_names));
-        self.rejected_tools.increment(u64::from(report.rejected));
+        let l = layout();
+        self.cell(l.duplicate_tools)
+            .add(u64::from(report.duplicates));
+        self.cell(l.long_names).add(u64::from(report.long_names));
+        self.cell(l.rejected_tools).add(u64::from(report.rejected));
         self.target.set_walk_ok(self.index, report.result.is_ok());
         match &report.result {
             Ok(walk) => {
-                self.walk_duration.record(elapsed.as_secs_f64());
-                self.pages.set(f64::from(walk.pages));
-                self.tools_server.set(walk.tools.len() as f64);
-                self.fp_server.set(walk.tools.fingerprint() as f64);
+                self.target.walk_duration(elapsed);
+                self.cell(l.pages).set(f64::from(walk.pages));
+                self.cell(l.tools).set(walk.tools.len() as f64);
+                self.cell(l.fingerprint)
+                    .set(walk.tools.fingerprint() as f64);
                 let cache = walk.cache.unwrap_or_default();
-                self.listing_ttl.set(cache.hint.ttl.as_secs_f64());
-                self.listing_public
-                    .set(if cache.hint.public { 1.0 } else { 0.0 });
+                self.cell(l.listing_ttl).set(cache.hint.ttl.as_secs_f64());
+                self.cell(l.listing_public).set_flag(cache.hint.public);
                 if cache.mixed_scope {
-                    self.scope_mixed.increment(1);
+                    self.cell(l.scope_mixed).add(1);
                 }
             }
             Err(e) => {
                 if e.is_cursor_error() {
-                    self.cursor_errors.increment(1);
+                    self.cell(l.cursor_errors).add(1);
                 }
                 match e {
-                    WalkError::LoopCap => self.loop_cap_hits.increment(1),
-                    WalkError::RepeatedCursor => self.repeated_cursors.increment(1),
+                    WalkError::LoopCap => self.cell(l.loop_cap_hits).add(1),
+                    WalkError::RepeatedCursor => self.cell(l.repeated_cursors).add(1),
                     _ => {}
                 }
-                self.lazy_counter(
-                    m::WALK_FAILURES,
-                    &[("trigger", trigger.as_str()), ("reason", e.reason())],
-                )
-                .increment(1);
+                self.series()
+                    .walk_failures
+                    .get((trigger.as_str(), e.reason()))
+                    .add(1);
             }
         }
     }
 
     pub fn cache_view(&self, cache: &ToolSet) {
-        self.tools_cache.set(cache.len() as f64);
-        self.fp_cache.set(cache.fingerprint() as f64);
+        let l = layout();
+        self.cell(l.tools + 1).set(cache.len() as f64);
+        self.cell(l.fingerprint + 1).set(cache.fingerprint() as f64);
     }
 
     pub fn drift(&self, drift: &Drift) {
-        for (g, n) in
-            self.drift
-                .iter()
-                .zip([drift.missing.len(), drift.extra.len(), drift.changed.len()])
-        {
-            g.set(n as f64);
+        let counts = [drift.missing.len(), drift.extra.len(), drift.changed.len()];
+        for (i, n) in counts.into_iter().enumerate() {
+            self.cell(layout().drift + i).set(n as f64);
         }
     }
 
     pub fn consistency_check(&self, completed: bool) {
-        self.checks.increment(1);
+        let l = layout();
+        self.cell(l.checks).add(1);
         if !completed {
-            self.check_failures.increment(1);
+            self.cell(l.check_failures).add(1);
         }
     }
 
     pub fn unannounced_change(&self) {
-        self.unannounced.increment(1);
+        self.cell(layout().unannounced).add(1);
     }
 
     /// What a legacy-era client of this modern server hears (`None`: not served, no series).
     pub fn legacy_path(&self, hears: Option<bool>) {
         if let Some(hears) = hears {
-            self.target
-                .recorder
-                .register_gauge(&key(m::LEGACY_PATH, &self.labels(&[])), &METADATA)
-                .set(if hears { 1.0 } else { 0.0 });
+            self.cell(layout().legacy_path).set_flag(hears);
         }
     }
 
     pub fn ttl_violation(&self) {
-        self.ttl_violations.increment(1);
+        self.cell(layout().ttl_violations).add(1);
     }
 
     pub fn list_changed_without_change(&self) {
-        self.without_change.increment(1);
+        self.cell(layout().without_change).add(1);
     }
 
     pub fn cache_refresh(&self, trigger: Trigger, ok: bool) {
         let Some(i) = REFRESH_TRIGGERS.iter().position(|t| *t == trigger) else {
             return;
         };
+        let l = layout();
         if ok {
-            self.refreshes[i].increment(1);
+            self.cell(l.refreshes + i).add(1);
             let now = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .unwrap_or_default();
-            self.last_refresh.set(now.as_secs_f64());
+            self.cell(l.last_refresh).set(now.as_secs_f64());
         } else {
-            self.refresh_failures[i].increment(1);
+            self.cell(l.refresh_failures + i).add(1);
         }
     }
 }

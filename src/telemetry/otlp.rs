@@ -245,40 +245,32 @@ impl OtelHistograms {
     }
 
     /// A `metrics` histogram that records into `prom` and into the OTel twin of `key`'s family.
-    pub(super) fn mirror(
-        &self,
-        key: &metrics::Key,
-        prom: metrics::Histogram,
-    ) -> metrics::Histogram {
-        let Some(otel) = self.by_name.get(key.name()) else {
-            return prom;
-        };
-        let attrs = key
-            .labels()
-            .map(|l| KeyValue::new(l.key().to_string(), l.value().to_string()))
-            .collect();
-        metrics::Histogram::from_arc(Arc::new(Mirrored {
-            prom,
+    /// The OTel instrument of histogram `family` with `attrs`; `None` for a family that is no
+    /// histogram.
+    pub(super) fn mirror(&self, family: &str, attrs: &[(&str, &str)]) -> Option<Mirror> {
+        let otel = self.by_name.get(family)?;
+        Some(Mirror {
             otel: otel.clone(),
-            attrs,
-        }))
+            attrs: attrs
+                .iter()
+                .map(|(k, v)| KeyValue::new(k.to_string(), v.to_string()))
+                .collect(),
+        })
     }
 }
 
-struct Mirrored {
-    prom: metrics::Histogram,
+/// One histogram series' OTel twin: the same samples, recorded as they happen.
+pub(super) struct Mirror {
     otel: Histogram<f64>,
     attrs: Vec<KeyValue>,
 }
 
-impl metrics::HistogramFn for Mirrored {
-    fn record(&self, value: f64) {
-        self.prom.record(value);
+impl Mirror {
+    pub(super) fn record(&self, value: f64) {
         self.otel.record(value, &self.attrs);
     }
 }
 
-/// The OTLP exporter, counting each export into `mcp_exporter_otlp_exports_total`.
 struct Counted {
     inner: opentelemetry_otlp::MetricExporter,
     ok: metrics::Counter,

@@ -59,7 +59,16 @@ pub fn router(state: WebState) -> Router {
 }
 
 async fn metrics(State(s): State<WebState>) -> Response {
-    let body = s.telemetry.render();
+    // Rendering a large fleet takes a while of CPU: off the async workers, so the status page,
+    // health checks and the probe's own tasks are not held up by a scrape.
+    let telemetry = s.telemetry.clone();
+    let Ok(body) = tokio::task::spawn_blocking(move || telemetry.render()).await else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "rendering metrics failed\n",
+        )
+            .into_response();
+    };
     (
         [(
             header::CONTENT_TYPE,

@@ -1,0 +1,107 @@
+//! Render benchmark (not a test): the cost of `/metrics` for a fleet, without any network.
+//!
+//! Builds the exporter's telemetry for `--targets T --connections C` (per target), records what a
+//! healthy connection records over a while (a session, pings, requests by method, walks and
+//! refreshes), then renders the exposition repeatedly and prints the median and p90 render time,
+//! the size in total and per connection, and the memory the series take.
+//!
+//! ```sh
+//! cargo bench --bench render                                  # 1,000 targets x 1
+//! cargo bench --bench render -- --targets 1000 --connections 10
+//! ```
+
+use std::time::{Duration, Instant};
+
+use mcp_exporter::mcp::{Era, Reason, ServerInfo};
+use mcp_exporter::probe::Trigger;
+use mcp_exporter::telemetry::Telemetry;
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse::<u64>()
+                .ok()
+        })
+        .unwrap_or(0)
+        * 1024
+}
+
+fn main() {
+    let targets = arg("--targets", 1000);
+    let connections = arg("--connections", 1) as u16;
+    let rounds = arg("--rounds", 21);
+    let before = rss();
+    let telemetry = Telemetry::new();
+    let info = ServerInfo {
+        protocol_version: "2025-11-25".into(),
+        name: "bench-server".into(),
+        version: "1.0.0".into(),
+        tools: true,
+        list_changed: true,
+    };
+    let mut handles = Vec::new();
+    for t in 0..targets {
+        let target = telemetry.add_target(&format!("t{t:05}"), connections, &[]);
+        for c in 0..connections {
+            let conn = target.connection(c);
+            conn.session_opened(Era::Legacy, &info);
+            conn.set_up(true);
+            for method in [
+                "initialize",
+                "notifications/initialized",
+                "tools/list",
+                "ping",
+            ] {
+                for _ in 0..3 {
+                    conn.request(method, Duration::from_millis(3), Ok(()));
+                }
+            }
+            conn.request("tools/list", Duration::from_millis(3), Err(Reason::Timeout));
+            conn.ping(Ok(Duration::from_millis(2)));
+            conn.walk_started(Trigger::Initial);
+            conn.cache_refresh(Trigger::Initial, true);
+            handles.push(conn);
+        }
+    }
+    let series_bytes = rss().saturating_sub(before);
+    if std::env::var_os("RENDER_DUMP").is_some() {
+        print!("{}", telemetry.render());
+        return;
+    }
+    let mut times = Vec::with_capacity(rounds);
+    let mut size = 0;
+    for _ in 0..rounds {
+        let start = Instant::now();
+        let text = telemetry.render();
+        times.push(start.elapsed());
+        size = text.len();
+    }
+    times.sort();
+    let total = targets * usize::from(connections);
+    println!(
+        "| targets | connections | render median | render p90 | size | per connection | series memory per connection |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {targets} | {total} | {:.1} ms | {:.1} ms | {:.1} MB | {} B | {} B |",
+        times[rounds / 2].as_secs_f64() * 1e3,
+        times[rounds * 9 / 10].as_secs_f64() * 1e3,
+        size as f64 / 1e6,
+        size / total.max(1),
+        series_bytes / total.max(1) as u64,
+    );
+}

@@ -1,0 +1,312 @@
+//! The text exposition, written straight from the probe's state at scrape time.
+//!
+//! Prometheus' advice for exporters is a collector that reads current state when scraped, not a
+//! registry of its own kept in step. Every sample goes into its family's buffer (the format
+//! wants a family's samples together, and one target writes many families); `finish` puts each
+//! non-empty family under its HELP and TYPE from the catalog, in catalog order. Label values are
+//! escaped here, once, as the format requires.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::OnceLock;
+
+use super::catalog::{self, CATALOG};
+use super::cells::{ABSENT, DURATION_BUCKETS, HistogramSnapshot};
+
+/// A family's position in the catalog.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Slot(usize);
+
+/// The catalog position of `name` (a catalog constant). Panics on a name that is not in the
+/// catalog: a programming error the tests catch at once.
+pub(super) fn slot(name: &str) -> Slot {
+    static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
+    let index = INDEX.get_or_init(|| {
+        CATALOG
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.name, i))
+            .collect()
+    });
+    Slot(*index.get(name).unwrap_or_else(|| {
+        panic!("metric family {name} is not in the catalog");
+    }))
+}
+
+/// Write `k="v"` with `v` escaped as the text format requires.
+pub(super) fn label(out: &mut String, k: &str, v: &str) {
+    out.push_str(k);
+    out.push_str("=\"");
+    if v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        for c in v.chars() {
+            match c {
+                '\\' => out.push_str("\\\\"),
+                '"' => out.push_str("\\\""),
+                '\n' => out.push_str("\\n"),
+                c => out.push(c),
+            }
+        }
+    } else {
+        out.push_str(v);
+    }
+    out.push('"');
+}
+
+/// Labels written once and reused for every sample: `k="v",k2="v2"`.
+pub(super) fn labels<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+    let mut out = String::new();
+    for (k, v) in pairs {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        label(&mut out, k, v);
+    }
+    out
+}
+
+/// A sample's value.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Value {
+    Count(u64),
+    Float(f64),
+}
+
+impl Value {
+    /// A cell of a family of `kind`: counters hold counts, gauges `f64` bits. `None` for a
+    /// gauge that was never set ([`ABSENT`]).
+    pub fn of(kind: catalog::Kind, raw: u64) -> Option<Value> {
+        match kind {
+            catalog::Kind::Counter => Some(Value::Count(raw)),
+            _ if raw == ABSENT => None,
+            _ => Some(Value::Float(f64::from_bits(raw))),
+        }
+    }
+}
+
+impl Value {
+    /// A gauge that always has a value.
+    pub fn of_gauge(c: &super::cells::Cell) -> Value {
+        Value::Float(f64::from_bits(c.raw()))
+    }
+}
+
+fn write_value(out: &mut String, v: Value) {
+    match v {
+        Value::Count(n) => write_count(out, n),
+        Value::Float(f) if f.is_nan() => out.push_str("NaN"),
+        Value::Float(f) if f == f64::INFINITY => out.push_str("+Inf"),
+        Value::Float(f) if f == f64::NEG_INFINITY => out.push_str("-Inf"),
+        // Flags, counts and fingerprints are whole numbers below 2^53: written as integers.
+        Value::Float(f) if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => {
+            if f < 0.0 {
+                out.push('-');
+            }
+            write_count(out, f.abs() as u64);
+        }
+        Value::Float(f) => {
+            let _ = write!(out, "{f}");
+        }
+    }
+}
+
+/// A whole number without going through `fmt` (most samples are 0 or 1).
+fn write_count(out: &mut String, n: u64) {
+    if n == 0 {
+        out.push('0');
+        return;
+    }
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut v = n;
+    while v > 0 {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+    out.push_str(std::str::from_utf8(&buf[i..]).expect("ASCII digits"));
+}
+
+/// The `le` label values of the histogram buckets, formatted once.
+fn bucket_bounds() -> &'static [String] {
+    static BOUNDS: OnceLock<Vec<String>> = OnceLock::new();
+    BOUNDS.get_or_init(|| {
+        DURATION_BUCKETS
+            .iter()
+            .map(|b| b.to_string())
+            .chain(std::iter::once("+Inf".to_string()))
+            .collect()
+    })
+}
+
+/// One scrape being written.
+pub(super) struct Exposition {
+    families: Vec<String>,
+}
+
+impl Exposition {
+    /// An exposition whose family buffers start at `sizes` (the last scrape's), so a large
+    /// one is not built by repeated doubling and copying.
+    pub fn with_sizes(sizes: &[usize]) -> Self {
+        Exposition {
+            families: (0..CATALOG.len())
+                .map(|i| String::with_capacity(sizes.get(i).map_or(0, |n| n + n / 8)))
+                .collect(),
+        }
+    }
+
+    #[cfg(test)]
+    pub fn new() -> Self {
+        Self::with_sizes(&[])
+    }
+
+    /// The size of each family's samples, for the next scrape's [`Exposition::with_sizes`].
+    pub fn sizes(&self) -> Vec<usize> {
+        self.families.iter().map(String::len).collect()
+    }
+
+    /// One sample: `family{labels,extra...} value`.
+    pub fn sample(&mut self, family: Slot, labels: &str, extra: &[(&str, &str)], value: Value) {
+        self.sample_of(family, "", labels, extra, value);
+    }
+
+    fn sample_of(
+        &mut self,
+        family: Slot,
+        suffix: &str,
+        labels: &str,
+        extra: &[(&str, &str)],
+        value: Value,
+    ) {
+        let out = &mut self.families[family.0];
+        out.push_str(CATALOG[family.0].name);
+        out.push_str(suffix);
+        out.push('{');
+        out.push_str(labels);
+        for (i, (k, v)) in extra.iter().enumerate() {
+            if i > 0 || !labels.is_empty() {
+                out.push(',');
+            }
+            label(out, k, v);
+        }
+        out.push_str("} ");
+        write_value(out, value);
+        out.push('\n');
+    }
+
+    /// A histogram's `_bucket`, `_sum` and `_count` series.
+    pub fn histogram(
+        &mut self,
+        family: Slot,
+        labels: &str,
+        extra: &[(&str, &str)],
+        h: &HistogramSnapshot,
+    ) {
+        let mut with_le: Vec<(&str, &str)> = extra.to_vec();
+        with_le.push(("le", ""));
+        for (bound, n) in bucket_bounds().iter().zip(h.cumulative) {
+            *with_le.last_mut().expect("le was pushed") = ("le", bound);
+            self.sample_of(family, "_bucket", labels, &with_le, Value::Count(n));
+        }
+        self.sample_of(family, "_sum", labels, extra, Value::Float(h.sum));
+        let count = h.cumulative[DURATION_BUCKETS.len()];
+        self.sample_of(family, "_count", labels, extra, Value::Count(count));
+    }
+
+    /// The exposition: each family with samples under its HELP and TYPE, in catalog order.
+    pub fn finish(self) -> String {
+        let size = self.families.iter().map(String::len).sum::<usize>();
+        let mut out = String::with_capacity(size + CATALOG.len() * 160);
+        for (def, samples) in CATALOG.iter().zip(&self.families) {
+            if samples.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "# HELP {} {}", def.name, def.help);
+            let _ = writeln!(out, "# TYPE {} {}", def.name, def.kind.as_str());
+            out.push_str(samples);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::telemetry::cells::Histogram;
+
+    #[test]
+    fn samples_are_grouped_under_one_header_per_family() {
+        let mut e = Exposition::new();
+        let up = slot(catalog::UP);
+        e.sample(up, r#"target="a""#, &[], Value::Float(1.0));
+        e.sample(
+            slot(catalog::REQUESTS),
+            r#"target="a",connection="0""#,
+            &[("method", "ping")],
+            Value::Count(3),
+        );
+        e.sample(up, r#"target="b""#, &[], Value::Float(0.0));
+        let text = e.finish();
+        assert_eq!(text.matches("# TYPE mcp_probe_up gauge").count(), 1);
+        assert!(text.contains("mcp_probe_up{target=\"a\"} 1\nmcp_probe_up{target=\"b\"} 0\n"));
+        assert!(text.contains(
+            "mcp_probe_requests_total{target=\"a\",connection=\"0\",method=\"ping\"} 3\n"
+        ));
+        assert!(
+            !text.contains("mcp_probe_ready"),
+            "empty families are left out"
+        );
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let l = labels([("server_name", "a \"b\" \\ c\nd")]);
+        assert_eq!(l, r#"server_name="a \"b\" \\ c\nd""#);
+    }
+
+    #[test]
+    fn values_use_the_text_format_spelling() {
+        let mut e = Exposition::new();
+        let s = slot(catalog::LISTING_TTL);
+        for v in [f64::INFINITY, f64::NAN, 0.25, 1.7e9, -3.0, 1.5e300] {
+            e.sample(s, "", &[], Value::Float(v));
+        }
+        let text = e.finish();
+        for want in [
+            "{} +Inf\n",
+            "{} NaN\n",
+            "{} 0.25\n",
+            "{} 1700000000\n",
+            "{} -3\n",
+        ] {
+            assert!(text.contains(want), "{want} in {text}");
+        }
+        let big = text.lines().last().expect("a sample").split(' ').nth(1);
+        assert_eq!(big.and_then(|v| v.parse::<f64>().ok()), Some(1.5e300));
+        assert_eq!(Value::of(catalog::Kind::Gauge, ABSENT).map(|_| ()), None);
+    }
+
+    #[test]
+    fn histograms_render_buckets_sum_and_count() {
+        let h = Histogram::default();
+        h.record(0.02);
+        let mut e = Exposition::new();
+        e.histogram(
+            slot(catalog::PING_DURATION),
+            r#"target="a""#,
+            &[],
+            &h.snapshot(),
+        );
+        let text = e.finish();
+        assert!(
+            text.contains("mcp_probe_ping_duration_seconds_bucket{target=\"a\",le=\"0.01\"} 0\n")
+        );
+        assert!(
+            text.contains("mcp_probe_ping_duration_seconds_bucket{target=\"a\",le=\"0.025\"} 1\n")
+        );
+        assert!(
+            text.contains("mcp_probe_ping_duration_seconds_bucket{target=\"a\",le=\"+Inf\"} 1\n")
+        );
+        assert!(text.contains("mcp_probe_ping_duration_seconds_sum{target=\"a\"} 0.02\n"));
+        assert!(text.contains("mcp_probe_ping_duration_seconds_count{target=\"a\"} 1\n"));
+    }
+}

@@ -1,0 +1,338 @@
+//! The series of one target: up and ready, functional probes, credentials, latency histograms,
+//! and its connections' series.
+//!
+//! Latency histograms and session failures by reason are per target, not per connection: at 13
+//! and 17 series they were most of the exposition's bytes per connection, the connections of one
+//! target measure the same server, and `mcp_probe_connection_up` still tells which connection is
+//! down. Everything a target owns disappears with it: `Telemetry::remove_target` drops this.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use super::catalog as m;
+use super::cells::{Cell, Histogram, Lazy};
+use super::conn::{ConnMetrics, ConnSeries};
+use super::expo::{self, Exposition, Value};
+use super::otlp::{Mirror, OtelHistograms};
+use crate::mcp::Reason;
+use crate::net::refusal::AuthStep;
+use crate::probe::functional::ProbeFailure;
+
+/// A latency histogram, mirrored to OTLP when the push runs.
+#[derive(Default)]
+struct Latency {
+    h: Histogram,
+    otel: Option<Mirror>,
+}
+
+impl Latency {
+    fn new(otel: Option<&OtelHistograms>, family: &'static str, attrs: &[(&str, &str)]) -> Self {
+        Latency {
+            h: Histogram::default(),
+            otel: otel.and_then(|o| o.mirror(family, attrs)),
+        }
+    }
+
+    fn record(&self, d: Duration) {
+        let v = d.as_secs_f64();
+        self.h.record(v);
+        if let Some(o) = &self.otel {
+            o.record(v);
+        }
+    }
+}
+
+/// The series of one functional probe.
+struct ProbeSeries {
+    /// `target="…",tool="…"`.
+    labels: String,
+    success: Cell,
+    duration: Cell,
+    /// One per [`ProbeFailure::ALL`], all at 0 from the start: an alert on the increase of
+    /// one (`reason="unknown_tool"`) must see its first failure, not a series born at 1.
+    failures: [Cell; ProbeFailure::ALL.len()],
+    ok: AtomicBool,
+}
+
+impl ProbeSeries {
+    fn set_ok(&self, ok: bool) {
+        self.ok.store(ok, Ordering::Relaxed);
+        self.success.set_flag(ok);
+    }
+}
+
+/// Credentials' series: only for targets that have credentials.
+struct AuthSeries {
+    failures: [Cell; AuthStep::ALL.len()],
+}
+
+/// The series of one target.
+pub struct TargetMetrics {
+    name: String,
+    /// `target="…"`, escaped once.
+    labels: String,
+    up: Cell,
+    ready: Cell,
+    /// One per [`Reason::ALL`], all at 0 from the start, so alerts and dashboards see 0.
+    session_failures: [Cell; Reason::ALL.len()],
+    conns: Vec<ConnSeries>,
+    conn_up: Vec<AtomicBool>,
+    /// Per connection: the last walk (any trigger) completed.
+    walk_ok: Vec<AtomicBool>,
+    /// Per configured probe, in config order.
+    probes: Vec<ProbeSeries>,
+    auth: OnceLock<AuthSeries>,
+    /// success, failure; both appear at the first token request.
+    token_requests: OnceLock<[Cell; 2]>,
+    token_expiry: Cell,
+    /// Label text of `mcp_probe_target_info` (discovered and configured labels).
+    info: Mutex<Option<String>>,
+    ping: Latency,
+    walk: Latency,
+    requests: Lazy<&'static str, Latency>,
+    otel: Option<OtelHistograms>,
+}
+
+impl TargetMetrics {
+    pub(super) fn new(
+        name: &str,
+        connections: u16,
+        probes: &[String],
+        otel: Option<OtelHistograms>,
+    ) -> Self {
+        let flags = || (0..connections).map(|_| AtomicBool::new(false)).collect();
+        let target = [("target", name)];
+        TargetMetrics {
+            name: name.to_string(),
+            labels: expo::labels(target),
+            up: Cell::default(),
+            ready: Cell::default(),
+            session_failures: Default::default(),
+            conns: (0..connections).map(|i| ConnSeries::new(name, i)).collect(),
+            conn_up: flags(),
+            walk_ok: flags(),
+            probes: probes
+                .iter()
+                .map(|tool| ProbeSeries {
+                    labels: expo::labels([("target", name), ("tool", tool)]),
+                    success: Cell::default(),
+                    duration: Cell::default(),
+                    failures: Default::default(),
+                    ok: AtomicBool::new(false),
+                })
+                .collect(),
+            auth: OnceLock::new(),
+            token_requests: OnceLock::new(),
+            token_expiry: Cell::absent(),
+            info: Mutex::new(None),
+            ping: Latency::new(otel.as_ref(), m::PING_DURATION, &target),
+            walk: Latency::new(otel.as_ref(), m::WALK_DURATION, &target),
+            requests: Lazy::default(),
+            otel,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Handles for one connection.
+    pub fn connection(self: &Arc<Self>, index: u16) -> ConnMetrics {
+        assert!(
+            usize::from(index) < self.conns.len(),
+            "connection {index} of a target with {}",
+            self.conns.len()
+        );
+        ConnMetrics::new(self.clone(), index)
+    }
+
+    pub(super) fn conn(&self, index: u16) -> &ConnSeries {
+        &self.conns[usize::from(index)]
+    }
+
+    pub(super) fn session_failed(&self, reason: Reason) {
+        if let Some(i) = Reason::ALL.iter().position(|r| *r == reason) {
+            self.session_failures[i].add(1);
+        }
+    }
+
+    pub(super) fn request_duration(&self, method: &'static str, d: Duration) {
+        let otel = self.otel.as_ref();
+        self.requests
+            .get_or(method, || {
+                Latency::new(
+                    otel,
+                    m::REQUEST_DURATION,
+                    &[("target", &self.name), ("method", method)],
+                )
+            })
+            .record(d);
+    }
+
+    pub(super) fn ping_duration(&self, d: Duration) {
+        self.ping.record(d);
+    }
+
+    pub(super) fn walk_duration(&self, d: Duration) {
+        self.walk.record(d);
+    }
+
+    pub(super) fn set_connection_up(&self, index: u16, up: bool) {
+        if let Some(b) = self.conn_up.get(usize::from(index)) {
+            b.store(up, Ordering::Relaxed);
+        }
+        let any = self.conn_up.iter().any(|b| b.load(Ordering::Relaxed));
+        self.up.set_flag(any);
+        self.update_ready();
+    }
+
+    pub(super) fn set_walk_ok(&self, index: u16, ok: bool) {
+        if let Some(b) = self.walk_ok.get(usize::from(index)) {
+            b.store(ok, Ordering::Relaxed);
+        }
+        self.update_ready();
+    }
+
+    /// `ready` = some connection is up with a complete last walk, and every probe passes.
+    fn update_ready(&self) {
+        let conn = self
+            .conn_up
+            .iter()
+            .zip(&self.walk_ok)
+            .any(|(up, walk)| up.load(Ordering::Relaxed) && walk.load(Ordering::Relaxed));
+        let probes = self.probes.iter().all(|p| p.ok.load(Ordering::Relaxed));
+        self.ready.set_flag(conn && probes);
+    }
+
+    /// Record a run of the probe at `index` (config order): `Ok(())` or the failure reason.
+    pub fn probe_result(&self, index: usize, elapsed: Duration, result: Result<(), &'static str>) {
+        let Some(p) = self.probes.get(index) else {
+            return;
+        };
+        p.duration.set(elapsed.as_secs_f64());
+        p.set_ok(result.is_ok());
+        if let Err(reason) = result
+            && let Some(i) = ProbeFailure::ALL.iter().position(|f| f.as_str() == reason)
+        {
+            p.failures[i].add(1);
+        }
+        self.update_ready();
+    }
+
+    /// `mcp_probe_auth_failures_total` of this target, every reason created at 0 (an alert on
+    /// the increase of one must see its first failure): for targets with credentials (an auth
+    /// block or a client certificate).
+    pub fn auth_failures(self: &Arc<Self>) -> crate::net::FailureSink {
+        self.auth.get_or_init(|| AuthSeries {
+            failures: Default::default(),
+        });
+        let me = self.clone();
+        Arc::new(move |step| {
+            if let (Some(auth), Some(i)) =
+                (me.auth.get(), AuthStep::ALL.iter().position(|s| *s == step))
+            {
+                auth.failures[i].add(1);
+            }
+        })
+    }
+
+    /// An OAuth token acquisition of this target ended. Both `result` series appear at the first
+    /// one, so a failure rate can be computed from the start.
+    pub fn auth_token_request(&self, ok: bool) {
+        let [success, failure] = self.token_requests.get_or_init(Default::default);
+        if ok { success } else { failure }.add(1);
+    }
+
+    /// The target's current OAuth access token expires at `unix_seconds` (0: no stated lifetime).
+    pub fn auth_token_expiry(&self, unix_seconds: f64) {
+        self.token_expiry.set(unix_seconds);
+    }
+
+    /// The session that runs the probes is gone: none of them is passing now.
+    pub fn probes_down(&self) {
+        for p in &self.probes {
+            p.set_ok(false);
+        }
+        self.update_ready();
+    }
+
+    /// The labels `mcp_probe_target_info` carries besides `target` (discovered or configured);
+    /// an empty map removes the series.
+    pub fn set_labels(&self, labels: &BTreeMap<String, String>) {
+        let text = (!labels.is_empty()).then(|| {
+            expo::labels(
+                std::iter::once(("target", self.name.as_str()))
+                    .chain(labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+            )
+        });
+        *self.info.lock().expect("metrics lock poisoned") = text;
+    }
+
+    pub(super) fn render(&self, out: &mut Exposition) {
+        let l = &self.labels;
+        out.sample(expo::slot(m::UP), l, &[], Value::of_gauge(&self.up));
+        out.sample(expo::slot(m::READY), l, &[], Value::of_gauge(&self.ready));
+        if let Some(info) = self.info.lock().expect("metrics lock poisoned").as_deref() {
+            out.sample(expo::slot(m::TARGET_INFO), info, &[], Value::Float(1.0));
+        }
+        let slot = expo::slot(m::SESSION_FAILURES);
+        for (reason, c) in Reason::ALL.iter().zip(&self.session_failures) {
+            out.sample(
+                slot,
+                l,
+                &[("reason", reason.as_str())],
+                Value::Count(c.raw()),
+            );
+        }
+        for c in &self.conns {
+            c.render(out);
+        }
+        out.histogram(
+            expo::slot(m::PING_DURATION),
+            l,
+            &[],
+            &self.ping.h.snapshot(),
+        );
+        out.histogram(
+            expo::slot(m::WALK_DURATION),
+            l,
+            &[],
+            &self.walk.h.snapshot(),
+        );
+        let requests = expo::slot(m::REQUEST_DURATION);
+        self.requests.each(|method, lat| {
+            out.histogram(requests, l, &[("method", method)], &lat.h.snapshot())
+        });
+        let (success, duration, failures) = (
+            expo::slot(m::TOOL_PROBE_SUCCESS),
+            expo::slot(m::TOOL_PROBE_DURATION),
+            expo::slot(m::TOOL_PROBE_FAILURES),
+        );
+        for p in &self.probes {
+            out.sample(success, &p.labels, &[], Value::of_gauge(&p.success));
+            out.sample(duration, &p.labels, &[], Value::of_gauge(&p.duration));
+            for (f, c) in ProbeFailure::ALL.iter().zip(&p.failures) {
+                let extra = [("reason", f.as_str())];
+                out.sample(failures, &p.labels, &extra, Value::Count(c.raw()));
+            }
+        }
+        if let Some(auth) = self.auth.get() {
+            let slot = expo::slot(m::AUTH_FAILURES);
+            for (step, c) in AuthStep::ALL.iter().zip(&auth.failures) {
+                let extra = [("reason", step.as_str())];
+                out.sample(slot, l, &extra, Value::Count(c.raw()));
+            }
+        }
+        if let Some(cells) = self.token_requests.get() {
+            let slot = expo::slot(m::AUTH_TOKEN_REQUESTS);
+            for (result, c) in ["success", "failure"].into_iter().zip(cells) {
+                out.sample(slot, l, &[("result", result)], Value::Count(c.raw()));
+            }
+        }
+        if let Some(v) = Value::of(m::Kind::Gauge, self.token_expiry.raw()) {
+            out.sample(expo::slot(m::AUTH_TOKEN_EXPIRY), l, &[], v);
+        }
+    }
+}
