@@ -31,6 +31,8 @@ pub mod oauth;
 pub mod probe;
 /// Metric catalog, per-target recorders and the merged exposition.
 pub mod telemetry;
+/// Horizontal sharding: which targets this replica owns (rendezvous hashing of names).
+pub mod shard;
 /// Server-supplied text made safe to show: bounded in bytes, control and bidi characters escaped.
 pub mod text;
 /// The exporter's HTTP endpoints.
