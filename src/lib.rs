@@ -29,10 +29,10 @@ pub mod net;
 pub mod oauth;
 /// The probe: long-lived connections, cursor walks, the cache and its audit.
 pub mod probe;
-/// Metric catalog, per-target recorders and the merged exposition.
-pub mod telemetry;
 /// Horizontal sharding: which targets this replica owns (rendezvous hashing of names).
 pub mod shard;
+/// Metric catalog, per-target recorders and the merged exposition.
+pub mod telemetry;
 /// Server-supplied text made safe to show: bounded in bytes, control and bidi characters escaped.
 pub mod text;
 /// The exporter's HTTP endpoints.

@@ -174,7 +174,10 @@ mod tests {
         for name in &all {
             let (before, after) = (owner(name, 3), owner(name, 4));
             if before != after {
-                assert_eq!(after, 3, "{name} moved between old shards {before} → {after}");
+                assert_eq!(
+                    after, 3,
+                    "{name} moved between old shards {before} → {after}"
+                );
                 moved += 1;
             }
         }
@@ -203,14 +206,21 @@ mod tests {
     #[test]
     fn bad_indexes_and_pod_names_are_refused_clearly() {
         assert!(Shard::new(0, 0).unwrap_err().contains("between 1 and"));
-        assert!(Shard::new(3, 3).unwrap_err().contains("not below --shard.count 3"));
+        assert!(
+            Shard::new(3, 3)
+                .unwrap_err()
+                .contains("not below --shard.count 3")
+        );
         assert_eq!(
             Shard::from_ordinal("mcp-exporter-2", 3),
             Ok(Shard { index: 2, count: 3 })
         );
         assert_eq!(
             Shard::from_ordinal("a-b-10", 11),
-            Ok(Shard { index: 10, count: 11 })
+            Ok(Shard {
+                index: 10,
+                count: 11
+            })
         );
         for bad in ["mcp-exporter", "mcp-exporter-", "exporter-x1", "7", "a--1x"] {
             let e = Shard::from_ordinal(bad, 3).unwrap_err();

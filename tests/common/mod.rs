@@ -35,6 +35,7 @@ impl Harness {
         self.supervisor.apply(&Config {
             global: Defaults::default(),
             targets,
+            ..Config::default()
         });
     }
 
@@ -105,6 +106,7 @@ pub fn target(name: &str, url: url::Url) -> TargetConfig {
         max_listing_bytes: mcp_exporter::config::DEFAULT_MAX_LISTING_BYTES,
         probes: vec![],
         http: Default::default(),
+        labels: Default::default(),
     }
 }
 
