@@ -87,6 +87,11 @@ impl Telemetry {
         self.daemon.register_gauge(&key(name, &[]), &METADATA)
     }
 
+    /// A daemon gauge with labels (shard, discovery source).
+    pub fn daemon_gauge_with(&self, name: &'static str, labels: &[(&'static str, String)]) -> Gauge {
+        self.daemon.register_gauge(&key(name, labels), &METADATA)
+    }
+
     pub fn daemon_counter(
         &self,
         name: &'static str,
@@ -158,6 +163,9 @@ impl Telemetry {
             for info in t.info.lock().expect("metrics lock poisoned").values() {
                 parts.push(info.handle().render());
             }
+            if let Some(labels) = t.labels.lock().expect("metrics lock poisoned").as_ref() {
+                parts.push(labels.handle().render());
+            }
         }
         render::merge(&parts)
     }
@@ -217,6 +225,8 @@ pub struct TargetMetrics {
     /// `session_info` per connection, in a recorder of its own so that a new session with other
     /// label values replaces the old series instead of leaving it behind.
     info: Mutex<BTreeMap<u16, PrometheusRecorder>>,
+    /// `target_info` (the target's labels), in a recorder of its own for the same reason.
+    labels: Mutex<Option<PrometheusRecorder>>,
     otel: Option<otlp::OtelHistograms>,
 }
 
@@ -250,6 +260,7 @@ impl TargetMetrics {
             walk_ok: flags(),
             probes,
             info: Mutex::new(BTreeMap::new()),
+            labels: Mutex::new(None),
             otel,
         }
     }
@@ -384,6 +395,23 @@ impl TargetMetrics {
             p.set_ok(false);
         }
         self.update_ready();
+    }
+
+    /// Expose the target's labels as one `mcp_probe_target_info{target, <labels>} 1` series,
+    /// replacing the previous one; none for no labels.
+    pub fn set_labels(&self, labels: &BTreeMap<String, String>) {
+        let series = (!labels.is_empty()).then(|| {
+            let r = new_recorder();
+            let pairs = std::iter::once(Label::new("target", self.name.clone()))
+                .chain(labels.iter().map(|(k, v)| Label::new(k.clone(), v.clone())));
+            r.register_gauge(
+                &Key::from_parts(catalog::TARGET_INFO, pairs.collect::<Vec<_>>()),
+                &METADATA,
+            )
+            .set(1.0);
+            r
+        });
+        *self.labels.lock().expect("metrics lock poisoned") = series;
     }
 
     fn set_info(&self, index: u16, labels: Option<Vec<(&'static str, String)>>) {
