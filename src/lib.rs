@@ -17,6 +17,8 @@ pub mod app;
 pub mod check;
 /// YAML configuration: strict parsing, defaults, `${VAR}` expansion, precise errors.
 pub mod config;
+/// Targets from `file_sd_configs` and `http_sd_configs`, merged with the static ones.
+pub mod discovery;
 /// The fault-injecting MCP server behind `--demo` and the tests.
 pub mod lab;
 /// Logging setup (logfmt or JSON).

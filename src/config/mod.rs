@@ -59,7 +59,7 @@ pub use http_client::{
     ClientAuth, ClientCert, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config, PemSource,
     ProxyConfig, SecretSource, TargetAuth, TlsConfig, TlsVersion,
 };
-pub use labels::{Labels, MAX_LABEL_VALUE_BYTES, MAX_LABELS};
+pub use labels::{Labels, MAX_LABEL_VALUE_BYTES, MAX_LABELS, collect as collect_labels};
 pub use limits::{
     MAX_COMMAND_ARG_BYTES, MAX_COMMAND_ARGS, MAX_COMMAND_ENV, MAX_COMMAND_ENV_BYTES,
     MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_TOTAL_CONNECTIONS,

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use super::connection::Connection;
 use super::status::StatusBoard;
 use crate::config::{Config, TargetConfig};
-use crate::telemetry::{Telemetry, TargetMetrics};
+use crate::telemetry::{TargetMetrics, Telemetry};
 
 /// How long stopping connections get to end their sessions (DELETE) before they are aborted.
 const STOP_GRACE: Duration = Duration::from_secs(3);

@@ -88,7 +88,11 @@ impl Telemetry {
     }
 
     /// A daemon gauge with labels (shard, discovery source).
-    pub fn daemon_gauge_with(&self, name: &'static str, labels: &[(&'static str, String)]) -> Gauge {
+    pub fn daemon_gauge_with(
+        &self,
+        name: &'static str,
+        labels: &[(&'static str, String)],
+    ) -> Gauge {
         self.daemon.register_gauge(&key(name, labels), &METADATA)
     }
 
