@@ -145,6 +145,15 @@ impl Scrape {
         self.get(name, labels).unwrap_or(f64::NAN)
     }
 
+    /// The `target` label values of the samples of `metric`.
+    pub fn targets(&self, metric: &str) -> std::collections::BTreeSet<String> {
+        self.samples
+            .iter()
+            .filter(|s| s.metric == metric)
+            .filter_map(|s| s.labels.get("target").map(str::to_string))
+            .collect()
+    }
+
     /// Whether any sample carries `target="<name>"`.
     pub fn has_target(&self, name: &str) -> bool {
         self.samples
