@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::Config;
 use crate::discovery::Discovery;
-use crate::probe::Supervisor;
+use crate::probe::{Applied, Supervisor};
 use crate::shard::Shard;
 use crate::telemetry::otlp::{self, OtlpOptions};
 use crate::telemetry::{Telemetry, catalog};
@@ -181,17 +181,18 @@ impl Daemon {
         match loaded {
             Ok(config) => {
                 self.discovery.configure(&config);
-                // Valid, but no MCP server is watched: say so (alert McpExporterNoTargets).
-                if config.targets.is_empty()
+                let nothing = config.targets.is_empty()
                     && config.file_sd.is_empty()
-                    && config.http_sd.is_empty()
-                {
+                    && config.http_sd.is_empty();
+                self.config = Some(config);
+                let applied = self.apply("configuration applied");
+                // Valid, but no MCP server is watched: say so (alert McpExporterNoTargets).
+                if nothing {
                     tracing::warn!(
-                        "configuration has no targets and no discovery; no MCP server is being watched"
+                        stopped = applied.stopped.len(),
+                        "configuration has no targets; no MCP server is being watched"
                     );
                 }
-                self.config = Some(config);
-                self.apply("configuration applied");
                 self.ready.store(true, Ordering::Relaxed);
                 ok_gauge.set(1.0);
                 let now = SystemTime::now()
@@ -221,9 +222,9 @@ impl Daemon {
     }
 
     /// Run the static and discovered targets this shard owns (`what`: the log message).
-    fn apply(&mut self, what: &str) {
+    fn apply(&mut self, what: &str) -> Applied {
         let Some(config) = &self.config else {
-            return; // discovery before the first configuration: nothing to merge with yet
+            return Applied::default(); // no configuration yet: nothing to merge with
         };
         let shard = self.shard;
         let merged = self
@@ -242,6 +243,7 @@ impl Daemon {
         self.telemetry
             .daemon_gauge(catalog::TARGETS_CONFIGURED)
             .set(merged.configured as f64);
+        applied
     }
 }
 
