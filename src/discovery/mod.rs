@@ -41,8 +41,8 @@ pub(crate) struct Refresh {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum SourceConfig {
-    File(FileSdConfig),
-    Http(HttpSdConfig),
+    File(Box<FileSdConfig>),
+    Http(Box<HttpSdConfig>),
 }
 
 impl SourceConfig {
@@ -125,9 +125,13 @@ impl Discovery {
         let wanted = config
             .file_sd
             .iter()
-            .cloned()
-            .map(SourceConfig::File)
-            .chain(config.http_sd.iter().cloned().map(SourceConfig::Http));
+            .map(|f| SourceConfig::File(Box::new(f.clone())))
+            .chain(
+                config
+                    .http_sd
+                    .iter()
+                    .map(|h| SourceConfig::Http(Box::new(h.clone()))),
+            );
         let mut old = std::mem::take(&mut self.sources);
         for cfg in wanted {
             let same_key = old.iter().position(|s| {
@@ -158,8 +162,8 @@ impl Discovery {
         self.next_id += 1;
         let tx = self.tx.clone();
         let task = match config.clone() {
-            SourceConfig::File(f) => tokio::spawn(file::run(f, id, tx)),
-            SourceConfig::Http(h) => tokio::spawn(http::run(h, id, tx)),
+            SourceConfig::File(f) => tokio::spawn(file::run(*f, id, tx)),
+            SourceConfig::Http(h) => tokio::spawn(http::run(*h, id, tx)),
         };
         let source = Source {
             config,
