@@ -20,7 +20,7 @@ async fn three_shards_probe_disjoint_sets_that_cover_every_target() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mcp_exporter.yml");
     let mut yaml = String::from(
-        "global:\n  audit_interval: 2s\n  ping_interval: 1s\n  request_timeout: 1s\ntargets:\n",
+        "global:\n  audit_interval: 30s\n  ping_interval: 10s\n  request_timeout: 5s\ntargets:\n",
     );
     for n in &names {
         yaml.push_str(&format!("  - name: {n}\n    url: {}\n", lab.url(n)));
