@@ -161,6 +161,54 @@ if errors:
 print("ok:", ", ".join(checks))
 PY
 
+step "kubectl kustomize deploy/kubernetes-sharded (the sharded StatefulSet variant)"
+timeout 120 "$KUBECTL" kustomize deploy/kubernetes-sharded > "$WORK/sharded.yaml"
+"$PY" - "$WORK" <<'PY'
+import sys, yaml, pathlib
+work = pathlib.Path(sys.argv[1])
+docs = [d for d in yaml.safe_load_all((work / "sharded.yaml").read_text()) if d]
+builtin = [d for d in docs if d["apiVersion"] != "monitoring.coreos.com/v1"]
+for i, d in enumerate(builtin):
+    (work / f"sharded-{i:02d}-{d['kind']}.yaml").write_text(yaml.safe_dump(d, sort_keys=False))
+kinds = sorted(d["kind"] for d in docs)
+errors = []
+if kinds != ["ConfigMap", "PrometheusRule", "Service", "ServiceMonitor", "StatefulSet"]:
+    errors.append(f"kinds {kinds}: want the base's with a StatefulSet instead of the Deployment")
+by_kind = {d["kind"]: d for d in docs}
+sts, svc, sm = by_kind.get("StatefulSet"), by_kind.get("Service"), by_kind.get("ServiceMonitor")
+if sts and svc and sm:
+    pod = sts["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    args = c.get("args", [])
+    counts = [a.split("=", 1)[1] for a in args if a.startswith("--shard.count=")]
+    sc, psc = c.get("securityContext", {}), pod.get("securityContext", {})
+    checks = {
+        "replicas > 1": sts["spec"].get("replicas", 1) > 1,
+        "--shard.count equals replicas": counts == [str(sts["spec"].get("replicas"))],
+        "--shard.auto": "--shard.auto" in args,
+        "POD_NAME from metadata.name": any(
+            e["name"] == "POD_NAME"
+            and e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name"
+            for e in c.get("env", [])),
+        "serviceName is the headless Service": sts["spec"].get("serviceName") == svc["metadata"]["name"]
+            and svc["spec"].get("clusterIP") == "None",
+        "Service selects the pods": svc["spec"]["selector"] == sts["spec"]["template"]["metadata"]["labels"],
+        "ServiceMonitor selects the Service": all(
+            svc["metadata"].get("labels", {}).get(k) == v
+            for k, v in sm["spec"]["selector"]["matchLabels"].items()),
+        "ServiceMonitor scrapes the metrics port": any(e.get("port") == "metrics" for e in sm["spec"]["endpoints"]),
+        "config file flag": "--config.file=/etc/mcp_exporter/mcp_exporter.yml" in args,
+        "pod runAsNonRoot": psc.get("runAsNonRoot") is True,
+        "readOnlyRootFilesystem": sc.get("readOnlyRootFilesystem") is True,
+        "readiness /-/ready": c["readinessProbe"]["httpGet"]["path"] == "/-/ready",
+    }
+    errors += [f"sharded StatefulSet: {k}" for k, ok in checks.items() if not ok]
+    print("ok:", ", ".join(checks))
+if errors:
+    sys.exit("\n".join(errors))
+PY
+timeout 300 "$VENV/bin/kubernetes-validate" --strict -k "$K8S_VERSION" "$WORK"/sharded-*.yaml
+
 step "the ConfigMap's configuration: mcp_exporter --config.check, without and with the Secret"
 BIN="${MCP_EXPORTER:-}"
 if [[ -z "$BIN" ]]; then

@@ -6,6 +6,10 @@
 //! configuration. Every configuration change funnels through one loop here, so a reload from a
 //! signal and one from HTTP can never race; files are read and parsed off that loop, so SIGTERM
 //! is handled while a parse runs.
+//!
+//! What runs is the file's static targets merged with what discovery finds, cut to the targets
+//! this replica's shard owns. A discovery change takes the same path as a reload of the file
+//! (`Supervisor::apply`), so kept targets keep their sessions whichever of the two changed.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,7 +23,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::probe::Supervisor;
+use crate::discovery::Discovery;
+use crate::probe::{Applied, Supervisor};
+use crate::shard::Shard;
 use crate::telemetry::otlp::{self, OtlpOptions};
 use crate::telemetry::{Telemetry, catalog};
 use crate::web::{self, ReloadRequest, WebState};
@@ -48,6 +54,8 @@ pub struct Options {
     pub web_config: Option<PathBuf>,
     /// `--web.enable-lifecycle`: serve `POST /-/reload`.
     pub lifecycle: bool,
+    /// `--shard.*`: the part of the targets this replica probes.
+    pub shard: Shard,
 }
 
 /// `--web.listen-address` when not given: every interface.
@@ -153,6 +161,10 @@ impl Reloads {
 struct Daemon {
     telemetry: Arc<Telemetry>,
     supervisor: Supervisor,
+    discovery: Discovery,
+    shard: Shard,
+    /// The configuration applied last (its static targets and discovery sources).
+    config: Option<Config>,
     /// Set once a configuration was applied (`/-/ready` reads it): a failed first load has
     /// nothing to keep.
     ready: Arc<AtomicBool>,
@@ -168,10 +180,14 @@ impl Daemon {
         let ok_gauge = self.telemetry.daemon_gauge(catalog::RELOAD_OK);
         match loaded {
             Ok(config) => {
-                let applied = self.supervisor.apply(&config);
-                tracing::info!(started = ?applied.started, restarted = ?applied.restarted, stopped = ?applied.stopped, kept = applied.kept.len(), "configuration applied");
+                self.discovery.configure(&config);
+                let nothing = config.targets.is_empty()
+                    && config.file_sd.is_empty()
+                    && config.http_sd.is_empty();
+                self.config = Some(config);
+                let applied = self.apply("configuration applied");
                 // Valid, but no MCP server is watched: say so (alert McpExporterNoTargets).
-                if config.targets.is_empty() {
+                if nothing {
                     tracing::warn!(
                         stopped = applied.stopped.len(),
                         "configuration has no targets; no MCP server is being watched"
@@ -185,9 +201,6 @@ impl Daemon {
                 self.telemetry
                     .daemon_gauge(catalog::RELOAD_TIMESTAMP)
                     .set(now.as_secs_f64());
-                self.telemetry
-                    .daemon_gauge(catalog::TARGETS)
-                    .set(config.targets.len() as f64);
                 self.telemetry
                     .daemon_counter(catalog::RELOADS, &[("result", "success".into())])
                     .increment(1);
@@ -206,6 +219,31 @@ impl Daemon {
                 Err(e)
             }
         }
+    }
+
+    /// Run the static and discovered targets this shard owns (`what`: the log message).
+    fn apply(&mut self, what: &str) -> Applied {
+        let Some(config) = &self.config else {
+            return Applied::default(); // no configuration yet: nothing to merge with
+        };
+        let shard = self.shard;
+        let merged = self
+            .discovery
+            .merge(&config.targets, |name| shard.owns(name));
+        let owned = Config {
+            global: config.global.clone(),
+            targets: merged.owned,
+            ..Config::default()
+        };
+        let applied = self.supervisor.apply(&owned);
+        tracing::info!(started = ?applied.started, restarted = ?applied.restarted, stopped = ?applied.stopped, kept = applied.kept.len(), owned = owned.targets.len(), configured = merged.configured, "{what}");
+        self.telemetry
+            .daemon_gauge(catalog::TARGETS)
+            .set(owned.targets.len() as f64);
+        self.telemetry
+            .daemon_gauge(catalog::TARGETS_CONFIGURED)
+            .set(merged.configured as f64);
+        applied
     }
 }
 
@@ -289,9 +327,28 @@ pub async fn run(opts: Options) -> Result<(), String> {
         }
         (Source::Demo, None) => return Err("demo lab is not running".into()),
     };
+    telemetry
+        .daemon_gauge_with(
+            catalog::SHARD_INFO,
+            &[
+                ("index", opts.shard.index().to_string()),
+                ("count", opts.shard.count().to_string()),
+            ],
+        )
+        .set(1.0);
+    if opts.shard.count() > 1 {
+        tracing::info!(
+            index = opts.shard.index(),
+            count = opts.shard.count(),
+            "sharded: probing only the targets this shard owns"
+        );
+    }
     let mut daemon = Daemon {
         telemetry: telemetry.clone(),
         supervisor: Supervisor::new(telemetry.clone()),
+        discovery: Discovery::new(telemetry.clone()),
+        shard: opts.shard,
+        config: None,
         ready: Arc::new(AtomicBool::new(false)),
     };
 
@@ -330,6 +387,9 @@ pub async fn run(opts: Options) -> Result<(), String> {
                     let _ = caller.send(result.clone());
                 }
             }
+            changed = daemon.discovery.next() => if changed {
+                daemon.apply("discovered targets changed");
+            },
             _ = upkeep.tick() => telemetry.upkeep(),
             _ = term.recv() => break Ok(()),
             _ = int.recv() => break Ok(()),

@@ -17,6 +17,8 @@ pub mod app;
 pub mod check;
 /// YAML configuration: strict parsing, defaults, `${VAR}` expansion, precise errors.
 pub mod config;
+/// Targets from `file_sd_configs` and `http_sd_configs`, merged with the static ones.
+pub mod discovery;
 /// The fault-injecting MCP server behind `--demo` and the tests.
 pub mod lab;
 /// Logging setup (logfmt or JSON).
@@ -29,6 +31,8 @@ pub mod net;
 pub mod oauth;
 /// The probe: long-lived connections, cursor walks, the cache and its audit.
 pub mod probe;
+/// Horizontal sharding: which targets this replica owns (rendezvous hashing of names).
+pub mod shard;
 /// Metric catalog, per-target recorders and the merged exposition.
 pub mod telemetry;
 /// Server-supplied text made safe to show: bounded in bytes, control and bidi characters escaped.

@@ -10,6 +10,7 @@ use mcp_exporter::check;
 use mcp_exporter::config::{self, CommandSpec, Config, Endpoint, Secret};
 use mcp_exporter::lab::{Era, scenarios};
 use mcp_exporter::logging::{self, Format};
+use mcp_exporter::shard::{self, Shard};
 use mcp_exporter::telemetry::otlp::{OtlpOptions, OtlpProtocol};
 use mcp_exporter::web::Limits;
 
@@ -47,6 +48,17 @@ struct Cli {
     /// Serve POST /-/reload (without it: 403). SIGHUP reloads either way.
     #[arg(long = "web.enable-lifecycle")]
     web_enable_lifecycle: bool,
+    /// This replica's shard, from 0 (with --shard.count): it probes only the targets whose name
+    /// hashes to it. See docs/scaling.md.
+    #[arg(long = "shard.index", value_name = "N", conflicts_with = "shard_auto")]
+    shard_index: Option<u32>,
+    /// Number of shards (replicas sharing one configuration).
+    #[arg(long = "shard.count", value_name = "M", default_value_t = 1)]
+    shard_count: u32,
+    /// Take the shard index from the StatefulSet pod ordinal: the trailing -N of $POD_NAME, else
+    /// of the host name.
+    #[arg(long = "shard.auto")]
+    shard_auto: bool,
     /// Run against the embedded demo knowledge-base server instead of a configuration file.
     #[arg(long, conflicts_with_all = ["config_file", "config_check"])]
     demo: bool,
@@ -178,6 +190,12 @@ fn main() -> ExitCode {
                 for t in &c.targets {
                     println!("  {}: {}", t.name, t.endpoint);
                 }
+                for f in &c.file_sd {
+                    println!("  file_sd {}: {} file pattern(s)", f.name, f.files.len());
+                }
+                for h in &c.http_sd {
+                    println!("  http_sd {}: {}", h.name, config::redact_url(&h.url));
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -234,6 +252,13 @@ fn main() -> ExitCode {
             }
         },
     };
+    let shard = match shard(cli.shard_index, cli.shard_count, cli.shard_auto) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mcp_exporter: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let web = Limits {
         header_read_timeout: cli.web_header_read_timeout,
         idle_timeout: cli.web_idle_timeout,
@@ -246,7 +271,20 @@ fn main() -> ExitCode {
         web,
         web_config: cli.web_config_file,
         lifecycle: cli.web_enable_lifecycle,
+        shard,
     }))
+}
+
+/// `--shard.index`, `--shard.count`, `--shard.auto`: this replica's shard.
+fn shard(index: Option<u32>, count: u32, auto: bool) -> Result<Shard, String> {
+    match (index, auto) {
+        (Some(i), _) => Shard::new(i, count),
+        (None, true) => Shard::from_ordinal(&shard::pod_name()?, count),
+        (None, false) if count > 1 => Err(format!(
+            "--shard.count {count} needs --shard.index or --shard.auto (which shard is this one?)"
+        )),
+        (None, false) => Shard::new(0, count),
+    }
 }
 
 /// `--web.*-timeout`: between 100ms and 24h, like the durations of the configuration file.

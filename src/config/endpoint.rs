@@ -101,41 +101,10 @@ impl Validator<'_> {
     }
 
     /// Never puts any part of the URL in a message: it may hold a password or a token.
-    fn url(&self, p: &str, raw: &str) -> Result<url::Url, ConfigError> {
+    pub(super) fn url(&self, p: &str, raw: &str) -> Result<url::Url, ConfigError> {
         let field = format!("{p}.url");
         let text = expand_env(raw, self.env).map_err(|why| self.err(&field, why))?;
-        if text.is_empty() {
-            return Err(self.err(
-                field,
-                "required; the MCP endpoint, for example https://mcp.example.com/mcp",
-            ));
-        }
-        if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(self.err(
-                field,
-                "URL must not contain whitespace or control characters",
-            ));
-        }
-        let url =
-            url::Url::parse(&text).map_err(|e| self.err(&field, format!("invalid URL: {e}")))?;
-        if url.scheme() != "http" && url.scheme() != "https" {
-            return Err(self.err(field, "URL scheme must be http or https"));
-        }
-        if !has_authority_host(&text) {
-            // The URL parser would accept `http:///mcp` and `http:mcp` as `http://mcp/`.
-            return Err(self.err(
-                field,
-                "URL has no host: write scheme://host[:port]/path, with a host between '//' and \
-                 the path",
-            ));
-        }
-        if url.host().is_none() {
-            return Err(self.err(field, "URL has no host"));
-        }
-        if url.fragment().is_some() {
-            return Err(self.err(field, "URL must not have a fragment (the part after '#')"));
-        }
-        Ok(url)
+        parse_target_url(&text).map_err(|why| self.err(field, why))
     }
 
     fn transport(&self, p: &str, raw: Option<String>) -> Result<HttpTransportKind, ConfigError> {
@@ -281,6 +250,36 @@ impl Validator<'_> {
         }
         Ok(out)
     }
+}
+
+/// The URL of an MCP target (from the file, or from discovery): absolute http(s) with a host,
+/// no fragment, no whitespace. The reason never quotes the URL (it may hold a secret).
+pub fn parse_target_url(text: &str) -> Result<url::Url, String> {
+    if text.is_empty() {
+        return Err("required; the MCP endpoint, for example https://mcp.example.com/mcp".into());
+    }
+    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("URL must not contain whitespace or control characters".into());
+    }
+    let url = url::Url::parse(text).map_err(|e| format!("invalid URL: {e}"))?;
+    if url.scheme() != "http" && url.scheme() != "https" {
+        return Err("URL scheme must be http or https".into());
+    }
+    if !has_authority_host(text) {
+        // The URL parser would accept `http:///mcp` and `http:mcp` as `http://mcp/`.
+        return Err(
+            "URL has no host: write scheme://host[:port]/path, with a host between '//' \
+                    and the path"
+                .into(),
+        );
+    }
+    if url.host().is_none() {
+        return Err("URL has no host".into());
+    }
+    if url.fragment().is_some() {
+        return Err("URL must not have a fragment (the part after '#')".into());
+    }
+    Ok(url)
 }
 
 /// Whether the URL text has `://` after its scheme and a non-empty host after it (past any

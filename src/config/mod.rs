@@ -27,15 +27,19 @@
 //!   `http_blocks` validates them (reading every file they name);
 //! * `headers`: the rules for configured request headers (also `--header`);
 //! * `expand`: `${VAR}` expansion;
+//! * `discovery`: `file_sd_configs` and `http_sd_configs`, and the template of their targets;
+//! * `labels`: the rules for a target's `labels` (static or discovered);
 //! * `probes`, `limits`, `secret`, `error`: functional probes, bounds checked before parsing,
 //!   values kept out of logs, and the error type.
 
+mod discovery;
 mod endpoint;
 mod error;
 mod expand;
 mod headers;
 mod http_blocks;
 mod http_client;
+mod labels;
 mod limits;
 mod model;
 mod probes;
@@ -45,12 +49,17 @@ mod secret;
 mod test_support;
 mod validate;
 
+pub use discovery::{
+    DEFAULT_FILE_REFRESH, DEFAULT_HTTP_REFRESH, FileSdConfig, HttpSdConfig, TargetTemplate,
+};
+pub use endpoint::parse_target_url;
 pub use error::ConfigError;
 pub use headers::header_flag;
 pub use http_client::{
     ClientAuth, ClientCert, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config, PemSource,
     ProxyConfig, SecretSource, TargetAuth, TlsConfig, TlsVersion,
 };
+pub use labels::{Labels, MAX_LABEL_VALUE_BYTES, MAX_LABELS, collect as collect_labels};
 pub use limits::{
     MAX_COMMAND_ARG_BYTES, MAX_COMMAND_ARGS, MAX_COMMAND_ENV, MAX_COMMAND_ENV_BYTES,
     MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_TOTAL_CONNECTIONS,

@@ -4,6 +4,8 @@
 //! so consumers never re-validate or look at the file's shape. `Debug` redacts secrets, so a
 //! configuration can be logged whole.
 
+use super::discovery::{FileSdConfig, HttpSdConfig};
+use super::labels::Labels;
 use super::{HttpClientConfig, ProbeConfig, Secret, redact_url};
 use crate::mcp::version::ProtocolVersion;
 use std::fmt;
@@ -22,6 +24,10 @@ pub struct Config {
     pub global: Defaults,
     /// The targets in file order, every value resolved. May be empty.
     pub targets: Vec<TargetConfig>,
+    /// `file_sd_configs`: files of target groups, watched.
+    pub file_sd: Vec<FileSdConfig>,
+    /// `http_sd_configs`: URLs of target groups, polled.
+    pub http_sd: Vec<HttpSdConfig>,
 }
 
 /// Settings of the `global` section; each is the default for every target.
@@ -79,6 +85,9 @@ pub struct TargetConfig {
     /// Credentials, TLS and proxy (the `http_config` blocks, `global`'s where the target sets
     /// none). Always the default for a command target.
     pub http: HttpClientConfig,
+    /// Exposed once on `mcp_probe_target_info` (static `labels:`, or discovered); a change of
+    /// labels alone does not restart the target.
+    pub labels: Labels,
 }
 
 impl fmt::Debug for TargetConfig {
@@ -97,6 +106,7 @@ impl fmt::Debug for TargetConfig {
             .field("max_listing_bytes", &self.max_listing_bytes)
             .field("probes", &self.probes)
             .field("http", &self.http)
+            .field("labels", &self.labels)
             .finish()
     }
 }
@@ -109,6 +119,16 @@ impl TargetConfig {
             Endpoint::Http { url, .. } => Some(url),
             Endpoint::Command(_) => None,
         }
+    }
+
+    /// Whether `other` differs from this target in its labels at most: such a change updates
+    /// the info series and keeps the running sessions.
+    pub fn same_but_labels(&self, other: &TargetConfig) -> bool {
+        let strip = |t: &TargetConfig| TargetConfig {
+            labels: Labels::new(),
+            ..t.clone()
+        };
+        strip(self) == strip(other)
     }
 }
 

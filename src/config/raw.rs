@@ -50,11 +50,38 @@ macro_rules! with_http_blocks {
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with the keys `global` and `targets`"
+    expecting = "a mapping with the keys `global`, `targets`, `file_sd_configs` and `http_sd_configs`"
 )]
 pub(super) struct RawConfig {
     pub(super) global: Option<RawGlobal>,
     pub(super) targets: Option<Vec<RawTarget>>,
+    pub(super) file_sd_configs: Option<Vec<RawFileSd>>,
+    pub(super) http_sd_configs: Option<Vec<RawHttpSd>>,
+}
+
+/// One entry of `file_sd_configs`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with at least `files`")]
+pub(super) struct RawFileSd {
+    pub(super) name: Option<String>,
+    pub(super) files: Option<Vec<String>>,
+    pub(super) refresh_interval: Option<String>,
+    pub(super) target: Option<RawTarget>,
+}
+
+with_http_blocks! {
+/// One entry of `http_sd_configs`: its own `http_config` blocks are those of the discovery
+/// request; the targets' are under `target`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping with at least `url`")]
+pub(super) struct RawHttpSd {
+    pub(super) name: Option<String>,
+    pub(super) url: Option<String>,
+    pub(super) refresh_interval: Option<String>,
+    pub(super) timeout: Option<String>,
+    pub(super) max_response_bytes: Option<RawBytes>,
+    pub(super) target: Option<RawTarget>,
+}
 }
 
 with_http_blocks! {
@@ -72,7 +99,7 @@ pub(super) struct RawGlobal {
 }
 
 with_http_blocks! {
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(
     deny_unknown_fields,
     expecting = "a target: a mapping with at least `name` and `url` or `command`"
@@ -96,6 +123,7 @@ pub(super) struct RawTarget {
     pub(super) max_pages: Option<i64>,
     pub(super) max_listing_bytes: Option<RawBytes>,
     pub(super) probes: Option<Vec<probes::RawProbe>>,
+    pub(super) labels: Option<PairList<LabelNames>>,
 }
 }
 
@@ -210,6 +238,13 @@ pub(super) struct ParamNames;
 
 impl PairKeys for ParamNames {
     const EXPECTING: &'static str = "a mapping of form parameter names to strings";
+}
+
+/// `labels` of a target.
+pub(super) struct LabelNames;
+
+impl PairKeys for LabelNames {
+    const EXPECTING: &'static str = "a mapping of label names to strings";
 }
 
 /// `env` of a command target.

@@ -6,11 +6,14 @@
 //! from: set here, inherited from `global`, or the built-in default.
 
 use super::HttpClientConfig;
+use super::discovery::{FileSdConfig, HttpSdConfig, MAX_SD_CONFIGS};
 use super::error::{ConfigError, ErrorKind};
 use super::http_blocks::auth_block;
 use super::limits::{MAX_CONFIG_BYTES, MAX_TOTAL_CONNECTIONS};
 use super::model::{Config, Defaults, Endpoint, ProtocolChoice, TargetConfig};
-use super::raw::{RawBytes, RawConfig, RawGlobal, RawHttp, RawTarget, parse_bytes};
+use super::raw::{
+    RawBytes, RawConfig, RawFileSd, RawGlobal, RawHttp, RawHttpSd, RawTarget, parse_bytes,
+};
 use crate::mcp::version::{self, ProtocolVersion};
 use std::collections::HashMap;
 use std::io::Read;
@@ -129,7 +132,8 @@ fn parse_with_base(
     let mut first_use: HashMap<String, usize> = HashMap::new();
     let mut connections: u32 = 0;
     for (index, raw_target) in raw.targets.unwrap_or_default().into_iter().enumerate() {
-        let target = v.target(index, raw_target, &global, inherited_timeout)?;
+        let p = format!("targets[{index}]");
+        let target = v.target(&p, raw_target, &global, inherited_timeout)?;
         connections += u32::from(target.connections);
         if connections > MAX_TOTAL_CONNECTIONS {
             return Err(v.err(
@@ -153,7 +157,18 @@ fn parse_with_base(
         first_use.insert(target.name.clone(), index);
         targets.push(target);
     }
-    Ok(Config { global, targets })
+    let (file_sd, http_sd) = v.sd_configs(
+        raw.file_sd_configs.unwrap_or_default(),
+        raw.http_sd_configs.unwrap_or_default(),
+        &global,
+        inherited_timeout,
+    )?;
+    Ok(Config {
+        global,
+        targets,
+        file_sd,
+        http_sd,
+    })
 }
 
 pub(super) struct Validator<'a> {
@@ -220,15 +235,57 @@ impl Validator<'_> {
         Ok((g, inherited))
     }
 
-    fn target(
+    /// The discovery sources; their names are unique across both kinds (they label the
+    /// discovery series).
+    fn sd_configs(
         &self,
-        index: usize,
+        file: Vec<RawFileSd>,
+        http: Vec<RawHttpSd>,
+        global: &Defaults,
+        inherited_timeout: Duration,
+    ) -> Result<(Vec<FileSdConfig>, Vec<HttpSdConfig>), ConfigError> {
+        for (key, n) in [
+            ("file_sd_configs", file.len()),
+            ("http_sd_configs", http.len()),
+        ] {
+            if n > MAX_SD_CONFIGS {
+                return Err(self.err(key, format!("at most {MAX_SD_CONFIGS} sources")));
+            }
+        }
+        let mut names: HashMap<String, String> = HashMap::new();
+        let mut unique = |p: String, name: &str| match names.get(name) {
+            Some(first) => Err(self.err(
+                format!("{p}.name"),
+                format!("duplicate source name {name:?} (first used by {first})"),
+            )),
+            None => {
+                names.insert(name.to_string(), p);
+                Ok(())
+            }
+        };
+        let mut files = Vec::with_capacity(file.len());
+        for (i, raw) in file.into_iter().enumerate() {
+            let f = self.file_sd(i, raw, global, inherited_timeout)?;
+            unique(format!("file_sd_configs[{i}]"), &f.name)?;
+            files.push(f);
+        }
+        let mut https = Vec::with_capacity(http.len());
+        for (i, raw) in http.into_iter().enumerate() {
+            let h = self.http_sd(i, raw, global, inherited_timeout)?;
+            unique(format!("http_sd_configs[{i}]"), &h.name)?;
+            https.push(h);
+        }
+        Ok((files, https))
+    }
+
+    /// The target at field path `p` (`targets[3]`, or a discovery template).
+    pub(super) fn target(
+        &self,
+        p: &str,
         mut raw: RawTarget,
         global: &Defaults,
         inherited_timeout: Duration,
     ) -> Result<TargetConfig, ConfigError> {
-        let p = format!("targets[{index}]");
-        let p = p.as_str();
         let name = self.name(p, raw.name.take())?;
         let endpoint = self.endpoint(p, &name, &mut raw)?;
         let http = match &endpoint {
@@ -281,6 +338,7 @@ impl Validator<'_> {
 
         let headers = self.headers(p, raw.headers, raw.header_files)?;
         let probes = self.probes(p, raw.probes)?;
+        let labels = self.labels(p, raw.labels)?;
         Ok(TargetConfig {
             name,
             endpoint,
@@ -295,6 +353,7 @@ impl Validator<'_> {
             max_listing_bytes,
             probes,
             http,
+            labels,
         })
     }
 
@@ -338,7 +397,7 @@ impl Validator<'_> {
         Ok(())
     }
 
-    fn name(&self, p: &str, raw: Option<String>) -> Result<String, ConfigError> {
+    pub(super) fn name(&self, p: &str, raw: Option<String>) -> Result<String, ConfigError> {
         let field = format!("{p}.name");
         let Some(name) = raw else {
             return Err(self.err(
@@ -587,6 +646,7 @@ mod tests {
                 max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
                 probes: vec![],
                 http: HttpClientConfig::default(),
+                labels: Default::default(),
             }]
         );
     }
@@ -662,7 +722,7 @@ targets:
         let e = err("global: {}\ntargetz: []\n");
         assert_has(
             &e,
-            "test.yml: line 2 column 1: unknown field `targetz`, expected `global` or `targets`",
+            "test.yml: line 2 column 1: unknown field `targetz`, expected one of `global`, `targets`, `file_sd_configs`, `http_sd_configs`",
         );
     }
 
@@ -725,7 +785,7 @@ targets:
         let e = err("- name: kb\n");
         assert_has(
             &e,
-            "line 1 column 1: invalid type: sequence, expected a mapping with the keys `global` and `targets`",
+            "line 1 column 1: invalid type: sequence, expected a mapping with the keys `global`, `targets`, `file_sd_configs` and `http_sd_configs`",
         );
         let e = err(&one_target("    headers:\n      X-Key: [a, b]\n"));
         assert_has(

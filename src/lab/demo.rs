@@ -97,10 +97,15 @@ pub fn config(lab: &Lab) -> Config {
             max_listing_bytes: global.max_listing_bytes,
             probes: probes(&name),
             http: Default::default(),
+            labels: Default::default(),
             name,
         })
         .collect();
-    Config { global, targets }
+    Config {
+        global,
+        targets,
+        ..Config::default()
+    }
 }
 
 /// Every demo target checks `kb_stats` (read-only, answers "ok"); the lossy gateway's clients

@@ -2,7 +2,8 @@
 //!
 //! A reload is a diff: targets whose resolved configuration is equal keep their tasks, sessions
 //! and counters; changed targets restart with fresh series; removed targets stop and their series
-//! disappear at once. Nothing here knows the protocol.
+//! disappear at once. A target whose labels alone changed (a discovery source relabelled it) is
+//! kept too: only its info series is replaced. Nothing here knows the protocol.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use tokio::task::JoinHandle;
 use super::connection::Connection;
 use super::status::StatusBoard;
 use crate::config::{Config, TargetConfig};
-use crate::telemetry::Telemetry;
+use crate::telemetry::{TargetMetrics, Telemetry};
 
 /// How long stopping connections get to end their sessions (DELETE) before they are aborted.
 const STOP_GRACE: Duration = Duration::from_secs(3);
@@ -26,6 +27,7 @@ const START_SPACING: Duration = Duration::from_millis(10);
 
 struct Running {
     config: TargetConfig,
+    metrics: Arc<TargetMetrics>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -71,6 +73,12 @@ impl Supervisor {
         for name in names {
             match wanted.get(name.as_str()) {
                 Some(t) if self.running[&name].config == **t => applied.kept.push(name),
+                Some(t) if self.running[&name].config.same_but_labels(t) => {
+                    let r = self.running.get_mut(&name).expect("running");
+                    r.metrics.set_labels(&t.labels);
+                    r.config = (*t).clone();
+                    applied.kept.push(name);
+                }
                 Some(_) => {
                     self.stop(&name);
                     applied.restarted.push(name);
@@ -107,6 +115,7 @@ impl Supervisor {
     fn start(&mut self, t: &TargetConfig, first: u32, total: u32) {
         let probes: Vec<String> = t.probes.iter().map(|p| p.tool.clone()).collect();
         let metrics = self.telemetry.add_target(&t.name, t.connections, &probes);
+        metrics.set_labels(&t.labels);
         let status = self.status.add(t);
         let (tx, rx) = watch::channel(false);
         let mut tasks = Vec::with_capacity(t.connections as usize);
@@ -137,6 +146,7 @@ impl Supervisor {
             t.name.clone(),
             Running {
                 config: t.clone(),
+                metrics,
                 shutdown: tx,
                 tasks,
             },

@@ -49,8 +49,6 @@ metrics_catalog! {
         "1 when this connection has a working session whose last liveness check passed.";
     SESSION_INFO = "mcp_probe_session_info", Gauge, ["target", "connection", "era", "protocol_version", "server_name", "server_version"],
         "Always 1 while a session is open; labels describe the negotiated session.";
-    TARGET_INFO = "mcp_probe_target_info", Gauge, ["target"],
-        "Always 1 for a target that has labels (from service discovery or the target's labels key); the labels are the target's, for joins with on(target) group_left. Absent for targets without labels.";
     SESSIONS_STARTED = "mcp_probe_sessions_started_total", Counter, ["target", "connection"],
         "Sessions opened successfully (initialize + initialized).";
     SESSION_FAILURES = "mcp_probe_session_failures_total", Counter, ["target", "reason"],
@@ -139,6 +137,8 @@ metrics_catalog! {
         "Unix time at which the target's current OAuth access token expires; 0 when the token states no lifetime. Absent for targets without oauth2.";
     AUTH_TOKEN_REQUESTS = "mcp_probe_auth_token_requests_total", Counter, ["target", "result"],
         "OAuth token acquisitions (discovery and token request) for the target, by result (success, failure). Absent for targets without oauth2.";
+    TARGET_INFO = "mcp_probe_target_info", Gauge, ["target"],
+        "Always 1; the other labels are the target's own (static `labels:` or discovered), for joins: `* on(target) group_left(team) mcp_probe_target_info`. Absent for a target without labels.";
     BUILD_INFO = "mcp_exporter_build_info", Gauge, ["version", "revision"],
         "Always 1; labels name the running build.";
     RELOAD_OK = "mcp_exporter_config_last_reload_successful", Gauge, [],
@@ -146,7 +146,19 @@ metrics_catalog! {
     RELOAD_TIMESTAMP = "mcp_exporter_config_last_reload_success_timestamp_seconds", Gauge, [],
         "Unix time of the last successful configuration load.";
     TARGETS = "mcp_exporter_targets", Gauge, [],
-        "Targets in the running configuration.";
+        "Targets this replica probes: those of the running configuration and of discovery that its shard owns.";
+    TARGETS_CONFIGURED = "mcp_exporter_targets_configured", Gauge, [],
+        "Targets of the running configuration and of discovery together, before sharding (the same on every replica).";
+    SHARD_INFO = "mcp_exporter_shard_info", Gauge, ["index", "count"],
+        "Always 1; this replica's shard (index from 0) and the number of shards (1: not sharded).";
+    SD_TARGETS = "mcp_exporter_sd_targets", Gauge, ["mechanism", "config"],
+        "Targets the discovery source provides now (its last good refresh), by mechanism (file, http) and source name.";
+    SD_REFRESH_FAILURES = "mcp_exporter_sd_refresh_failures_total", Counter, ["mechanism", "config"],
+        "Discovery refreshes that failed (unreadable, unparseable or invalid file; HTTP error, timeout, oversized or invalid answer); the source keeps its last good targets.";
+    SD_LAST_REFRESH_OK = "mcp_exporter_sd_last_refresh_successful", Gauge, ["mechanism", "config"],
+        "1 when the last refresh of the discovery source succeeded, 0 while it fails (its last good targets stay).";
+    SD_DROPPED = "mcp_exporter_sd_dropped_targets", Gauge, ["mechanism", "config", "reason"],
+        "Discovered targets left out of the merge now, by reason (duplicate: a name another source or group already has; static: a static target has the name; connections: over the connection cap).";
     RELOADS = "mcp_exporter_config_reloads_total", Counter, ["result"],
         "Configuration reload attempts by result (success, failure).";
     OTLP_EXPORTS = "mcp_exporter_otlp_exports_total", Counter, ["result"],

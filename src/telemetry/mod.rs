@@ -86,6 +86,15 @@ impl Telemetry {
         self.daemon.register_gauge(&key(name, &[]), &METADATA)
     }
 
+    /// A daemon gauge with labels (shard, discovery source).
+    pub fn daemon_gauge_with(
+        &self,
+        name: &'static str,
+        labels: &[(&'static str, String)],
+    ) -> Gauge {
+        self.daemon.register_gauge(&key(name, labels), &METADATA)
+    }
+
     pub fn daemon_counter(
         &self,
         name: &'static str,

@@ -35,6 +35,7 @@ impl Harness {
         self.supervisor.apply(&Config {
             global: Defaults::default(),
             targets,
+            ..Config::default()
         });
     }
 
@@ -105,6 +106,7 @@ pub fn target(name: &str, url: url::Url) -> TargetConfig {
         max_listing_bytes: mcp_exporter::config::DEFAULT_MAX_LISTING_BYTES,
         probes: vec![],
         http: Default::default(),
+        labels: Default::default(),
     }
 }
 
@@ -141,6 +143,15 @@ impl Scrape {
     /// Like [`Scrape::get`], 0 when absent is not acceptable: absent reads as NaN (fails comparisons).
     pub fn v(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         self.get(name, labels).unwrap_or(f64::NAN)
+    }
+
+    /// The `target` label values of the samples of `metric`.
+    pub fn targets(&self, metric: &str) -> std::collections::BTreeSet<String> {
+        self.samples
+            .iter()
+            .filter(|s| s.metric == metric)
+            .filter_map(|s| s.labels.get("target").map(str::to_string))
+            .collect()
     }
 
     /// Whether any sample carries `target="<name>"`.

@@ -24,6 +24,7 @@ fn target() -> TargetConfig {
             allow_side_effects: false,
         }],
         http: Default::default(),
+        labels: Default::default(),
     }
 }
 
