@@ -71,6 +71,9 @@ KNOWN_ABSENT: dict = {
     "mcp_probe_auth_failures_total": "no target with credentials in this run (see .ci/oauth_e2e.sh)",
     "mcp_probe_auth_token_expiry_timestamp_seconds": "no oauth2 target in this run (see .ci/oauth_e2e.sh)",
     "mcp_probe_auth_token_requests_total": "no oauth2 target in this run (see .ci/oauth_e2e.sh)",
+    # Discovery series exist only when a file_sd/http_sd source is configured; the demo has none.
+    # tests/discovery.rs asserts them against real sources.
+    "mcp_exporter_sd_last_refresh_successful": "no discovery source in the demo (see tests/discovery.rs)",
 }
 
 START = time.monotonic()
