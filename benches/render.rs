@@ -8,13 +8,14 @@
 //! ```sh
 //! cargo bench --bench render                                  # 1,000 targets x 1
 //! cargo bench --bench render -- --targets 1000 --connections 10
+//! cargo bench --bench render -- --exclude mcp_probe_request_duration_seconds,...
 //! ```
 
 use std::time::{Duration, Instant};
 
 use mcp_exporter::mcp::{Era, Reason, ServerInfo};
 use mcp_exporter::probe::Trigger;
-use mcp_exporter::telemetry::Telemetry;
+use mcp_exporter::telemetry::{Exclusions, Telemetry};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -44,8 +45,16 @@ fn main() {
     let targets = arg("--targets", 1000);
     let connections = arg("--connections", 1) as u16;
     let rounds = arg("--rounds", 21);
+    let args: Vec<String> = std::env::args().collect();
+    let exclude: Vec<String> = args
+        .iter()
+        .position(|a| a == "--exclude")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    let exclusions = Exclusions::parse(&exclude).expect("--exclude names probe families");
     let before = rss();
-    let telemetry = Telemetry::new();
+    let telemetry = Telemetry::excluding(exclusions);
     let info = ServerInfo {
         protocol_version: "2025-11-25".into(),
         name: "bench-server".into(),

@@ -56,6 +56,8 @@ pub struct Options {
     pub lifecycle: bool,
     /// `--shard.*`: the part of the targets this replica probes.
     pub shard: Shard,
+    /// `--metrics.exclude`: probe families left out of `/metrics`.
+    pub exclusions: crate::telemetry::Exclusions,
 }
 
 /// `--web.listen-address` when not given: every interface.
@@ -293,7 +295,11 @@ pub async fn run(opts: Options) -> Result<(), String> {
         None => None,
     };
     let listener = bind(&opts.listen).await?;
-    let telemetry = Telemetry::new();
+    let excluded = opts.exclusions.names();
+    if !excluded.is_empty() {
+        tracing::info!(families = ?excluded, "metric families left out of /metrics (--metrics.exclude)");
+    }
+    let telemetry = Telemetry::excluding(opts.exclusions.clone());
     telemetry
         .daemon_counter(catalog::RELOADS, &[("result", "success".into())])
         .absolute(0);

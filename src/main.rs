@@ -59,6 +59,11 @@ struct Cli {
     /// of the host name.
     #[arg(long = "shard.auto")]
     shard_auto: bool,
+    /// Leave a probe metric family out of /metrics (repeatable, or comma-separated): trades
+    /// detail for bytes on a large fleet. Alerts and dashboards that read it go blind; see
+    /// docs/scaling.md for what each family costs and which are safe to drop.
+    #[arg(long = "metrics.exclude", value_name = "FAMILY", value_delimiter = ',')]
+    metrics_exclude: Vec<String>,
     /// Run against the embedded demo knowledge-base server instead of a configuration file.
     #[arg(long, conflicts_with_all = ["config_file", "config_check"])]
     demo: bool,
@@ -259,6 +264,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let exclusions = match mcp_exporter::telemetry::Exclusions::parse(&cli.metrics_exclude) {
+        Ok(x) => x,
+        Err(e) => {
+            eprintln!("mcp_exporter: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let web = Limits {
         header_read_timeout: cli.web_header_read_timeout,
         idle_timeout: cli.web_idle_timeout,
@@ -272,6 +284,7 @@ fn main() -> ExitCode {
         web_config: cli.web_config_file,
         lifecycle: cli.web_enable_lifecycle,
         shard,
+        exclusions,
     }))
 }
 

@@ -215,3 +215,58 @@ fn demo_listens_on_loopback_unless_told_otherwise() {
     assert!(logs.contains("127.0.0.1:10117"), "{logs}");
     assert!(!logs.contains("0.0.0.0"), "{logs}");
 }
+
+/// `--metrics.exclude` leaves the named probe families out of /metrics and keeps everything else;
+/// a name that is no probe family stops the start with a reason, before anything is dialed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metric_families_can_be_left_out_and_bad_names_are_refused() {
+    let lab = common::start_lab([("kb", mcp_exporter::lab::Behaviour::default())]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = config_with_target(dir.path(), lab.url("kb").as_str());
+    let e = Exporter::spawn(
+        &[
+            format!("--config.file={}", config.display()),
+            "--metrics.exclude=mcp_probe_request_duration_seconds,mcp_probe_tools_list_walks_total"
+                .into(),
+        ],
+        &[],
+    );
+    let s = e
+        .until_metrics("kb walked and pinged", |s| {
+            s.get(
+                "mcp_probe_cache_refreshes_total",
+                &[("target", "kb"), ("trigger", "initial")],
+            )
+            .unwrap_or(0.0)
+                >= 1.0
+        })
+        .await;
+    assert!(
+        !s.text.contains("mcp_probe_request_duration_seconds"),
+        "{}",
+        s.text
+    );
+    assert!(
+        !s.text.contains("mcp_probe_tools_list_walks_total"),
+        "{}",
+        s.text
+    );
+    assert!(s.text.contains("mcp_probe_requests_total{"), "{}", s.text);
+    assert!(
+        s.text.contains("mcp_probe_ping_duration_seconds_bucket{"),
+        "{}",
+        s.text
+    );
+    for bad in ["mcp_probe_nope", "mcp_exporter_targets"] {
+        let (status, stderr) = run_to_exit(&[
+            format!("--config.file={}", config.display()),
+            format!("--metrics.exclude={bad}"),
+            "--web.listen-address=127.0.0.1:0".into(),
+        ]);
+        assert_eq!(status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains("--metrics.exclude") && stderr.contains(bad),
+            "{stderr}"
+        );
+    }
+}

@@ -138,25 +138,68 @@ fn bucket_bounds() -> &'static [String] {
     })
 }
 
-/// One scrape being written.
-pub(super) struct Exposition {
-    families: Vec<String>,
+/// Probe families left out of the exposition (`--metrics.exclude`): an operator's trade of
+/// detail for bytes on a large fleet. Only `mcp_probe_*` families can be left out; the daemon's
+/// own few series always stay.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Exclusions(Vec<bool>);
+
+impl Exclusions {
+    /// From family names as `/metrics` shows them (a histogram by its family name, without
+    /// `_bucket`). Errors name the first unknown or daemon family.
+    pub fn parse(names: &[String]) -> Result<Exclusions, String> {
+        let mut out = vec![false; CATALOG.len()];
+        for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+            let i = CATALOG.iter().position(|d| d.name == name).ok_or_else(|| {
+                format!("--metrics.exclude: {name:?} is not a metric family of this exporter (docs/metrics.md lists them)")
+            })?;
+            if !name.starts_with("mcp_probe_") {
+                return Err(format!(
+                    "--metrics.exclude: {name} is a series of the exporter itself; only mcp_probe_* families can be left out"
+                ));
+            }
+            out[i] = true;
+        }
+        Ok(Exclusions(out))
+    }
+
+    fn excludes(&self, slot: Slot) -> bool {
+        self.0.get(slot.0).copied().unwrap_or(false)
+    }
+
+    /// The names left out, in catalog order.
+    pub fn names(&self) -> Vec<&'static str> {
+        CATALOG
+            .iter()
+            .zip(&self.0)
+            .filter(|(_, x)| **x)
+            .map(|(d, _)| d.name)
+            .collect()
+    }
 }
 
-impl Exposition {
+/// One scrape being written.
+pub(super) struct Exposition<'a> {
+    families: Vec<String>,
+    exclusions: &'a Exclusions,
+}
+
+impl<'a> Exposition<'a> {
     /// An exposition whose family buffers start at `sizes` (the last scrape's), so a large
     /// one is not built by repeated doubling and copying.
-    pub fn with_sizes(sizes: &[usize]) -> Self {
+    pub fn with_sizes(sizes: &[usize], exclusions: &'a Exclusions) -> Self {
         Exposition {
             families: (0..CATALOG.len())
                 .map(|i| String::with_capacity(sizes.get(i).map_or(0, |n| n + n / 8)))
                 .collect(),
+            exclusions,
         }
     }
 
     #[cfg(test)]
-    pub fn new() -> Self {
-        Self::with_sizes(&[])
+    pub fn new() -> Exposition<'static> {
+        static NONE: Exclusions = Exclusions(Vec::new());
+        Exposition::with_sizes(&[], &NONE)
     }
 
     /// The size of each family's samples, for the next scrape's [`Exposition::with_sizes`].
@@ -177,6 +220,9 @@ impl Exposition {
         extra: &[(&str, &str)],
         value: Value,
     ) {
+        if self.exclusions.excludes(family) {
+            return;
+        }
         let out = &mut self.families[family.0];
         out.push_str(CATALOG[family.0].name);
         out.push_str(suffix);
@@ -201,6 +247,9 @@ impl Exposition {
         extra: &[(&str, &str)],
         h: &HistogramSnapshot,
     ) {
+        if self.exclusions.excludes(family) {
+            return;
+        }
         let mut with_le: Vec<(&str, &str)> = extra.to_vec();
         with_le.push(("le", ""));
         for (bound, n) in bucket_bounds().iter().zip(h.cumulative) {
@@ -255,6 +304,32 @@ mod tests {
             !text.contains("mcp_probe_ready"),
             "empty families are left out"
         );
+    }
+
+    #[test]
+    fn excluded_families_are_left_out_and_only_probe_families_can_be() {
+        let x = Exclusions::parse(&["mcp_probe_request_duration_seconds".into(), " ".into()])
+            .expect("a probe family");
+        assert_eq!(x.names(), vec!["mcp_probe_request_duration_seconds"]);
+        let mut e = Exposition::with_sizes(&[], &x);
+        let h = Histogram::default();
+        e.histogram(
+            slot(catalog::REQUEST_DURATION),
+            r#"target="a""#,
+            &[],
+            &h.snapshot(),
+        );
+        e.sample(slot(catalog::UP), r#"target="a""#, &[], Value::Float(1.0));
+        let text = e.finish();
+        assert!(!text.contains("request_duration"), "{text}");
+        assert!(text.contains("mcp_probe_up{target=\"a\"} 1"));
+        let unknown = Exclusions::parse(&["mcp_probe_nope".into()]).unwrap_err();
+        assert!(
+            unknown.contains("\"mcp_probe_nope\" is not a metric family"),
+            "{unknown}"
+        );
+        let daemon = Exclusions::parse(&["mcp_exporter_targets".into()]).unwrap_err();
+        assert!(daemon.contains("only mcp_probe_* families"), "{daemon}");
     }
 
     #[test]

@@ -27,6 +27,7 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 
 pub use cells::DURATION_BUCKETS;
 pub use conn::ConnMetrics;
+pub use expo::Exclusions;
 pub use target::TargetMetrics;
 
 static METADATA: Metadata<'static> =
@@ -51,10 +52,16 @@ pub struct Telemetry {
     otel: OnceLock<otlp::OtelHistograms>,
     /// Bytes per family at the last scrape: the next one reserves them up front.
     sizes: std::sync::Mutex<Vec<usize>>,
+    exclusions: Exclusions,
 }
 
 impl Telemetry {
     pub fn new() -> Arc<Self> {
+        Self::excluding(Exclusions::default())
+    }
+
+    /// A registry whose exposition leaves out `exclusions` (`--metrics.exclude`).
+    pub fn excluding(exclusions: Exclusions) -> Arc<Self> {
         let daemon = PrometheusBuilder::new().build_recorder();
         let process = metrics_process::Collector::default();
         metrics::with_local_recorder(&daemon, || process.describe());
@@ -64,6 +71,7 @@ impl Telemetry {
             targets: RwLock::new(BTreeMap::new()),
             otel: OnceLock::new(),
             sizes: std::sync::Mutex::new(Vec::new()),
+            exclusions,
         };
         let build = key(
             catalog::BUILD_INFO,
@@ -155,7 +163,7 @@ impl Telemetry {
     /// The text exposition of everything.
     pub fn render(&self) -> String {
         let sizes = self.sizes.lock().expect("metrics lock poisoned").clone();
-        let mut out = expo::Exposition::with_sizes(&sizes);
+        let mut out = expo::Exposition::with_sizes(&sizes, &self.exclusions);
         for t in self.snapshot() {
             t.render(&mut out);
         }
