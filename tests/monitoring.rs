@@ -419,3 +419,46 @@ fn every_alert_has_a_runbook_section_and_a_promtool_test() {
     }
     assert!(problems.is_empty(), "alerts:\n{}", problems.join("\n"));
 }
+
+/// The `--metrics.exclude` set docs/scaling.md recommends for a fleet leaves out no family an
+/// alert, a recording rule or the overview dashboard reads, and every name in it is accepted.
+#[test]
+fn the_fleet_exclusion_set_blinds_no_alert_and_no_overview_panel() {
+    let doc = read(&repo_dir("docs").join("scaling.md"));
+    let block = doc
+        .split("--metrics.exclude=")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/scaling.md shows a --metrics.exclude set");
+    let excluded: Vec<String> = block
+        .split([',', '\\', '\n', ' '])
+        .filter(|w| w.starts_with("mcp_probe_"))
+        .map(str::to_string)
+        .collect();
+    assert!(excluded.len() > 5, "{excluded:?}");
+    mcp_exporter::telemetry::Exclusions::parse(&excluded).expect("every name is a probe family");
+    let mut read_by = metric_like_names(
+        &files("alerts", &["yml", "yaml"])
+            .iter()
+            .map(|p| read(p))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    );
+    for (name, d) in dashboards() {
+        if name.contains("overview") {
+            read_by.extend(metric_like_names(&exprs(&d).join("\n")));
+        }
+    }
+    let families: BTreeSet<&str> = read_by
+        .iter()
+        .filter_map(|m| family_of(m).map(|d| d.name))
+        .collect();
+    let blinded: Vec<&String> = excluded
+        .iter()
+        .filter(|x| families.contains(x.as_str()))
+        .collect();
+    assert!(
+        blinded.is_empty(),
+        "excluded but read by alerts or the overview: {blinded:?}"
+    );
+}
