@@ -4,11 +4,11 @@
 //! Data flows one way:
 //!
 //! ```text
-//! config ──► probe::Supervisor ──► probe::connection (one task per target × connection)
-//!                                    │  mcp (the wire: JSON-RPC, Streamable HTTP, session)
-//!                                    │  probe::walker (cursor walk) · probe::toolset (cache, diff)
-//!                                    ▼
-//!                                telemetry (per-target recorders) ──► web (/metrics, /-/reload …)
+//! config ─┬─► shard (this replica's part) ──► probe::Supervisor ──► probe::connection
+//! discovery┘    (one task per target × connection)  │  mcp (the wire: JSON-RPC, Streamable HTTP)
+//!                                                   │  probe::walker · probe::toolset (cache, diff)
+//!                                                   ▼
+//!                        telemetry (atomic series, rendered when scraped) ──► web (/metrics …)
 //! ```
 
 /// The daemon: startup, reload, signals, shutdown.
