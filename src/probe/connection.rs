@@ -181,17 +181,25 @@ pub fn dialer(
 }
 
 /// The client and credentials of a target, made once and shared by all its connections (one
-/// token, one connection pool). A command target gets a plain one it never uses.
+/// token); a target with several connections has a connection pool for each, so each stays on
+/// the instance its TCP connection reached (see [`TargetHttp::connection`]). A command target
+/// gets a plain one it never uses.
 pub fn target_http(config: &TargetConfig) -> Result<Arc<TargetHttp>, McpError> {
     match config.url() {
         None => Ok(TargetHttp::plain()),
-        Some(url) => TargetHttp::new(&config.name, &config.http, url)
-            .map_err(|e| McpError::new(Reason::Auth, format!("{}: {}", e.step.as_str(), e.detail))),
+        Some(url) => TargetHttp::with_pools(
+            &config.name,
+            &config.http,
+            url,
+            usize::from(config.connections),
+        )
+        .map_err(|e| McpError::new(Reason::Auth, format!("{}: {}", e.step.as_str(), e.detail))),
     }
 }
 
 impl Connection {
-    /// `net`: the target's [`target_http`], shared by its connections.
+    /// `net`: the target's [`target_http`], shared by its connections (this one sends through
+    /// its pool).
     pub fn new(
         config: TargetConfig,
         index: u16,
@@ -199,7 +207,7 @@ impl Connection {
         status: ConnStatusHandle,
         net: &Arc<TargetHttp>,
     ) -> Result<Self, McpError> {
-        let dialer = dialer(&config.endpoint, &config.headers, net)?;
+        let dialer = dialer(&config.endpoint, &config.headers, &net.connection(index))?;
         let probes = if index == 0 {
             config.probes.clone()
         } else {
