@@ -35,6 +35,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mcp_exporter::lab::{Behaviour, Lab};
 
+mod common;
+use common::{proc_cpu, proc_sample, sum};
+
 /// What the run was asked for.
 struct Args {
     connections: usize,
@@ -85,8 +88,10 @@ fn parse_args() -> Result<Args, String> {
     if a.targets == 0 {
         a.targets = a.connections;
     }
-    if a.targets == 0 || a.connections % a.targets != 0 || a.connections / a.targets > 1000 {
-        return Err("--connections must be a multiple of --targets (at most 1000 each)".into());
+    if a.targets == 0 || a.connections % a.targets != 0 || a.connections / a.targets > 16 {
+        return Err(
+            "--connections must be a multiple of --targets, at most 16 connections a target".into(),
+        );
     }
     Ok(a)
 }
@@ -214,34 +219,6 @@ impl Drop for Exporter {
     }
 }
 
-/// (RSS bytes, CPU seconds) of a process, from /proc.
-fn proc_sample(pid: u32) -> Option<(u64, f64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let rss_kb: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some((rss_kb * 1024, ticks as f64 / 100.0))
-}
-
-/// Sum of every sample of `family` whose labels contain `labels` (empty: all samples).
-fn sum(text: &str, family: &str, labels: &str) -> f64 {
-    text.lines()
-        .filter(|l| {
-            l.strip_prefix(family)
-                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
-        })
-        .filter(|l| l.contains(labels))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
-}
-
 /// Largest sample of `family` whose labels contain `labels`.
 fn max(text: &str, family: &str, labels: &str) -> Option<f64> {
     text.lines()
@@ -311,7 +288,7 @@ async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBy
     // Phase 1: both sides for the same window.
     let walks = |text: &str| sum(text, "mcp_probe_tools_list_walks_total", "target=\"walk\"");
     let before = exporter.scrape(http).await.map(|(t, _)| walks(&t));
-    let cpu_before = proc_sample(pid).map(|s| s.1);
+    let cpu_before = proc_cpu(pid);
     let t0 = Instant::now();
     let floor = Command::new(std::env::current_exe().expect("own path"))
         .args([
@@ -329,7 +306,7 @@ async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBy
         .expect("join")
         .expect("floor ran");
     let window = t0.elapsed();
-    let cpu_after = proc_sample(pid).map(|s| s.1);
+    let cpu_after = proc_cpu(pid);
     let after = exporter.scrape(http).await.map(|(t, _)| walks(&t));
     let report = String::from_utf8_lossy(&out.stdout);
     let field = |name: &str| {
@@ -580,7 +557,7 @@ fn print_report(args: &Args, side: &SideBySide, s: &Scale) {
         "| connections | targets × conns | up after (s) | RSS (MiB) | CPU (cores) | `/metrics` median (ms) | p90 (ms) | size (MiB) | bytes / conn | sockets to targets / conn | web sockets | other sockets | request failures | session failures |"
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-    let failures: f64 = s.failures.values().sum();
+    let failures: f64 = s.failures.values().sum::<f64>() + 0.0;
     println!(
         "| {} | {}×{} | {} | {:.0} | {:.3} | {:.1} | {:.1} | {:.2} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} |",
         args.connections,
