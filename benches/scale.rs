@@ -88,7 +88,8 @@ fn parse_args() -> Result<Args, String> {
     if a.targets == 0 {
         a.targets = a.connections;
     }
-    if a.targets == 0 || a.connections % a.targets != 0 || a.connections / a.targets > 16 {
+    if a.targets == 0 || !a.connections.is_multiple_of(a.targets) || a.connections / a.targets > 16
+    {
         return Err(
             "--connections must be a multiple of --targets, at most 16 connections a target".into(),
         );

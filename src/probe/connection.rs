@@ -671,7 +671,7 @@ mod tests {
             assert!(audit_at >= audit / 2 && audit_at < audit, "{audit_at:?}");
             for a in ticks(audit_at, audit, horizon) {
                 for p in ticks(ping_at, ping, horizon) {
-                    let apart = if a > p { a - p } else { p - a };
+                    let apart = a.abs_diff(p);
                     assert!(apart >= ping / 2 - Duration::from_millis(1), "{a:?} {p:?}");
                 }
             }
