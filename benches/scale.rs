@@ -36,7 +36,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use mcp_exporter::lab::{Behaviour, Lab};
 
 mod common;
-use common::{proc_cpu, proc_sample, sum};
+use common::{proc_cpu, proc_sample, spawn_exporter, sum};
 
 /// What the run was asked for.
 struct Args {
@@ -159,14 +159,7 @@ struct Exporter {
 impl Exporter {
     fn start(binary: &Path, config: &Path) -> Exporter {
         let port = free_port();
-        let child = Command::new(binary)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--log.level=error")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("exporter starts");
+        let child = spawn_exporter(binary, config, port);
         Exporter {
             child,
             metrics: format!("http://127.0.0.1:{port}/metrics"),

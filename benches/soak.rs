@@ -11,13 +11,12 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mcp_exporter::lab::{Lab, scenarios};
 
 mod common;
-use common::{proc_sample as sample, sum};
+use common::{proc_sample as sample, spawn_exporter, sum};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -61,14 +60,11 @@ async fn main() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--log.level=error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("exporter starts");
+    let mut child = spawn_exporter(
+        std::path::Path::new(env!("CARGO_BIN_EXE_mcp_exporter")),
+        &config,
+        port,
+    );
     let pid = child.id();
     let client = reqwest::Client::new();
     let metrics_url = format!("http://127.0.0.1:{port}/metrics");

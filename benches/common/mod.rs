@@ -56,3 +56,19 @@ pub fn proc_cpu(pid: u32) -> Option<f64> {
         proc_sample(pid).map(|s| s.1)
     }
 }
+
+/// Start the exporter `binary` on `config`, serving on 127.0.0.1:`port`, quiet.
+pub fn spawn_exporter(
+    binary: &std::path::Path,
+    config: &std::path::Path,
+    port: u16,
+) -> std::process::Child {
+    std::process::Command::new(binary)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--log.level=error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("exporter starts")
+}
