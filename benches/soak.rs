@@ -11,39 +11,18 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mcp_exporter::lab::{Lab, scenarios};
+
+mod common;
+use common::{proc_sample as sample, spawn_exporter, sum};
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// (RSS bytes, CPU seconds) of a process, from /proc.
-fn sample(pid: u32) -> Option<(u64, f64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let rss_kb: u64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some((rss_kb * 1024, ticks as f64 / 100.0))
-}
-
-fn sum_metric(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with('{'))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
@@ -81,14 +60,11 @@ async fn main() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
-        .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-        .arg("--log.level=error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("exporter starts");
+    let mut child = spawn_exporter(
+        std::path::Path::new(env!("CARGO_BIN_EXE_mcp_exporter")),
+        &config,
+        port,
+    );
     let pid = child.id();
     let client = reqwest::Client::new();
     let metrics_url = format!("http://127.0.0.1:{port}/metrics");
@@ -113,8 +89,8 @@ async fn main() {
             continue;
         };
         let scrape_ms = t0.elapsed().as_secs_f64() * 1000.0;
-        let walks = sum_metric(&text, "mcp_probe_tools_list_walks_total");
-        let lists = sum_metric(&text, "mcp_probe_tools_list_requests_total");
+        let walks = sum(&text, "mcp_probe_tools_list_walks_total", "");
+        let lists = sum(&text, "mcp_probe_tools_list_requests_total", "");
         let Some((rss, cpu)) = sample(pid) else { break };
         peak_rss = peak_rss.max(rss);
         let dt = last.3.elapsed().as_secs_f64();

@@ -32,7 +32,7 @@ use super::listing::{self, ListState};
 use super::modern;
 
 /// Most sessions the lab keeps; beyond that `initialize` gets 503.
-const MAX_SESSIONS: usize = 10_000;
+const MAX_SESSIONS: usize = 20_000;
 /// Keep-alive comment period on long-lived streams (GET, `subscriptions/listen`).
 pub(super) const KEEPALIVE: Duration = Duration::from_secs(15);
 const LIST_CHANGED: &str = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
@@ -41,7 +41,7 @@ pub(super) const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025
 /// Most `subscriptions/listen` streams open at once; beyond that a listen request gets 503.
 pub(super) const MAX_LISTENS: usize = MAX_SESSIONS;
 /// TCP connections the modern era remembers an instance for (F12); beyond it they are forgotten.
-const MAX_PEERS: usize = 10_000;
+const MAX_PEERS: usize = 40_000;
 /// The `retry` (ms) a resumable POST answer asks for before its resumption GET.
 const RESUME_RETRY_MS: u64 = 50;
 /// Answer streams a session keeps for replay; the oldest is forgotten first.

@@ -5,7 +5,7 @@
 //! by a size cap, each POST stream by an event count. Redirects are never followed (a redirect to
 //! another host would carry the target's credentials there).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -159,6 +159,8 @@ pub struct HttpTransport {
     url: url::Url,
     headers: HeaderMap,
     limits: Limits,
+    /// SSE answers whose stream did not end within [`DRAIN_WAIT`] of their response.
+    unfinished_answers: AtomicU64,
 }
 
 impl HttpTransport {
@@ -194,12 +196,19 @@ impl HttpTransport {
             url,
             headers: map,
             limits,
+            unfinished_answers: AtomicU64::new(0),
         })
     }
 
     /// The caps every answer is held to.
     pub fn limits(&self) -> Limits {
         self.limits
+    }
+
+    /// How many SSE answers were still open [`DRAIN_WAIT`] after their response (their
+    /// connection was closed rather than reused).
+    pub fn unfinished_answers(&self) -> u64 {
+        self.unfinished_answers.load(Ordering::Relaxed)
     }
 
     /// The target's client and credentials.
@@ -391,7 +400,15 @@ impl HttpTransport {
                 if let Some(outcome) =
                     find_response(jsonrpc::decode(event.data.as_bytes())?, sent, inbox)?
                 {
-                    return Ok((outcome, earlier_bytes + events.total()));
+                    let bytes = earlier_bytes + events.total();
+                    if !read_to_end(&mut events, inbox).await {
+                        self.unfinished_answers.fetch_add(1, Ordering::Relaxed);
+                        tracing::debug!(
+                            request_id = sent,
+                            "SSE answer not ended right after its response; its connection is dropped"
+                        );
+                    }
+                    return Ok((outcome, bytes));
                 }
             }
         }
@@ -788,6 +805,48 @@ pub(crate) async fn drain(mut resp: reqwest::Response, cap: usize) {
     }
 }
 
+/// How long an SSE answer's stream is read on after its response, for its end.
+const DRAIN_WAIT: Duration = Duration::from_millis(20);
+/// Most bytes (and events) read after the response while waiting for the end.
+const DRAIN_BYTES: usize = 64 * 1024;
+const DRAIN_EVENTS: usize = 64;
+
+/// Read an SSE answer on from its response to its end, filing what follows into `inbox`, so
+/// HTTP/1 can return the connection to the pool: a body dropped before its last chunk closes the
+/// connection, and the next request opens a new one. The spec asks the server to end the stream
+/// with the response, so the end is normally already read or a packet away; a server that keeps
+/// it open costs the caller at most [`DRAIN_WAIT`], and at most [`DRAIN_BYTES`] (besides the
+/// event cap the answer is already held to). Inline rather than in the background: a walk's
+/// next request follows at once and would race a background drain for the connection.
+///
+/// Returns whether the stream ended cleanly in time.
+async fn read_to_end(events: &mut CappedEvents, inbox: &Inbox) -> bool {
+    let start = events.total();
+    let rest = async {
+        for _ in 0..DRAIN_EVENTS {
+            let event = match events.next().await {
+                None => return true,
+                Some(Ok(event)) => event,
+                Some(Err(_)) => return false,
+            };
+            if events.total() - start > DRAIN_BYTES {
+                return false;
+            }
+            if event.data.is_empty() {
+                continue;
+            }
+            match jsonrpc::decode(event.data.as_bytes()) {
+                Ok(msgs) => msgs.into_iter().for_each(|m| inbox.deliver(m)),
+                Err(_) => return false,
+            }
+        }
+        false
+    };
+    tokio::time::timeout(DRAIN_WAIT, rest)
+        .await
+        .unwrap_or(false)
+}
+
 /// Why the byte stream under an SSE parser stopped.
 #[derive(Debug)]
 enum ByteFault {
@@ -923,5 +982,124 @@ mod tests {
         assert_eq!(content_kind(&h), ContentKind::EventStream);
         h.insert(CONTENT_TYPE, HeaderValue::from_static("text/html"));
         assert_eq!(content_kind(&h), ContentKind::Other);
+    }
+
+    /// A raw HTTP/1.1 server answering every POST with a chunked SSE stream holding a
+    /// notification and the response; the stream then ends (`ends`) or stays open. Returns its
+    /// URL and the count of TCP connections it accepted.
+    async fn sse_server(ends: bool) -> (url::Url, Arc<AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut sock, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::Relaxed);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    loop {
+                        // One request: headers, then the body its Content-Length announces.
+                        let head_end = loop {
+                            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                                break i + 4;
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        };
+                        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        while buf.len() < head_end + len {
+                            let mut chunk = [0u8; 4096];
+                            match sock.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        let body: Value =
+                            serde_json::from_slice(&buf[head_end..head_end + len]).unwrap();
+                        buf.drain(..head_end + len);
+                        let note =
+                            r#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#;
+                        let answer =
+                            serde_json::json!({"jsonrpc":"2.0","id":body["id"],"result":{}});
+                        let events = format!("data: {note}\n\ndata: {answer}\n\n");
+                        let mut out = format!(
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{events}\r\n",
+                            events.len()
+                        );
+                        if !ends {
+                            sock.write_all(out.as_bytes()).await.unwrap();
+                            // Keep the answer open until the client goes away.
+                            let mut rest = [0u8; 64];
+                            while matches!(sock.read(&mut rest).await, Ok(n) if n > 0) {}
+                            return;
+                        }
+                        // A trailing notification after the response, then the stream's end.
+                        let late = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n";
+                        out.push_str(&format!("{:x}\r\n{late}\r\n0\r\n\r\n", late.len()));
+                        if sock.write_all(out.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (
+            url::Url::parse(&format!("http://{addr}/mcp")).unwrap(),
+            accepted,
+        )
+    }
+
+    async fn post_three(url: url::Url) -> (HttpTransport, Inbox) {
+        let t = HttpTransport::new(url, &[], Limits::default()).unwrap();
+        let (inbox, _requests) = Inbox::new();
+        for id in 1..=3u64 {
+            let body =
+                serde_json::to_vec(&serde_json::json!({"jsonrpc":"2.0","id":id,"method":"ping"}))
+                    .unwrap();
+            let reply = t
+                .post(&SessionHeaders::default(), body, Some(id), &inbox)
+                .await
+                .unwrap();
+            assert!(matches!(reply, PostReply::Response { outcome: Ok(_), .. }));
+        }
+        (t, inbox)
+    }
+
+    #[tokio::test]
+    async fn sse_answers_read_to_their_end_reuse_one_connection() {
+        let (url, accepted) = sse_server(true).await;
+        let (t, inbox) = post_three(url).await;
+        assert_eq!(
+            accepted.load(Ordering::Relaxed),
+            1,
+            "one kept-alive connection"
+        );
+        assert_eq!(t.unfinished_answers(), 0);
+        assert_eq!(
+            inbox.list_changed_count(),
+            3,
+            "messages after the response are filed"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_sse_answer_left_open_is_dropped_after_its_response() {
+        let (url, accepted) = sse_server(false).await;
+        let (t, _inbox) = post_three(url).await;
+        assert_eq!(t.unfinished_answers(), 3);
+        assert_eq!(
+            accepted.load(Ordering::Relaxed),
+            3,
+            "each open answer took its connection"
+        );
     }
 }

@@ -1,11 +1,21 @@
 //! [`TargetHttp`]: one per target, shared by all its connections and by `check`. It owns the
-//! target's reqwest client (TLS and proxy) and its credentials, and is the one place a request
+//! target's reqwest clients (TLS and proxy) and its credentials, and is the one place a request
 //! gets its `Authorization` header and a 401/403 gets its second chance.
 //!
-//! Shared so that N connections hold one token (one refresh, not N) and one connection pool.
-//! The client is rebuilt when a TLS file changes (checked at most once a second), so a renewed
-//! client certificate or CA bundle is used by the next connection without a restart; a rebuild
-//! that fails keeps the working client and is reported (log, `credentials` auth failure).
+//! Shared so that N connections hold one token (one refresh, not N). The client is rebuilt when
+//! a TLS file changes (checked at most once a second), so a renewed client certificate or CA
+//! bundle is used by the next connection without a restart; a rebuild that fails keeps the
+//! working client and is reported (log, `credentials` auth failure).
+//!
+//! Connection pools: a target with `connections: N > 1` has one pool per probe connection
+//! ([`TargetHttp::connection`]). Those connections exist to tell instances behind a balancer
+//! apart, and a layer-4 balancer pins a TCP connection to an instance: on a shared pool a
+//! connection's requests (even the pages of one walk) would ride whichever socket is idle and
+//! land on either instance. A target with one connection needs no pool of its own; when its TLS
+//! and proxy settings are the defaults it uses the one process-wide client, so a thousand such
+//! targets share one pool (sockets per origin, not per target) and load the platform's roots
+//! once. The platform roots (a rustls configuration with the platform verifier, ~100 KB and a
+//! few ms of CPU to load) are loaded once per process and shared by every default-TLS client.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -42,8 +52,15 @@ pub enum SendError {
     },
 }
 
-/// One target's HTTP client and credentials.
+/// One target's HTTP client and credentials, as seen by one of its connections (its pool).
 pub struct TargetHttp {
+    shared: Arc<Shared>,
+    /// The pool this handle's requests go through.
+    pool: usize,
+}
+
+/// What all connections of a target share.
+struct Shared {
     target: String,
     tls: TlsConfig,
     proxy: ProxyConfig,
@@ -54,7 +71,8 @@ pub struct TargetHttp {
 }
 
 struct ClientState {
-    client: reqwest::Client,
+    /// One client (one connection pool) per pool; clones share the pool.
+    clients: Vec<reqwest::Client>,
     stamps: Vec<Option<Stamp>>,
     checked: Instant,
 }
@@ -62,7 +80,8 @@ struct ClientState {
 impl std::fmt::Debug for TargetHttp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TargetHttp")
-            .field("target", &self.target)
+            .field("target", &self.shared.target)
+            .field("pool", &self.pool)
             .finish_non_exhaustive()
     }
 }
@@ -76,9 +95,20 @@ impl TargetHttp {
         cfg: &HttpClientConfig,
         resource: &url::Url,
     ) -> Result<Arc<TargetHttp>, AuthError> {
+        TargetHttp::with_pools(target, cfg, resource, 1)
+    }
+
+    /// [`TargetHttp::new`] with `pools` connection pools (one per probe connection of a target
+    /// with several; see the module docs). Handles on the others: [`TargetHttp::connection`].
+    pub fn with_pools(
+        target: &str,
+        cfg: &HttpClientConfig,
+        resource: &url::Url,
+        pools: usize,
+    ) -> Result<Arc<TargetHttp>, AuthError> {
         let credentials = |why: String| AuthError::new(AuthStep::Credentials, why);
         warn_insecure(target, "tls_config", &cfg.tls);
-        let client = build_client(&cfg.tls, &cfg.proxy).map_err(credentials)?;
+        let clients = clients(&cfg.tls, &cfg.proxy, pools.max(1)).map_err(credentials)?;
         let auth = Auth::new(target, &cfg.auth, resource, |o| {
             warn_insecure(target, "oauth2.tls_config", &o.tls);
             build_client(&o.tls, &o.proxy).map_err(credentials)
@@ -86,18 +116,31 @@ impl TargetHttp {
         let tls_files = tls_files(&cfg.tls);
         let stamps = tls_files.iter().map(|p| files::stamp(p)).collect();
         Ok(Arc::new(TargetHttp {
-            target: target.to_owned(),
-            tls: cfg.tls.clone(),
-            proxy: cfg.proxy.clone(),
-            auth,
-            tls_files,
-            state: Mutex::new(ClientState {
-                client,
-                stamps,
-                checked: Instant::now(),
+            shared: Arc::new(Shared {
+                target: target.to_owned(),
+                tls: cfg.tls.clone(),
+                proxy: cfg.proxy.clone(),
+                auth,
+                tls_files,
+                state: Mutex::new(ClientState {
+                    clients,
+                    stamps,
+                    checked: Instant::now(),
+                }),
+                failures: OnceLock::new(),
             }),
-            failures: OnceLock::new(),
+            pool: 0,
         }))
+    }
+
+    /// The handle probe connection `index` sends through: same credentials, its own pool when
+    /// the target has one per connection (else the shared one).
+    pub fn connection(&self, index: u16) -> Arc<TargetHttp> {
+        let pools = self.shared.state.lock().expect("client lock").clients.len();
+        Arc::new(TargetHttp {
+            shared: self.shared.clone(),
+            pool: usize::from(index) % pools,
+        })
     }
 
     /// No credentials, the platform's roots, no proxy: for endpoints given without an
@@ -110,52 +153,55 @@ impl TargetHttp {
 
     /// Record the OAuth token requests and expiry of this target in `metrics` (set once).
     pub fn token_metrics(&self, metrics: std::sync::Arc<crate::telemetry::TargetMetrics>) {
-        if let super::auth::Auth::OAuth2(tokens) = &self.auth {
+        if let super::auth::Auth::OAuth2(tokens) = &self.shared.auth {
             tokens.set_metrics(metrics);
         }
     }
 
     /// Count auth failures through `sink` from now on (set once; later calls are ignored).
     pub fn count_failures(&self, sink: FailureSink) {
-        let _ = self.failures.set(sink);
+        let _ = self.shared.failures.set(sink);
     }
 
     /// Whether the target has an auth block (`authorization`, `basic_auth`, `oauth2`).
     pub fn has_auth(&self) -> bool {
-        !self.auth.is_none()
+        !self.shared.auth.is_none()
     }
 
     /// Whether the target has credentials that can fail: an auth block or a client certificate.
     pub fn has_credentials(&self) -> bool {
-        self.has_auth() || self.tls.client_cert.is_some()
+        self.has_auth() || self.shared.tls.client_cert.is_some()
     }
 
-    /// The current client: rebuilt when a TLS file changed since the last look.
+    /// The current client of this handle's pool: rebuilt when a TLS file changed since the
+    /// last look.
     pub fn client(&self) -> reqwest::Client {
-        let mut s = self.state.lock().expect("client lock");
-        if !self.tls_files.is_empty() && s.checked.elapsed() >= RECHECK {
+        let shared = &self.shared;
+        let mut s = shared.state.lock().expect("client lock");
+        if !shared.tls_files.is_empty() && s.checked.elapsed() >= RECHECK {
             s.checked = Instant::now();
-            let stamps: Vec<_> = self.tls_files.iter().map(|p| files::stamp(p)).collect();
+            let stamps: Vec<_> = shared.tls_files.iter().map(|p| files::stamp(p)).collect();
             if stamps != s.stamps {
                 s.stamps = stamps;
-                match build_client(&self.tls, &self.proxy) {
-                    Ok(client) => {
-                        tracing::info!(target = %self.target, "TLS files changed; new connections use them");
-                        s.client = client;
+                match clients(&shared.tls, &shared.proxy, s.clients.len()) {
+                    Ok(clients) => {
+                        tracing::info!(target = %shared.target, "TLS files changed; new connections use them");
+                        s.clients = clients;
                     }
                     Err(why) => {
-                        tracing::warn!(target = %self.target, error = %why, "TLS files changed but cannot be used; keeping the previous ones");
+                        tracing::warn!(target = %shared.target, error = %why, "TLS files changed but cannot be used; keeping the previous ones");
                         self.failed(AuthStep::Credentials);
                     }
                 }
             }
         }
-        s.client.clone()
+        s.clients[self.pool].clone()
     }
 
     /// The `Authorization` value for the next request (`None`: the target has no auth block).
     pub async fn authorization(&self) -> Result<Option<HeaderValue>, AuthError> {
-        self.auth
+        self.shared
+            .auth
             .header()
             .await
             .inspect_err(|e| self.failed(e.step))
@@ -163,7 +209,8 @@ impl TargetHttp {
 
     /// A request carrying `refusal.sent` was refused: whether a retry can do better.
     pub async fn refused(&self, refusal: &Refusal<'_>) -> Result<Retry, AuthError> {
-        self.auth
+        self.shared
+            .auth
             .refused(refusal)
             .await
             .inspect_err(|e| self.failed(e.step))
@@ -191,7 +238,7 @@ impl TargetHttp {
             }
             let resp = request.send().await.map_err(SendError::Http)?;
             let status = resp.status().as_u16();
-            if !matches!(status, 401 | 403) || self.auth.is_none() {
+            if !matches!(status, 401 | 403) || self.shared.auth.is_none() {
                 return Ok(resp);
             }
             let challenge = resp
@@ -225,7 +272,7 @@ impl TargetHttp {
     }
 
     fn failed(&self, step: AuthStep) {
-        if let Some(sink) = self.failures.get() {
+        if let Some(sink) = self.shared.failures.get() {
             sink(step);
         }
     }
@@ -266,21 +313,120 @@ fn tls_files(tls: &TlsConfig) -> Vec<PathBuf> {
     out
 }
 
-/// A client for `tls` and `proxy`. Errors name the field and why, never key material.
+/// `pools` clients for `tls` and `proxy`: the process-wide one when a single pool with the
+/// default settings will do, else clients of their own (sharing the platform roots when the
+/// TLS settings are the default).
+fn clients(
+    tls: &TlsConfig,
+    proxy: &ProxyConfig,
+    pools: usize,
+) -> Result<Vec<reqwest::Client>, String> {
+    if pools == 1 && tls::is_default(tls) && *proxy == ProxyConfig::default() {
+        return Ok(vec![process_client()?]);
+    }
+    (0..pools).map(|_| build_client(tls, proxy)).collect()
+}
+
+/// The client of every single-pool target with default TLS and proxy settings (built once).
+fn process_client() -> Result<reqwest::Client, String> {
+    static CLIENT: Mutex<Option<reqwest::Client>> = Mutex::new(None);
+    let mut c = CLIENT.lock().expect("client lock");
+    if let Some(client) = &*c {
+        return Ok(client.clone());
+    }
+    let client = build_client(&TlsConfig::default(), &ProxyConfig::default())?;
+    *c = Some(client.clone());
+    Ok(client)
+}
+
+/// The default TLS configuration (platform roots), loaded once: a clone shares its verifier
+/// and roots. A failed load is not kept, so the next client tries again.
+fn default_tls() -> Result<rustls::ClientConfig, String> {
+    static DEFAULT: Mutex<Option<rustls::ClientConfig>> = Mutex::new(None);
+    let mut d = DEFAULT.lock().expect("TLS lock");
+    if let Some(config) = &*d {
+        return Ok(config.clone());
+    }
+    let tls = TlsConfig::default();
+    let material = tls::Material::load(&tls).map_err(|f| format!("{}: {}", f.field, f.why))?;
+    let config = tls::client_config(&tls, material)?;
+    *d = Some(config.clone());
+    Ok(config)
+}
+
+/// A client (its own connection pool) for `tls` and `proxy`. Errors name the field and why,
+/// never key material.
 pub(crate) fn build_client(
     tls: &TlsConfig,
     proxy: &ProxyConfig,
 ) -> Result<reqwest::Client, String> {
-    let mut builder = reqwest::Client::builder()
+    let config = if tls::is_default(tls) {
+        default_tls()?
+    } else {
+        let material = tls::Material::load(tls).map_err(|f| format!("{}: {}", f.field, f.why))?;
+        tls::client_config(tls, material)?
+    };
+    let builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .tcp_keepalive(TCP_KEEPALIVE)
         .pool_idle_timeout(POOL_IDLE)
-        .user_agent(concat!("mcp_exporter/", env!("CARGO_PKG_VERSION")));
-    if !tls::is_default(tls) {
-        let material = tls::Material::load(tls).map_err(|f| format!("{}: {}", f.field, f.why))?;
-        builder = builder.tls_backend_preconfigured(tls::client_config(tls, material)?);
-    }
+        .user_agent(concat!("mcp_exporter/", env!("CARGO_PKG_VERSION")))
+        .tls_backend_preconfigured(config);
     proxy::apply(builder, proxy)?
         .build()
         .map_err(|e| format!("HTTP client: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::SocketAddr;
+
+    /// A server that answers every request with the client's address (its TCP connection).
+    async fn peer_echo() -> url::Url {
+        use axum::extract::ConnectInfo;
+        let app = axum::Router::new().route(
+            "/",
+            axum::routing::get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
+                peer.to_string()
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let app = app.into_make_service_with_connect_info::<SocketAddr>();
+            let _ = axum::serve(listener, app).await;
+        });
+        url::Url::parse(&format!("http://{addr}/")).unwrap()
+    }
+
+    async fn peer(net: &TargetHttp, url: &url::Url) -> String {
+        let resp = net.send(|c| c.get(url.clone())).await.unwrap();
+        resp.text().await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn connections_of_a_target_with_several_have_pools_of_their_own() {
+        let url = peer_echo().await;
+        let cfg = HttpClientConfig::default();
+        let net = TargetHttp::with_pools("kb", &cfg, &url, 2).unwrap();
+        let (zero, one) = (net.connection(0), net.connection(1));
+        let first = peer(&zero, &url).await;
+        assert_eq!(
+            peer(&zero, &url).await,
+            first,
+            "a connection keeps its socket"
+        );
+        assert_ne!(
+            peer(&one, &url).await,
+            first,
+            "another connection, another socket"
+        );
+
+        // One connection: the process-wide client, whose pool every such target shares.
+        let a = TargetHttp::new("a", &cfg, &url).unwrap();
+        let b = TargetHttp::new("b", &cfg, &url).unwrap();
+        let shared = peer(&a, &url).await;
+        assert_eq!(peer(&b.connection(0), &url).await, shared);
+    }
 }

@@ -1,7 +1,9 @@
 //! Reaching a target over HTTP: credentials, TLS and proxy, shared by all its connections.
 //!
-//! * `client`: [`TargetHttp`], one per target: the reqwest client (rebuilt when TLS files
-//!   change) and the credentials; every request of every transport is sent through it.
+//! * `client`: [`TargetHttp`], one per target: the reqwest clients (one pool per connection of
+//!   a target with several; the process-wide client for a default single-connection target;
+//!   rebuilt when TLS files change) and the credentials; every request of every transport is
+//!   sent through it.
 //! * `auth`: what goes in `Authorization` (static credentials, re-read from files; OAuth 2.0
 //!   tokens from `crate::oauth`).
 //! * `tls`: `tls_config` → rustls, and the checks of key material shared with config loading.

@@ -181,17 +181,25 @@ pub fn dialer(
 }
 
 /// The client and credentials of a target, made once and shared by all its connections (one
-/// token, one connection pool). A command target gets a plain one it never uses.
+/// token); a target with several connections has a connection pool for each, so each stays on
+/// the instance its TCP connection reached (see [`TargetHttp::connection`]). A command target
+/// gets a plain one it never uses.
 pub fn target_http(config: &TargetConfig) -> Result<Arc<TargetHttp>, McpError> {
     match config.url() {
         None => Ok(TargetHttp::plain()),
-        Some(url) => TargetHttp::new(&config.name, &config.http, url)
-            .map_err(|e| McpError::new(Reason::Auth, format!("{}: {}", e.step.as_str(), e.detail))),
+        Some(url) => TargetHttp::with_pools(
+            &config.name,
+            &config.http,
+            url,
+            usize::from(config.connections),
+        )
+        .map_err(|e| McpError::new(Reason::Auth, format!("{}: {}", e.step.as_str(), e.detail))),
     }
 }
 
 impl Connection {
-    /// `net`: the target's [`target_http`], shared by its connections.
+    /// `net`: the target's [`target_http`], shared by its connections (this one sends through
+    /// its pool).
     pub fn new(
         config: TargetConfig,
         index: u16,
@@ -199,7 +207,7 @@ impl Connection {
         status: ConnStatusHandle,
         net: &Arc<TargetHttp>,
     ) -> Result<Self, McpError> {
-        let dialer = dialer(&config.endpoint, &config.headers, net)?;
+        let dialer = dialer(&config.endpoint, &config.headers, &net.connection(index))?;
         let probes = if index == 0 {
             config.probes.clone()
         } else {
@@ -360,13 +368,19 @@ impl Connection {
         let mut probe: Slot<ProbeRun> = None;
 
         let start = tokio::time::Instant::now();
-        let every = |period| {
-            let mut t = tokio::time::interval_at(start + period, period);
+        let (ping_at, audit_at) = timer_phases(
+            &self.config.name,
+            self.index,
+            self.config.ping_interval,
+            self.config.audit_interval,
+        );
+        let every = |first, period| {
+            let mut t = tokio::time::interval_at(start + first, period);
             t.set_missed_tick_behavior(MissedTickBehavior::Delay);
             t
         };
-        let mut liveness_tick = every(self.config.ping_interval);
-        let mut audit_tick = every(self.config.audit_interval);
+        let mut liveness_tick = every(ping_at, self.config.ping_interval);
+        let mut audit_tick = every(audit_at, self.config.audit_interval);
 
         loop {
             if walk.is_none()
@@ -575,6 +589,32 @@ impl Connection {
     }
 }
 
+/// When a session's first liveness check and first audit are due, after it opened.
+///
+/// The audit comes at a fraction of its interval in [1/2, 1) drawn from the target's name and
+/// the connection's index (FNV-1a: the same on every run and replica, different between
+/// connections), so connections opened together do not audit in lockstep. The liveness check
+/// runs half its period out of phase with the audits: with an audit interval a multiple of the
+/// ping interval (30 s and 15 s by default) a ping never lands on an audit walk, nor on the walk
+/// that opens the session; on HTTP/1 the overlap would need a second request connection.
+fn timer_phases(target: &str, index: u16, ping: Duration, audit: Duration) -> (Duration, Duration) {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for b in target.bytes().chain(index.to_le_bytes()) {
+        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let fraction = (hash >> 11) as f64 / (1u64 << 53) as f64;
+    let audit_at = audit.mul_f64(0.5 + fraction / 2.0);
+    let ping_ns = ping.as_nanos().max(1);
+    let phase = (audit_at.as_nanos() + ping_ns / 2) % ping_ns;
+    // Half a period clear of the session's opening walk too.
+    let ping_at = if phase < ping_ns / 2 {
+        phase + ping_ns
+    } else {
+        phase
+    };
+    (Duration::from_nanos(ping_at as u64), audit_at)
+}
+
 fn start_probe(
     client: &Arc<Client>,
     metrics: &Arc<ConnMetrics>,
@@ -606,4 +646,46 @@ fn spawn_responder(
             let _ = client.answer(&req.id, &req.method).await;
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every tick of a timer first due at `first` with `period`, before `until`.
+    fn ticks(first: Duration, period: Duration, until: Duration) -> Vec<Duration> {
+        (0..)
+            .map(|k| first + period * k)
+            .take_while(|t| *t < until)
+            .collect()
+    }
+
+    #[test]
+    fn pings_stay_half_a_period_away_from_audits() {
+        let (ping, audit) = (Duration::from_secs(15), Duration::from_secs(30));
+        let horizon = Duration::from_secs(600);
+        let mut firsts = std::collections::BTreeSet::new();
+        for index in 0..200u16 {
+            let (ping_at, audit_at) = timer_phases("kb", index, ping, audit);
+            assert!(ping_at >= ping / 2 && ping_at < ping * 3 / 2, "{ping_at:?}");
+            assert!(audit_at >= audit / 2 && audit_at < audit, "{audit_at:?}");
+            for a in ticks(audit_at, audit, horizon) {
+                for p in ticks(ping_at, ping, horizon) {
+                    let apart = a.abs_diff(p);
+                    assert!(apart >= ping / 2 - Duration::from_millis(1), "{a:?} {p:?}");
+                }
+            }
+            firsts.insert(audit_at.as_millis());
+        }
+        assert!(firsts.len() > 150, "connections spread: {}", firsts.len());
+        assert_eq!(
+            timer_phases("kb", 3, ping, audit),
+            timer_phases("kb", 3, ping, audit),
+            "deterministic"
+        );
+        assert_ne!(
+            timer_phases("kb", 3, ping, audit),
+            timer_phases("kc", 3, ping, audit)
+        );
+    }
 }

@@ -1,0 +1,74 @@
+//! What the benches share: reading a process's RSS and CPU, and summing a metric family.
+
+// Each bench uses part of this.
+#![allow(dead_code)]
+
+/// (RSS bytes, CPU seconds) of a process, from /proc.
+pub fn proc_sample(pid: u32) -> Option<(u64, f64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let rss_kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some((rss_kb * 1024, ticks as f64 / 100.0))
+}
+
+/// Sum of every sample of `family` whose labels contain `labels` (empty: all samples).
+pub fn sum(text: &str, family: &str, labels: &str) -> f64 {
+    text.lines()
+        .filter(|l| {
+            l.strip_prefix(family)
+                .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+        })
+        .filter(|l| l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// CPU seconds of a process's live threads from their schedstat (nanoseconds, where /proc's
+/// stat counts 10 ms ticks); falls back to `proc_sample`.
+pub fn proc_cpu(pid: u32) -> Option<f64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut ns = 0u64;
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        if let Some(run) = text
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            ns += run;
+            any = true;
+        }
+    }
+    if any {
+        Some(ns as f64 / 1e9)
+    } else {
+        proc_sample(pid).map(|s| s.1)
+    }
+}
+
+/// Start the exporter `binary` on `config`, serving on 127.0.0.1:`port`, quiet.
+pub fn spawn_exporter(
+    binary: &std::path::Path,
+    config: &std::path::Path,
+    port: u16,
+) -> std::process::Child {
+    std::process::Command::new(binary)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--log.level=error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("exporter starts")
+}

@@ -1,0 +1,700 @@
+//! Scale benchmark (not a test: it prints numbers and asserts nothing). Three phases, one run:
+//!
+//! 1. **Walk CPU, side by side with a floor.** A small exporter walks one lab target on 10
+//!    connections every second (10 walks/s); at the same time a *floor* client, this binary
+//!    re-run as its own process (`--floor`), does the same two `tools/list` POSTs per walk (same
+//!    headers and `_meta`, bodies parsed as JSON) at the same rate, sleeping between walks as the
+//!    exporter does. Each side's CPU over the window is divided by its walks: the exporter's from
+//!    `/proc` and its metrics (everything it does counts: listen streams, timers, telemetry), the
+//!    floor's from `getrusage` around its loop (its start-up is not counted).
+//! 2. **Refresh latency.** The same exporter also watches a second lab; each change there sends
+//!    `list_changed`, and the latency is the exporter's own
+//!    `mcp_probe_cache_last_refresh_timestamp_seconds` minus the wall time of the change, so the
+//!    polling of `/metrics` does not add to it.
+//! 3. **Scale.** The release exporter probes `--connections` lab connections (`--targets` of them
+//!    share them out) with `--audit` audits; the run waits (bounded) until every connection is
+//!    up, then samples RSS, CPU, `/metrics` (time and size) and the exporter's TCP sockets over
+//!    `--seconds`, and sums the request failures the exporter recorded.
+//!
+//! ```sh
+//! cargo bench --bench scale -- --connections 1000
+//! cargo bench --bench scale -- --connections 10000 --targets 1000 --seconds 60 --audit 30s
+//! cargo bench --bench scale -- --connections 200 --exporter /tmp/old/mcp_exporter  # before/after
+//! ```
+//!
+//! The labs run in this process; each exporter and the floor are processes of their own, so
+//! their RSS and CPU are their own. On a shared box run before/after side by side and read
+//! medians.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use mcp_exporter::lab::{Behaviour, Lab};
+
+mod common;
+use common::{proc_cpu, proc_sample, spawn_exporter, sum};
+
+/// What the run was asked for.
+struct Args {
+    connections: usize,
+    targets: usize,
+    seconds: u64,
+    audit: Duration,
+    ping: Duration,
+    scrapes: usize,
+    changes: usize,
+    walk_seconds: u64,
+    exporter: PathBuf,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        connections: 1000,
+        targets: 0,
+        seconds: 60,
+        audit: Duration::from_secs(30),
+        ping: Duration::from_secs(15),
+        scrapes: 7,
+        changes: 50,
+        walk_seconds: 20,
+        exporter: PathBuf::from(env!("CARGO_BIN_EXE_mcp_exporter")),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        if flag == "--bench" {
+            continue; // cargo bench passes it
+        }
+        let mut value = || it.next().ok_or(format!("{flag} needs a value"));
+        let number = |v: String| v.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
+        let duration =
+            |v: String| humantime::parse_duration(&v).map_err(|e| format!("{flag}: {e}"));
+        match flag.as_str() {
+            "--connections" => a.connections = number(value()?)?,
+            "--targets" => a.targets = number(value()?)?,
+            "--seconds" => a.seconds = number(value()?)? as u64,
+            "--audit" => a.audit = duration(value()?)?,
+            "--ping" => a.ping = duration(value()?)?,
+            "--scrapes" => a.scrapes = number(value()?)?.max(1),
+            "--changes" => a.changes = number(value()?)?,
+            "--walk-seconds" => a.walk_seconds = number(value()?)? as u64,
+            "--exporter" => a.exporter = PathBuf::from(value()?),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    if a.targets == 0 {
+        a.targets = a.connections;
+    }
+    if a.targets == 0 || !a.connections.is_multiple_of(a.targets) || a.connections / a.targets > 16
+    {
+        return Err(
+            "--connections must be a multiple of --targets, at most 16 connections a target".into(),
+        );
+    }
+    Ok(a)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--floor") {
+        return floor_main(&args[2..]);
+    }
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("scale: {e}");
+            std::process::exit(2);
+        }
+    };
+    // One worker for the labs, as the soak does: the box has few cores and the exporter is the
+    // subject.
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime")
+        .block_on(run(args));
+}
+
+async fn run(args: Args) {
+    let dir = std::env::temp_dir().join(format!("mcp_exporter_scale_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let http = reqwest::Client::new();
+    println!(
+        "# scale: {} connections ({} targets x {}), audit {:?}, ping {:?}, exporter {}\n",
+        args.connections,
+        args.targets,
+        args.connections / args.targets,
+        args.audit,
+        args.ping,
+        args.exporter.display()
+    );
+    let side = side_by_side(&args, &dir, &http).await;
+    let scale = scale(&args, &dir, &http).await;
+    print_report(&args, &side, &scale);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn loopback() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// An exporter process, killed when dropped.
+struct Exporter {
+    child: Child,
+    metrics: String,
+    port: u16,
+}
+
+impl Exporter {
+    fn start(binary: &Path, config: &Path) -> Exporter {
+        let port = free_port();
+        let child = spawn_exporter(binary, config, port);
+        Exporter {
+            child,
+            metrics: format!("http://127.0.0.1:{port}/metrics"),
+            port,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// One scrape: its text and how long it took (`None`: failed or over 60 s).
+    async fn scrape(&self, http: &reqwest::Client) -> Option<(String, Duration)> {
+        let t = Instant::now();
+        let resp = http
+            .get(&self.metrics)
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .ok()?;
+        let text = resp.text().await.ok()?;
+        Some((text, t.elapsed()))
+    }
+
+    /// Scrape until `sum(mcp_probe_connection_up) >= want`, for at most `limit`. Returns when.
+    async fn wait_up(
+        &self,
+        http: &reqwest::Client,
+        want: usize,
+        limit: Duration,
+    ) -> Option<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Some((text, took)) = self.scrape(http).await {
+                if sum(&text, "mcp_probe_connection_up", "") >= want as f64 {
+                    return Some(start.elapsed());
+                }
+                tokio::time::sleep(took.max(Duration::from_millis(200))).await;
+            } else {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Largest sample of `family` whose labels contain `labels`.
+fn max(text: &str, family: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with('{'))
+        .filter(|l| l.contains(labels))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .reduce(f64::max)
+}
+
+fn wall_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
+}
+
+fn quantile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let i = ((v.len() - 1) as f64 * q).round() as usize;
+    v[i]
+}
+
+/// Phases 1 and 2.
+struct SideBySide {
+    exporter_walks: f64,
+    exporter_cpu: f64,
+    floor_walks: f64,
+    floor_cpu: f64,
+    window: Duration,
+    refresh_ms: Vec<f64>,
+    refresh_missed: usize,
+}
+
+/// Walks per second on both sides of phase 1 (one audit per connection per second).
+const WALK_RATE: u32 = 10;
+
+async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBySide {
+    let walk_lab = Lab::start(loopback(), vec![("walk".into(), Behaviour::default())])
+        .await
+        .expect("lab starts");
+    let refresh_lab = Lab::start(loopback(), vec![("refresh".into(), Behaviour::default())])
+        .await
+        .expect("lab starts");
+    let config = dir.join("side.yml");
+    let yml = format!(
+        "global:\n  ping_interval: 1h\ntargets:\n  - name: walk\n    url: {}\n    connections: {WALK_RATE}\n    audit_interval: 1s\n  - name: refresh\n    url: {}\n    audit_interval: 1h\n",
+        walk_lab.url("walk"),
+        refresh_lab.url("refresh"),
+    );
+    std::fs::write(&config, yml).expect("config written");
+    let exporter = Exporter::start(&args.exporter, &config);
+    let pid = exporter.pid();
+    if exporter
+        .wait_up(http, WALK_RATE as usize + 1, Duration::from_secs(30))
+        .await
+        .is_none()
+    {
+        eprintln!("scale: the side-by-side exporter did not come up within 30 s");
+    }
+    // Let the opening walks and start-up settle.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    // Phase 1: both sides for the same window.
+    let walks = |text: &str| sum(text, "mcp_probe_tools_list_walks_total", "target=\"walk\"");
+    let before = exporter.scrape(http).await.map(|(t, _)| walks(&t));
+    let cpu_before = proc_cpu(pid);
+    let t0 = Instant::now();
+    let floor = Command::new(std::env::current_exe().expect("own path"))
+        .args([
+            "--floor",
+            walk_lab.url("walk").as_str(),
+            &WALK_RATE.to_string(),
+            &args.walk_seconds.to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("floor starts");
+    let out = tokio::task::spawn_blocking(move || floor.wait_with_output())
+        .await
+        .expect("join")
+        .expect("floor ran");
+    let window = t0.elapsed();
+    let cpu_after = proc_cpu(pid);
+    let after = exporter.scrape(http).await.map(|(t, _)| walks(&t));
+    let report = String::from_utf8_lossy(&out.stdout);
+    let field = |name: &str| {
+        report
+            .split_whitespace()
+            .find_map(|kv| {
+                kv.strip_prefix(name)?
+                    .strip_prefix('=')?
+                    .parse::<f64>()
+                    .ok()
+            })
+            .unwrap_or(f64::NAN)
+    };
+    let (floor_walks, floor_cpu) = (field("walks"), field("cpu"));
+    let exporter_walks = match (before, after) {
+        (Some(b), Some(a)) => a - b,
+        _ => f64::NAN,
+    };
+    let exporter_cpu = match (cpu_before, cpu_after) {
+        (Some(b), Some(a)) => a - b,
+        _ => f64::NAN,
+    };
+
+    // Phase 2: refresh latency on the same exporter.
+    let refreshed = |text: &str| {
+        max(
+            text,
+            "mcp_probe_cache_last_refresh_timestamp_seconds",
+            "target=\"refresh\"",
+        )
+        .unwrap_or(0.0)
+    };
+    let mut last = match exporter.scrape(http).await {
+        Some((t, _)) => refreshed(&t),
+        None => 0.0,
+    };
+    let mut refresh_ms = Vec::new();
+    let mut refresh_missed = 0;
+    for i in 0..args.changes {
+        let changed_at = wall_now();
+        refresh_lab.churn();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut seen = None;
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            if let Some((text, _)) = exporter.scrape(http).await {
+                let at = refreshed(&text);
+                if at > last {
+                    last = at;
+                    seen = Some(at);
+                    break;
+                }
+            }
+        }
+        match seen {
+            Some(at) => refresh_ms.push((at - changed_at) * 1000.0),
+            None => refresh_missed += 1,
+        }
+        // Changes a little apart, never in step with a timer.
+        tokio::time::sleep(Duration::from_millis(150 + (i as u64 * 37) % 100)).await;
+    }
+    drop(exporter);
+    SideBySide {
+        exporter_walks,
+        exporter_cpu,
+        floor_walks,
+        floor_cpu,
+        window,
+        refresh_ms,
+        refresh_missed,
+    }
+}
+
+/// Phase 3.
+struct Scale {
+    up_after: Option<Duration>,
+    rss_max: u64,
+    cpu_cores: f64,
+    scrape_ms: Vec<f64>,
+    scrape_bytes: Vec<f64>,
+    sockets: Vec<Sockets>,
+    failures: BTreeMap<String, f64>,
+    session_failures: f64,
+    connections_up: f64,
+}
+
+async fn scale(args: &Args, dir: &Path, http: &reqwest::Client) -> Scale {
+    let per_target = args.connections / args.targets;
+    let names: Vec<String> = (0..args.targets).map(|i| format!("t{i:05}")).collect();
+    let lab = Lab::start(
+        loopback(),
+        names
+            .iter()
+            .map(|n| (n.clone(), Behaviour::default()))
+            .collect(),
+    )
+    .await
+    .expect("lab starts");
+    let config = dir.join("scale.yml");
+    let mut yml = format!(
+        "global:\n  audit_interval: {}\n  ping_interval: {}\ntargets:\n",
+        humantime::format_duration(args.audit),
+        humantime::format_duration(args.ping)
+    );
+    for name in &names {
+        yml.push_str(&format!(
+            "  - name: {name}\n    url: {}\n    connections: {per_target}\n",
+            lab.url(name)
+        ));
+    }
+    std::fs::write(&config, yml).expect("config written");
+    let exporter = Exporter::start(&args.exporter, &config);
+    let pid = exporter.pid();
+    let limit = args.audit + Duration::from_secs(120);
+    let up_after = exporter.wait_up(http, args.connections, limit).await;
+    if up_after.is_none() {
+        eprintln!("scale: not every connection was up after {limit:?}; sampling anyway");
+    }
+    let start = Instant::now();
+    let first = proc_sample(pid).unwrap_or_default();
+    let mut rss_max = first.0;
+    let mut scrape_ms = Vec::new();
+    let mut scrape_bytes = Vec::new();
+    let mut sockets = Vec::new();
+    let mut last_text = String::new();
+    let window = Duration::from_secs(args.seconds);
+    for k in 0..args.scrapes {
+        let at = window.mul_f64((k as f64 + 0.5) / args.scrapes as f64);
+        tokio::time::sleep_until(tokio::time::Instant::from_std(start + at)).await;
+        if let Some((text, took)) = exporter.scrape(http).await {
+            scrape_ms.push(took.as_secs_f64() * 1000.0);
+            scrape_bytes.push(text.len() as f64);
+            last_text = text;
+        }
+        sockets.push(count_sockets(pid, lab.addr().port(), exporter.port));
+        if let Some((rss, _)) = proc_sample(pid) {
+            rss_max = rss_max.max(rss);
+        }
+    }
+    tokio::time::sleep_until(tokio::time::Instant::from_std(start + window)).await;
+    let last = proc_sample(pid).unwrap_or_default();
+    rss_max = rss_max.max(last.0);
+    let cpu_cores = (last.1 - first.1) / start.elapsed().as_secs_f64();
+    let mut failures = BTreeMap::new();
+    for line in last_text
+        .lines()
+        .filter(|l| l.starts_with("mcp_probe_request_failures_total{"))
+    {
+        let reason = line
+            .split("reason=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("?")
+            .to_string();
+        let n: f64 = line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        *failures.entry(reason).or_insert(0.0) += n;
+    }
+    failures.retain(|_, n| *n > 0.0);
+    let session_failures = sum(&last_text, "mcp_probe_session_failures_total", "");
+    let connections_up = sum(&last_text, "mcp_probe_connection_up", "");
+    drop(exporter);
+    drop(lab);
+    Scale {
+        up_after,
+        rss_max,
+        cpu_cores,
+        scrape_ms,
+        scrape_bytes,
+        sockets,
+        failures,
+        session_failures,
+        connections_up,
+    }
+}
+
+/// The exporter's TCP sockets by what they are.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sockets {
+    /// Established, to the lab (listen streams and request connections).
+    to_targets: usize,
+    /// Of the web server (listener and scrape connections).
+    web: usize,
+    other: usize,
+}
+
+/// Count `pid`'s TCP sockets: its fds that are sockets, matched by inode against the kernel's
+/// TCP tables.
+fn count_sockets(pid: u32, lab_port: u16, web_port: u16) -> Sockets {
+    let mut inodes = std::collections::HashSet::new();
+    if let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
+        for fd in fds.flatten() {
+            if let Ok(link) = std::fs::read_link(fd.path()) {
+                let link = link.to_string_lossy().into_owned();
+                if let Some(inode) = link
+                    .strip_prefix("socket:[")
+                    .and_then(|s| s.strip_suffix(']'))
+                {
+                    inodes.insert(inode.to_string());
+                }
+            }
+        }
+    }
+    let mut out = Sockets::default();
+    for table in ["tcp", "tcp6"] {
+        let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 10 || !inodes.contains(f[9]) {
+                continue;
+            }
+            let port = |addr: &str| {
+                addr.rsplit(':')
+                    .next()
+                    .and_then(|p| u16::from_str_radix(p, 16).ok())
+                    .unwrap_or(0)
+            };
+            if port(f[2]) == lab_port {
+                out.to_targets += 1;
+            } else if port(f[1]) == web_port {
+                out.web += 1;
+            } else {
+                out.other += 1;
+            }
+        }
+    }
+    out
+}
+
+fn print_report(args: &Args, side: &SideBySide, s: &Scale) {
+    let n = args.connections as f64;
+    let mib = |b: f64| b / 1048576.0;
+    let bytes = quantile(&s.scrape_bytes, 0.5);
+    let socket_median = |f: fn(&Sockets) -> usize| {
+        quantile(
+            &s.sockets.iter().map(|x| f(x) as f64).collect::<Vec<_>>(),
+            0.5,
+        )
+    };
+    let to_targets = socket_median(|x| x.to_targets);
+    println!("## Scale\n");
+    println!(
+        "| connections | targets × conns | up after (s) | RSS (MiB) | CPU (cores) | `/metrics` median (ms) | p90 (ms) | size (MiB) | bytes / conn | sockets to targets / conn | web sockets | other sockets | request failures | session failures |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let failures: f64 = s.failures.values().sum::<f64>() + 0.0;
+    println!(
+        "| {} | {}×{} | {} | {:.0} | {:.3} | {:.1} | {:.1} | {:.2} | {:.0} | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} |",
+        args.connections,
+        args.targets,
+        args.connections / args.targets,
+        s.up_after
+            .map(|d| format!("{:.1}", d.as_secs_f64()))
+            .unwrap_or_else(|| format!("not all ({:.0} up)", s.connections_up)),
+        mib(s.rss_max as f64),
+        s.cpu_cores,
+        quantile(&s.scrape_ms, 0.5),
+        quantile(&s.scrape_ms, 0.9),
+        mib(bytes),
+        bytes / n,
+        to_targets / n,
+        socket_median(|x| x.web),
+        socket_median(|x| x.other),
+        failures,
+        s.session_failures,
+    );
+    if !s.failures.is_empty() {
+        println!("\nrequest failures by reason: {:?}", s.failures);
+    }
+    println!(
+        "\nsockets to targets: one listen stream per connection ({}), the rest ({:.0}) pooled request connections",
+        args.connections,
+        (to_targets - n).max(0.0)
+    );
+    println!("\n## Walk CPU, side by side ({WALK_RATE} walks/s each, two pages per walk)\n");
+    println!("| side | walks | CPU (s) | CPU per walk (ms) |");
+    println!("|---|---:|---:|---:|");
+    let per = |cpu: f64, walks: f64| 1000.0 * cpu / walks;
+    let e = per(side.exporter_cpu, side.exporter_walks);
+    let f = per(side.floor_cpu, side.floor_walks);
+    println!(
+        "| exporter | {:.0} | {:.3} | {e:.3} |",
+        side.exporter_walks, side.exporter_cpu
+    );
+    println!(
+        "| floor | {:.0} | {:.3} | {f:.3} |",
+        side.floor_walks, side.floor_cpu
+    );
+    println!(
+        "\nwalk CPU ratio {:.2}× over {:.1} s",
+        e / f,
+        side.window.as_secs_f64()
+    );
+    println!("\n## Refresh latency (change with list_changed → cache refreshed, loopback)\n");
+    println!(
+        "| changes | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | missed (> 5 s) |\n|---:|---:|---:|---:|---:|---:|"
+    );
+    println!(
+        "| {} | {:.1} | {:.1} | {:.1} | {:.1} | {} |",
+        side.refresh_ms.len(),
+        quantile(&side.refresh_ms, 0.5),
+        quantile(&side.refresh_ms, 0.9),
+        quantile(&side.refresh_ms, 0.99),
+        quantile(&side.refresh_ms, 1.0),
+        side.refresh_missed
+    );
+    std::io::stdout().flush().ok();
+}
+
+/// The floor: `--floor URL RATE SECONDS`. What a walk costs at the least: two `tools/list`
+/// POSTs as the exporter sends them (same headers, same `_meta`), each answer parsed as JSON
+/// and the cursor followed, at `RATE` walks a second, sleeping between. Prints
+/// `walks=N cpu=SECONDS` for its loop (start-up excluded).
+fn floor_main(args: &[String]) {
+    let url = args.first().expect("--floor URL RATE SECONDS").clone();
+    let rate: u32 = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(10);
+    let seconds: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (walks, cpu) = rt.block_on(async move {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        let mut id = 0u64;
+        floor_walk(&client, &url, &mut id).await; // warm the connection
+        let cpu0 = own_cpu();
+        let period = Duration::from_secs(1) / rate;
+        let mut tick = tokio::time::interval(period);
+        let end = Instant::now() + Duration::from_secs(seconds);
+        let mut walks = 0u64;
+        while Instant::now() < end {
+            tick.tick().await;
+            if floor_walk(&client, &url, &mut id).await {
+                walks += 1;
+            }
+        }
+        (walks, own_cpu() - cpu0)
+    });
+    println!("walks={walks} cpu={cpu}");
+}
+
+/// One walk; whether every page was answered.
+async fn floor_walk(client: &reqwest::Client, url: &str, id: &mut u64) -> bool {
+    let mut cursor: Option<String> = None;
+    for _ in 0..16 {
+        *id += 1;
+        let mut params = serde_json::json!({"_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "floor", "version": "0"},
+        }});
+        if let Some(c) = &cursor {
+            params["cursor"] = serde_json::Value::String(c.clone());
+        }
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": *id, "method": "tools/list", "params": params});
+        let Ok(resp) = client
+            .post(url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/list")
+            .body(serde_json::to_vec(&body).expect("JSON"))
+            .send()
+            .await
+        else {
+            return false;
+        };
+        let Ok(bytes) = resp.bytes().await else {
+            return false;
+        };
+        let Ok(answer) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+            return false;
+        };
+        match answer["result"]["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return answer["result"]["tools"].is_array(),
+        }
+    }
+    false
+}
+
+/// CPU seconds (user + system) of this process so far.
+fn own_cpu() -> f64 {
+    // SAFETY: getrusage writes into the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
