@@ -50,7 +50,12 @@ fn info(list_changed: bool) -> ServerInfo {
 
 /// Session open, stream open, initial walk complete, cache replaced, no drift: healthy.
 fn healthy(c: &ConnStatusHandle) {
-    c.session_opened(Era::Legacy, &info(true), Trigger::Initial);
+    healthy_declaring(c, true);
+}
+
+/// A working session whose server declares `listChanged` or not, walked after it opened.
+fn healthy_declaring(c: &ConnStatusHandle, list_changed: bool) {
+    c.session_opened(Era::Legacy, &info(list_changed), Trigger::Initial);
     c.state(ConnState::Up); // the connection confirms it
     c.stream(true, "GET stream open");
     c.walk_finished(Trigger::Initial, Ok((2, 14)), Duration::from_millis(3));
@@ -231,10 +236,10 @@ fn severity_orders_targets_worst_first_and_says_why() {
     healthy(&nr);
     nr.probe(0, Duration::ZERO, Err(("unknown_tool", "gone".into())));
     // stale and ready: no listChanged capability
+    // (The session is opened before the walk: a second session opened after it would make the
+    // walk an earlier session's whenever the clock ticks in between.)
     let st = board.add(&named("d_stale", 1, false)).connection(0);
-    healthy(&st);
-    st.session_opened(Era::Legacy, &info(false), Trigger::Initial);
-    st.state(ConnState::Up); // the connection confirms it
+    healthy_declaring(&st, false);
     st.drift(&stale_drift());
     // at risk: GET stream 405, cache current
     let ar = board.add(&named("e_at_risk", 1, false)).connection(0);
