@@ -264,15 +264,14 @@ impl ConnMetrics {
         let l = layout();
         self.cell(l.sessions_started).add(1);
         self.cell(l.capable).set_flag(info.list_changed);
-        let text = expo::labels([
-            ("target", self.target.name()),
-            ("connection", &self.index.to_string()),
+        let s = self.series();
+        let session = expo::labels([
             ("era", era.as_str()),
             ("protocol_version", &info.protocol_version),
             ("server_name", &info.name),
             ("server_version", &info.version),
         ]);
-        *self.series().info.lock().expect("metrics lock poisoned") = Some(text);
+        *s.info.lock().expect("metrics lock poisoned") = Some(format!("{},{session}", s.labels));
     }
 
     /// The session is gone (failure, expiry or shutdown).

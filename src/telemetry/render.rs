@@ -1,8 +1,10 @@
-//! Merge several text expositions into one, family by family.
+//! The daemon recorder's exposition, with HELP and TYPE from the catalog.
 //!
-//! Each recorder renders `# TYPE` (and `# HELP` when it was described) followed by samples. The
-//! same family appears in every target's recorder; the exposition format allows a family once, so
-//! samples are regrouped under a single HELP/TYPE header, with help text from the catalog.
+//! `metrics-exporter-prometheus` renders `# TYPE` (and `# HELP` only for described families)
+//! followed by samples; the daemon's `mcp_exporter_*` families are not described there, so their
+//! text is regrouped under one HELP/TYPE header per family with the catalog's help. (It takes
+//! several expositions because it once merged one recorder per target; the probe's series are
+//! now written by [`super::expo`] and only the daemon's go through here.)
 
 use std::collections::BTreeMap;
 

@@ -1,8 +1,10 @@
 //! Read samples back out of the text exposition the exporter renders.
 //!
-//! The OTLP push exports the very numbers `/metrics` shows. `metrics-exporter-prometheus` keeps
-//! its state private and only renders text, so the bridge parses that text: one place where the
-//! values come from, and no second bookkeeping that could disagree with the scrape.
+//! The OTLP push exports the very numbers `/metrics` shows. The daemon's recorder
+//! (`metrics-exporter-prometheus`) keeps its state private and only renders text, and the probe's
+//! series are written as text by [`super::expo`]; so the bridge parses the one exposition: one
+//! place where the values come from, and no second bookkeeping that could disagree with the
+//! scrape.
 
 /// One sample line: `name{label="value",...} 1.5`.
 #[derive(Debug, Clone, PartialEq)]
