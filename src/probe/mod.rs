@@ -2,6 +2,8 @@
 //! MCP client and auditing its own cache.
 //!
 //! - [`walker`] follows cursors with caps and guards and yields fingerprints;
+//! - [`changes`] classifies definition changes (breaking, compatible, unknown) and checks
+//!   listings against pinned baselines;
 //! - [`toolset`] holds tool fingerprints, the tool sets a connection keeps and their diff;
 //! - [`connection`] is the per-connection state machine (session, channel, walks, audit,
 //!   liveness, functional probes), sequencing small parts with one job each: [`channel`] keeps
@@ -13,6 +15,7 @@
 
 pub mod audit;
 pub mod backoff;
+pub mod changes;
 pub mod channel;
 pub mod connection;
 mod events;

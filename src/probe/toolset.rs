@@ -184,6 +184,16 @@ impl ToolSet {
         self.tools.get(name).is_some_and(|k| k.read_only)
     }
 
+    /// The definition fingerprint of `name`, when listed.
+    pub fn fingerprint_of(&self, name: &str) -> Option<u64> {
+        self.tools.get(name).map(|k| k.fingerprint)
+    }
+
+    /// Names with their definition fingerprints, in name order.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.tools.iter().map(|(n, k)| (&**n, k.fingerprint))
+    }
+
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(|n| &**n)
     }

@@ -45,6 +45,10 @@ pub trait Pager {
     fn drops_invalid_header_annotations(&self) -> bool {
         false
     }
+
+    /// Sees each listed tool's definition with its fingerprint, before the page is dropped:
+    /// where a caller keeps definitions (see [`super::changes::Definitions`]). Nothing by default.
+    fn definition(&mut self, _fingerprint: u64, _tool: &Value) {}
 }
 
 /// How far one walk may go.
@@ -231,7 +235,10 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
             }
             Err(error) => return done(report, request_error(error)),
         };
-        let parsed = match parse_page(&page, MAX_TOOLS_PER_WALK - tools.len(), drop_invalid) {
+        let room = MAX_TOOLS_PER_WALK - tools.len();
+        let parsed = match parse_page(&page, room, drop_invalid, &mut |fp, t| {
+            pager.definition(fp, t)
+        }) {
             Ok(p) => p,
             Err(PageFault::Invalid(error)) => return done(report, request_error(error)),
             Err(PageFault::TooManyTools) => return done(report, Err(WalkError::TooManyTools)),
@@ -309,7 +316,12 @@ enum PageFault {
 
 /// Read one `ListToolsResult` holding at most `room` tools; with `drop_invalid`, tools with
 /// invalid `x-mcp-header` annotations are left out (and counted).
-fn parse_page(result: &Value, room: usize, drop_invalid: bool) -> Result<Page, PageFault> {
+fn parse_page(
+    result: &Value,
+    room: usize,
+    drop_invalid: bool,
+    keep: &mut dyn FnMut(u64, &Value),
+) -> Result<Page, PageFault> {
     let bad = |what: &str| {
         PageFault::Invalid(McpError::new(
             Reason::InvalidResponse,
@@ -344,11 +356,13 @@ fn parse_page(result: &Value, room: usize, drop_invalid: bool) -> Result<Page, P
             Vec::new()
         };
         let (name, shortened) = kept_name(name);
+        let fingerprint = tool_fingerprint(tool);
+        keep(fingerprint, tool);
         tools.push(PageTool {
             param_headers: annotated,
             name,
             shortened,
-            fingerprint: tool_fingerprint(tool),
+            fingerprint,
             read_only: read_only_hinted(tool),
         });
     }
