@@ -88,6 +88,10 @@ pub struct TargetConfig {
     /// Exposed once on `mcp_probe_target_info` (static `labels:`, or discovered); a change of
     /// labels alone does not restart the target.
     pub labels: Labels,
+    /// `pins:`: the pinned baseline of the target's tools (see docs/changes.md), resolved
+    /// against the configuration file's folder. Its content is re-read on change, not part of
+    /// the configuration: editing the file does not restart the target.
+    pub pins: Option<PathBuf>,
 }
 
 impl fmt::Debug for TargetConfig {
@@ -107,6 +111,7 @@ impl fmt::Debug for TargetConfig {
             .field("probes", &self.probes)
             .field("http", &self.http)
             .field("labels", &self.labels)
+            .field("pins", &self.pins)
             .finish()
     }
 }

@@ -124,6 +124,7 @@ pub(super) struct RawTarget {
     pub(super) max_listing_bytes: Option<RawBytes>,
     pub(super) probes: Option<Vec<probes::RawProbe>>,
     pub(super) labels: Option<PairList<LabelNames>>,
+    pub(super) pins: Option<String>,
 }
 }
 

@@ -18,6 +18,7 @@ use crate::mcp::version::{self, ProtocolVersion};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Shortest allowed value for every duration setting.
@@ -339,6 +340,7 @@ impl Validator<'_> {
         let headers = self.headers(p, raw.headers, raw.header_files)?;
         let probes = self.probes(p, raw.probes)?;
         let labels = self.labels(p, raw.labels)?;
+        let pins = self.pins(p, raw.pins)?;
         Ok(TargetConfig {
             name,
             endpoint,
@@ -354,7 +356,25 @@ impl Validator<'_> {
             probes,
             http,
             labels,
+            pins,
         })
+    }
+
+    /// `pins:`: a file, resolved against the configuration's folder, that must parse now (a
+    /// broken one refuses the load, so a reload keeps the running pins).
+    fn pins(&self, p: &str, raw: Option<String>) -> Result<Option<PathBuf>, ConfigError> {
+        let Some(raw) = raw else { return Ok(None) };
+        if raw.trim().is_empty() {
+            return Err(self.err(format!("{p}.pins"), "an empty path"));
+        }
+        let path = PathBuf::from(raw.trim());
+        let path = match self.base_dir {
+            Some(base) if path.is_relative() => base.join(path),
+            _ => path,
+        };
+        crate::probe::changes::pins::Pins::load(&path)
+            .map_err(|e| self.err(format!("{p}.pins"), e))?;
+        Ok(Some(path))
     }
 
     /// `headers.Authorization` (or `header_files`) beside an auth block would send two
@@ -647,6 +667,7 @@ mod tests {
                 probes: vec![],
                 http: HttpClientConfig::default(),
                 labels: Default::default(),
+                pins: None,
             }]
         );
     }

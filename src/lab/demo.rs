@@ -98,6 +98,7 @@ pub fn config(lab: &Lab) -> Config {
             probes: probes(&name),
             http: Default::default(),
             labels: Default::default(),
+            pins: None,
             name,
         })
         .collect();

@@ -35,6 +35,7 @@ use tracing::Instrument;
 use super::Trigger;
 use super::audit::{Audit, TtlWatch};
 use super::backoff::Backoff;
+use super::changes::TargetChanges;
 use super::channel::{ChannelEvent, ChannelKeeper};
 use super::events::Events;
 use super::functional::{self, Failed, ProbeClock};
@@ -87,17 +88,26 @@ pub struct Connection {
     /// Wait before the first session, so that many targets starting together are spread out.
     start_delay: Duration,
     index: u16,
+    /// The target's definitions and pins, shared by its connections.
+    changes: Option<Arc<TargetChanges>>,
 }
 
 /// Counts every `tools/list` page through the connection's metrics.
 struct ClientPager {
     client: Arc<Client>,
     metrics: Arc<ConnMetrics>,
+    changes: Option<Arc<TargetChanges>>,
 }
 
 impl Pager for ClientPager {
     fn drops_invalid_header_annotations(&self) -> bool {
         self.client.era() == Era::Modern
+    }
+
+    fn definition(&mut self, fingerprint: u64, tool: &serde_json::Value) {
+        if let Some(c) = &self.changes {
+            c.definitions.keep(fingerprint, tool);
+        }
     }
 
     async fn page(
@@ -227,7 +237,14 @@ impl Connection {
             alive: false,
             start_delay: Duration::ZERO,
             index,
+            changes: None,
         })
+    }
+
+    /// Keep definitions in, and report listings to, the target's shared change state.
+    pub fn with_changes(mut self, changes: Arc<TargetChanges>) -> Self {
+        self.changes = Some(changes);
+        self
     }
 
     /// Open the first session only after `delay`.
@@ -517,6 +534,7 @@ impl Connection {
         let mut pager = ClientPager {
             client: client.clone(),
             metrics: self.events.metrics.clone(),
+            changes: self.changes.clone(),
         };
         let limits = WalkLimits {
             max_pages: self.config.max_pages,
@@ -557,6 +575,15 @@ impl Connection {
             self.cache = Some(walk.tools.clone());
         } else {
             self.events.audited();
+        }
+        if let (Some(before), Some(shared)) = (&self.server, &self.changes) {
+            let changes = super::changes::changes(before, &walk.tools, &shared.definitions);
+            if !changes.is_empty() {
+                self.events.tool_changes(changes);
+            }
+        }
+        if let Some(shared) = &self.changes {
+            shared.listing(self.index, &walk.tools);
         }
         self.server = Some(walk.tools);
         self.param_headers = walk.param_headers;
@@ -719,6 +746,7 @@ mod footprint {
             probes: vec![],
             http: Default::default(),
             labels: Default::default(),
+            pins: None,
         };
         let metrics = telemetry.add_target("x", 1, &[]);
         let board = std::sync::Arc::new(crate::probe::status::StatusBoard::default());

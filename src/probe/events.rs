@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Trigger;
+use super::changes::ToolChange;
 use super::channel::ChannelEvent;
 use super::functional::Failed;
 use super::repeats::{Repeats, name_list};
@@ -234,6 +235,28 @@ impl Events {
         self.metrics.cache_view(tools);
         self.metrics.cache_refresh(trigger, true);
         self.status.cache_replaced(trigger, tools);
+    }
+
+    /// Tools changed between this connection's last two listings: counted by class, shown per
+    /// tool on the status page, and logged (breaking and unknown ones by name).
+    pub fn tool_changes(&self, changes: Vec<ToolChange>) {
+        self.metrics.tool_changes(super::changes::counts(&changes));
+        let named = |class: &str| -> Vec<String> {
+            changes
+                .iter()
+                .filter(|c| c.change == class)
+                .map(|c| c.tool.clone())
+                .collect()
+        };
+        let (breaking, unknown) = (named("breaking"), named("unknown"));
+        if !breaking.is_empty() || !unknown.is_empty() {
+            tracing::info!(
+                breaking = %name_list(&breaking),
+                unknown = %name_list(&unknown),
+                "tool definitions changed"
+            );
+        }
+        self.status.tool_changes(changes);
     }
 
     pub fn audited(&self) {

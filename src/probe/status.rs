@@ -27,12 +27,16 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use super::Trigger;
+use super::changes::{PinsView, TargetChanges, ToolChange};
 use super::toolset::{Drift, ToolSet};
 use crate::config::TargetConfig;
 use crate::mcp::{Era, ServerInfo};
 use crate::text;
 pub use verdict::Severity;
 
+/// Tool changes kept per connection (the newest); each shows at most
+/// [`crate::probe::changes::SHOWN_FINDINGS`] findings of a few hundred bytes.
+pub const CHANGES_PER_CONNECTION: usize = 10;
 /// Events kept per connection; older ones are dropped.
 pub const EVENTS_PER_CONNECTION: usize = 100;
 /// Tool names kept per drift kind; the rest are counted.
@@ -229,6 +233,9 @@ pub struct ConnStatus {
     pub stale_since: Option<String>,
     /// Refresh walks (every trigger but `audit`) that failed since the cache was last replaced.
     pub refresh_failures: u32,
+    /// The newest tool changes between two listings, with their classified differences
+    /// (oldest first, at most [`CHANGES_PER_CONNECTION`]).
+    pub changes: VecDeque<ToolChangeStatus>,
     /// The latest event of each kind, kept when the timeline has scrolled past it.
     pub last_events: BTreeMap<&'static str, Event>,
     /// Oldest first.
@@ -249,6 +256,7 @@ impl ConnStatus {
             drift: DriftStatus::default(),
             stale_since: None,
             refresh_failures: 0,
+            changes: VecDeque::new(),
             last_events: BTreeMap::new(),
             events: VecDeque::new(),
         }
@@ -265,7 +273,20 @@ impl ConnStatus {
         let drop = self.events.len().saturating_sub(events);
         self.events.drain(..drop);
         self.drift.cut(names);
+        let drop = self
+            .changes
+            .len()
+            .saturating_sub(names.min(CHANGES_PER_CONNECTION));
+        self.changes.drain(..drop);
     }
+}
+
+/// One tool change as the status page keeps it: when, and the classified difference.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolChangeStatus {
+    pub at: String,
+    #[serde(flatten)]
+    pub change: ToolChange,
 }
 
 /// The last run of a functional probe.
@@ -328,6 +349,8 @@ pub struct TargetStatus {
     pub probes: Mutex<Vec<ProbeStatus>>,
     /// Locked before any connection (see [`TargetStatus::judge`]).
     since: Mutex<Since>,
+    /// The target's shared change state, for its pins (set once by the supervisor).
+    changes: std::sync::OnceLock<Arc<TargetChanges>>,
 }
 
 impl TargetStatus {
@@ -358,7 +381,13 @@ impl TargetStatus {
                 ready: (false, at.clone()),
                 severity: (Severity::Down, at),
             }),
+            changes: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Show this target's pins (see [`TargetChanges::view`]).
+    pub fn set_changes(&self, changes: Arc<TargetChanges>) {
+        let _ = self.changes.set(changes);
     }
 
     /// A handle for connection `index`.
@@ -434,6 +463,9 @@ pub struct TargetSnapshot {
     pub trimmed: bool,
     pub connections: Vec<ConnStatus>,
     pub probes: Vec<ProbeStatus>,
+    /// The pinned baseline against connection 0's listing; absent without `pins:`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pins: Option<PinsView>,
 }
 
 impl StatusBoard {
@@ -477,6 +509,7 @@ impl StatusBoard {
                     trimmed: false,
                     connections: conns.iter().map(|c| (*c).clone()).collect(),
                     probes: probes.to_vec(),
+                    pins: t.changes.get().and_then(|c| c.view()),
                 })
             })
             .collect();
@@ -669,6 +702,31 @@ impl ConnStatusHandle {
                 "cache_replaced",
                 &format!("{} tools after {} walk", tools.len(), trigger.as_str()),
             );
+        });
+    }
+
+    /// Tools changed between two listings: kept (bounded) and one timeline entry.
+    pub fn tool_changes(&self, changes: Vec<ToolChange>) {
+        self.with(|s| {
+            let at = now();
+            let mut summary: Vec<String> = Vec::new();
+            for c in changes.iter().take(5) {
+                summary.push(format!("{} {}", keep(&c.tool, MAX_NAME), c.change));
+            }
+            if changes.len() > 5 {
+                summary.push(format!("and {} more", changes.len() - 5));
+            }
+            Self::push(s, "tool_changed", &summary.join(", "));
+            let skip = changes.len().saturating_sub(CHANGES_PER_CONNECTION);
+            for c in changes.into_iter().skip(skip) {
+                if s.changes.len() == CHANGES_PER_CONNECTION {
+                    s.changes.pop_front();
+                }
+                s.changes.push_back(ToolChangeStatus {
+                    at: at.clone(),
+                    change: c.shown(),
+                });
+            }
         });
     }
 

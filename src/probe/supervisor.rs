@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::changes::TargetChanges;
 use super::connection::Connection;
 use super::status::StatusBoard;
 use crate::config::{Config, TargetConfig};
@@ -118,7 +119,13 @@ impl Supervisor {
         metrics.set_labels(&t.labels);
         let status = self.status.add(t);
         let (tx, rx) = watch::channel(false);
-        let mut tasks = Vec::with_capacity(t.connections as usize);
+        let mut tasks = Vec::with_capacity(t.connections as usize + 1);
+        // Definitions and pins are the target's, shared by its connections.
+        let changes = TargetChanges::new(t, metrics.clone());
+        status.set_changes(changes.clone());
+        if changes.has_pins() {
+            tasks.push(tokio::spawn(changes.clone().watch_pins(rx.clone())));
+        }
         // One client and one set of credentials for all the target's connections. Its key
         // material was checked at load; it fails only when a file changed since.
         let net = super::connection::target_http(t)
@@ -138,7 +145,10 @@ impl Supervisor {
                 status.connection(index),
                 net,
             ) {
-                Ok(conn) => tasks.push(tokio::spawn(conn.starting_after(delay).run(rx.clone()))),
+                Ok(conn) => {
+                    let conn = conn.starting_after(delay).with_changes(changes.clone());
+                    tasks.push(tokio::spawn(conn.run(rx.clone())))
+                }
                 Err(e) => tracing::error!(target = %t.name, error = %e, "cannot build HTTP client"),
             }
         }

@@ -101,6 +101,20 @@ metrics_catalog! {
         "53-bit fingerprint of the tool list by view (server, cache); equal values mean equal lists.";
     DRIFT = "mcp_probe_cache_drift_tools", Gauge, ["target", "connection", "kind"],
         "Tools by which the cache differs from the server at the last check: missing, extra, changed.";
+    TOOL_CHANGES = "mcp_probe_tool_changes_total", Counter, ["target", "connection", "change"],
+        "Tool changes between two consecutive complete listings of a connection, by change: added, removed, and for a changed definition breaking, compatible or unknown (see docs/changes.md).";
+    TOOL_DEFINITIONS_BYTES = "mcp_probe_tool_definitions_bytes", Gauge, ["target"],
+        "Bytes of tool definitions the target keeps to classify changes (shared by its connections, at most twice max_listing_bytes).";
+    TOOLS_PINNED = "mcp_probe_tools_pinned", Gauge, ["target"],
+        "Tools the target's pins file pins (its last good read). Absent for a target without pins.";
+    TOOL_PIN_MISMATCH = "mcp_probe_tool_pin_mismatch", Gauge, ["target", "tool"],
+        "1 while the pinned tool is served with another definition than its pin, or not listed; 0 when it matches. One series per pinned tool.";
+    TOOL_PIN_DESCRIPTION_CHANGED = "mcp_probe_tool_pin_description_changed", Gauge, ["target", "tool"],
+        "1 while the pinned tool is served with another description than its pin (the rug-pull pattern); 0 otherwise. One series per pinned tool.";
+    TOOLS_UNPINNED = "mcp_probe_tools_unpinned", Gauge, ["target"],
+        "Listed tools the target's pins file does not pin. Absent for a target without pins.";
+    PINS_FILE_VALID = "mcp_probe_tool_pins_file_valid", Gauge, ["target"],
+        "1 when the last read of the target's pins file succeeded; 0 while a broken file is ignored and the last good pins stay in force. Absent for a target without pins.";
     CONSISTENCY_CHECKS = "mcp_probe_cache_consistency_checks_total", Counter, ["target", "connection"],
         "Audit walks compared against the cache.";
     CONSISTENCY_CHECK_FAILURES = "mcp_probe_cache_consistency_check_failures_total", Counter, ["target", "connection"],

@@ -15,6 +15,7 @@ use super::cells::{Cell, Lazy};
 use super::expo::{self, Exposition, Slot, Value};
 use crate::mcp::{Era, Reason, ServerInfo};
 use crate::probe::Trigger;
+use crate::probe::changes::CHANGE_KINDS;
 use crate::probe::toolset::{Drift, ToolSet};
 use crate::probe::walker::{WalkError, WalkReport};
 
@@ -58,6 +59,7 @@ struct Layout {
     long_names: usize,
     fingerprint: usize,
     drift: usize,
+    tool_changes: usize,
     checks: usize,
     check_failures: usize,
     unannounced: usize,
@@ -141,6 +143,7 @@ fn layout() -> &'static Layout {
             long_names: b.one(m::LONG_NAMES),
             fingerprint: b.block(m::FINGERPRINT, "view", ["server", "cache"]),
             drift: b.block(m::DRIFT, "kind", DRIFT_KINDS),
+            tool_changes: b.block(m::TOOL_CHANGES, "change", CHANGE_KINDS),
             checks: b.one(m::CONSISTENCY_CHECKS),
             check_failures: b.one(m::CONSISTENCY_CHECK_FAILURES),
             unannounced: b.one(m::UNANNOUNCED),
@@ -371,6 +374,13 @@ impl ConnMetrics {
         let counts = [drift.missing.len(), drift.extra.len(), drift.changed.len()];
         for (i, n) in counts.into_iter().enumerate() {
             self.cell(layout().drift + i).set(n as f64);
+        }
+    }
+
+    /// Tool changes between two listings, counted per [`CHANGE_KINDS`].
+    pub fn tool_changes(&self, counts: [u64; 5]) {
+        for (i, n) in counts.into_iter().enumerate() {
+            self.cell(layout().tool_changes + i).add(n);
         }
     }
 

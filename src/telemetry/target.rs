@@ -68,6 +68,18 @@ struct AuthSeries {
     failures: [Cell; AuthStep::ALL.len()],
 }
 
+/// The pins' series of a target with `pins:` (see [`crate::probe::changes::pins`]).
+struct PinSeries {
+    valid: bool,
+    pinned: usize,
+    unpinned: usize,
+    /// `target="…",tool="…"`, mismatch, description changed: one per pinned tool.
+    tools: Vec<(String, bool, bool)>,
+}
+
+/// One pinned tool as the pins series show it: name, mismatch, description changed.
+pub type PinState<'a> = (&'a str, bool, bool);
+
 /// The series of one target.
 pub struct TargetMetrics {
     name: String,
@@ -89,6 +101,9 @@ pub struct TargetMetrics {
     token_expiry: Cell,
     /// Label text of `mcp_probe_target_info` (discovered and configured labels).
     info: Mutex<Option<String>>,
+    /// Bytes of tool definitions kept to classify changes.
+    definitions_bytes: Cell,
+    pins: Mutex<Option<PinSeries>>,
     ping: Latency,
     walk: Latency,
     requests: Lazy<&'static str, Latency>,
@@ -127,6 +142,8 @@ impl TargetMetrics {
             token_requests: OnceLock::new(),
             token_expiry: Cell::absent(),
             info: Mutex::new(None),
+            definitions_bytes: Cell::default(),
+            pins: Mutex::new(None),
             ping: Latency::new(otel.as_ref(), m::PING_DURATION, &target),
             walk: Latency::new(otel.as_ref(), m::WALK_DURATION, &target),
             requests: Lazy::default(),
@@ -270,8 +287,78 @@ impl TargetMetrics {
         *self.info.lock().expect("metrics lock poisoned") = text;
     }
 
+    /// Bytes the target's definition store holds now.
+    pub fn definitions_bytes(&self, bytes: usize) {
+        self.definitions_bytes.set(bytes as f64);
+    }
+
+    /// The pins' state: whether the last read of the file succeeded, each pinned tool, and how
+    /// many listed tools are unpinned. The tool label is bounded by the pins file (at most
+    /// [`crate::probe::changes::pins::MAX_PINNED`]).
+    pub fn pins(&self, valid: bool, pinned: &[PinState<'_>], unpinned: usize) {
+        let tools = pinned
+            .iter()
+            .map(|(tool, mismatch, description)| {
+                let labels = expo::labels([("target", self.name.as_str()), ("tool", tool)]);
+                (labels, *mismatch, *description)
+            })
+            .collect();
+        *self.pins.lock().expect("metrics lock poisoned") = Some(PinSeries {
+            valid,
+            pinned: pinned.len(),
+            unpinned,
+            tools,
+        });
+    }
+
+    /// The pins file could not be read again: the last good pins stay in force.
+    pub fn pins_invalid(&self) {
+        let mut pins = self.pins.lock().expect("metrics lock poisoned");
+        match pins.as_mut() {
+            Some(p) => p.valid = false,
+            None => {
+                *pins = Some(PinSeries {
+                    valid: false,
+                    pinned: 0,
+                    unpinned: 0,
+                    tools: Vec::new(),
+                })
+            }
+        }
+    }
+
     pub(super) fn render(&self, out: &mut Exposition) {
         let l = &self.labels;
+        out.sample(
+            expo::slot(m::TOOL_DEFINITIONS_BYTES),
+            l,
+            &[],
+            Value::of_gauge(&self.definitions_bytes),
+        );
+        if let Some(p) = self.pins.lock().expect("metrics lock poisoned").as_ref() {
+            let flag = |b: bool| Value::Float(if b { 1.0 } else { 0.0 });
+            out.sample(expo::slot(m::PINS_FILE_VALID), l, &[], flag(p.valid));
+            out.sample(
+                expo::slot(m::TOOLS_PINNED),
+                l,
+                &[],
+                Value::Float(p.pinned as f64),
+            );
+            out.sample(
+                expo::slot(m::TOOLS_UNPINNED),
+                l,
+                &[],
+                Value::Float(p.unpinned as f64),
+            );
+            let (mismatch, description) = (
+                expo::slot(m::TOOL_PIN_MISMATCH),
+                expo::slot(m::TOOL_PIN_DESCRIPTION_CHANGED),
+            );
+            for (labels, mm, desc) in &p.tools {
+                out.sample(mismatch, labels, &[], flag(*mm));
+                out.sample(description, labels, &[], flag(*desc));
+            }
+        }
         out.sample(expo::slot(m::UP), l, &[], Value::of_gauge(&self.up));
         out.sample(expo::slot(m::READY), l, &[], Value::of_gauge(&self.ready));
         if let Some(info) = self.info.lock().expect("metrics lock poisoned").as_deref() {

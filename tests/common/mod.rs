@@ -107,6 +107,7 @@ pub fn target(name: &str, url: url::Url) -> TargetConfig {
         probes: vec![],
         http: Default::default(),
         labels: Default::default(),
+        pins: None,
     }
 }
 

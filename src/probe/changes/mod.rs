@@ -12,6 +12,7 @@
 pub mod classify;
 pub mod paths;
 pub mod pins;
+pub mod watch;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,6 +21,7 @@ use serde_json::Value;
 
 use super::toolset::ToolSet;
 pub use classify::{Class, Classification, Finding, classify};
+pub use watch::{PinsView, TargetChanges};
 
 /// The `change` label values of `mcp_probe_tool_changes_total`, in exposition order.
 pub const CHANGE_KINDS: [&str; 5] = ["added", "removed", "breaking", "compatible", "unknown"];
@@ -112,6 +114,41 @@ pub fn changes(before: &ToolSet, after: &ToolSet, defs: &Definitions) -> Vec<Too
         });
     }
     out
+}
+
+/// Findings shown per tool on the status page and in `check`; the rest are counted.
+pub const SHOWN_FINDINGS: usize = 8;
+
+impl ToolChange {
+    /// The status page's form: at most [`SHOWN_FINDINGS`] findings, the name bounded.
+    pub fn shown(mut self) -> ToolChange {
+        if self.findings.len() > SHOWN_FINDINGS {
+            self.more += self.findings.len() - SHOWN_FINDINGS;
+            self.findings.truncate(SHOWN_FINDINGS);
+        }
+        self.tool = crate::text::bounded(&self.tool, 160).into_owned();
+        self
+    }
+}
+
+/// A pinned tool's mismatch as a [`ToolChange`]: `removed` when it is no longer listed, else
+/// its class against the pinned definition (`unknown` when the served one is not kept).
+pub fn pin_change(tool: &str, m: &pins::Mismatch) -> ToolChange {
+    let (change, c) = match m {
+        pins::Mismatch::Absent => ("removed", Classification::default()),
+        pins::Mismatch::Changed { diff: Some(d), .. } => {
+            (d.class().unwrap_or(Class::Unknown).as_str(), d.clone())
+        }
+        pins::Mismatch::Changed { diff: None, .. } => ("unknown", Classification::default()),
+    };
+    ToolChange {
+        tool: tool.to_string(),
+        change,
+        findings: c.findings,
+        more: c.more,
+        description_changed: c.description_changed,
+    }
+    .shown()
 }
 
 /// Counts per [`CHANGE_KINDS`].

@@ -25,6 +25,7 @@ fn target() -> TargetConfig {
         }],
         http: Default::default(),
         labels: Default::default(),
+        pins: None,
     }
 }
 

@@ -1,0 +1,224 @@
+//! What a target shares among its connections for change classification and pins: the
+//! [`Definitions`] store, and the pins file with its last good content.
+//!
+//! The pins file is re-read when its modification time or size changes (polled every
+//! [`PINS_POLL`] while the target runs, and at every listing of connection 0), so updating the
+//! approved baseline takes effect without a reload. A file that no longer parses is logged
+//! with its field, `mcp_probe_tool_pins_file_valid` turns 0, and the last good pins stay in
+//! force: a typo must not silently approve everything. Pins are judged against connection 0's
+//! listing: connections behind different instances may disagree, and one judgement per target
+//! keeps the series one per pinned tool.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use super::Definitions;
+use super::pins::{Mismatch, PinReport, Pins, compare};
+use crate::config::TargetConfig;
+use crate::probe::toolset::ToolSet;
+use crate::telemetry::TargetMetrics;
+
+/// How often a pins file is checked for a change.
+pub const PINS_POLL: Duration = Duration::from_secs(2);
+
+/// A file's identity for "has it changed": modification time and length.
+type Signature = (Option<SystemTime>, u64);
+
+fn signature(path: &std::path::Path) -> Option<Signature> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok(), m.len()))
+}
+
+/// The pins of one target as they stand.
+#[derive(Debug, Default)]
+struct PinState {
+    /// The last good content.
+    pins: Option<Pins>,
+    /// Of the last read, good or not.
+    signature: Option<Signature>,
+    /// Why the last read failed, if it did.
+    error: Option<String>,
+    /// Connection 0's last complete listing.
+    listing: Option<ToolSet>,
+    /// The last comparison.
+    report: Option<PinReport>,
+}
+
+/// A target's shared change state.
+pub struct TargetChanges {
+    pub definitions: Definitions,
+    pins_path: Option<PathBuf>,
+    pins: Mutex<PinState>,
+    metrics: Arc<TargetMetrics>,
+}
+
+impl std::fmt::Debug for TargetChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TargetChanges")
+            .field("definitions", &self.definitions)
+            .field("pins_path", &self.pins_path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The pins' judgement as the status page shows it.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PinsView {
+    pub file: String,
+    pub valid: bool,
+    pub error: Option<String>,
+    pub pinned: usize,
+    /// Listed tools not pinned (at most [`MAX_SHOWN`] names).
+    pub unpinned: Vec<String>,
+    pub unpinned_total: usize,
+    /// Pinned tools that differ (at most [`MAX_SHOWN`]).
+    pub mismatched: Vec<super::ToolChange>,
+    pub mismatched_total: usize,
+}
+
+/// Names and mismatches the status page shows per target.
+pub const MAX_SHOWN: usize = 20;
+
+impl TargetChanges {
+    /// The store sized for `config` (twice its `max_listing_bytes`), and its pins read now.
+    pub fn new(config: &TargetConfig, metrics: Arc<TargetMetrics>) -> Arc<Self> {
+        let me = Arc::new(TargetChanges {
+            definitions: Definitions::new(config.max_listing_bytes.saturating_mul(2)),
+            pins_path: config.pins.clone(),
+            pins: Mutex::new(PinState::default()),
+            metrics,
+        });
+        me.refresh_pins();
+        me
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, PinState> {
+        self.pins.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn has_pins(&self) -> bool {
+        self.pins_path.is_some()
+    }
+
+    /// Re-read the pins file if it changed; re-judge the last listing against it. Returns
+    /// whether it was read.
+    pub fn refresh_pins(&self) -> bool {
+        let Some(path) = &self.pins_path else {
+            return false;
+        };
+        let now = signature(path);
+        let mut s = self.state();
+        if s.signature.is_some() && s.signature == now {
+            return false;
+        }
+        s.signature = now;
+        match Pins::load(path) {
+            Ok(p) => {
+                if s.error.take().is_some() {
+                    tracing::info!(target = %self.metrics.name(), "pins file readable again");
+                }
+                tracing::debug!(target = %self.metrics.name(), pinned = p.tools.len(), "pins loaded");
+                s.pins = Some(p);
+            }
+            Err(e) => {
+                tracing::error!(target = %self.metrics.name(), error = %e, "pins file refused; the last good pins stay in force");
+                s.error = Some(crate::text::bounded(&e, 400).into_owned());
+            }
+        }
+        self.judge(&mut s);
+        true
+    }
+
+    /// A complete listing of connection `index`: kept for the pins (connection 0 only) and
+    /// the store's size published.
+    pub fn listing(&self, index: u16, tools: &ToolSet) {
+        self.metrics.definitions_bytes(self.definitions.bytes());
+        if index != 0 || self.pins_path.is_none() {
+            return;
+        }
+        self.refresh_pins();
+        let mut s = self.state();
+        if s.listing.as_ref() == Some(tools) {
+            return;
+        }
+        s.listing = Some(tools.clone());
+        self.judge(&mut s);
+    }
+
+    fn judge(&self, s: &mut PinState) {
+        let valid = s.error.is_none();
+        let Some(pins) = &s.pins else {
+            self.metrics.pins_invalid();
+            return;
+        };
+        let Some(listing) = &s.listing else {
+            // Nothing listed yet: every pin counts as matching until a listing says otherwise.
+            let states: Vec<_> = pins.tools.keys().map(|n| (&**n, false, false)).collect();
+            self.metrics.pins(valid, &states, 0);
+            return;
+        };
+        let report = compare(pins, listing, |fp| self.definitions.get(fp));
+        let states: Vec<_> = report
+            .pinned
+            .iter()
+            .map(|(n, m)| {
+                let desc = matches!(
+                    m,
+                    Some(Mismatch::Changed {
+                        description_changed: true,
+                        ..
+                    })
+                );
+                (&**n, m.is_some(), desc)
+            })
+            .collect();
+        self.metrics.pins(valid, &states, report.unpinned.len());
+        s.report = Some(report);
+    }
+
+    /// What the status page shows of the pins; `None` without `pins:`.
+    pub fn view(&self) -> Option<PinsView> {
+        let path = self.pins_path.as_ref()?;
+        let s = self.state();
+        let mut v = PinsView {
+            file: crate::text::bounded(&path.display().to_string(), 300).into_owned(),
+            valid: s.error.is_none() && s.pins.is_some(),
+            error: s.error.clone(),
+            pinned: s.pins.as_ref().map_or(0, |p| p.tools.len()),
+            ..PinsView::default()
+        };
+        if let Some(r) = &s.report {
+            v.unpinned_total = r.unpinned.len();
+            v.unpinned = r
+                .unpinned
+                .iter()
+                .take(MAX_SHOWN)
+                .map(|n| crate::text::bounded(n, 160).into_owned())
+                .collect();
+            let mismatches: Vec<_> = r.mismatches().collect();
+            v.mismatched_total = mismatches.len();
+            v.mismatched = mismatches
+                .into_iter()
+                .take(MAX_SHOWN)
+                .map(|(n, m)| super::pin_change(n, m))
+                .collect();
+        }
+        Some(v)
+    }
+
+    /// Poll the pins file until `shutdown` (nothing to do without `pins:`).
+    pub async fn watch_pins(self: Arc<Self>, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        if self.pins_path.is_none() {
+            return;
+        }
+        let mut tick = tokio::time::interval(PINS_POLL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tick.tick() => { self.refresh_pins(); }
+            }
+        }
+    }
+}
