@@ -118,30 +118,13 @@ enum Command {
     /// Check one MCP server once, as a correct client would use it, and exit 0 (fine, warnings
     /// allowed), 1 (a client would hit a problem) or 2 (could not check). See docs/check.md.
     Check(CheckArgs),
+    /// List one MCP server once and print its pins file (every tool's fingerprint and
+    /// definition) on stdout: `pin URL > kb.pins.json`. See docs/changes.md.
+    Pin(ServerArgs),
 }
 
 #[derive(Debug, clap::Args)]
 struct CheckArgs {
-    /// Header sent with every request, 'Name: value' (repeatable); ${VAR} in the value is read
-    /// from the environment. Values are never printed.
-    #[arg(long = "header", value_name = "HEADER")]
-    headers: Vec<String>,
-    /// Credentials, TLS and proxy: a YAML file with a target's http_config blocks at the top
-    /// level (authorization, basic_auth, oauth2, tls_config, proxy_url …).
-    #[arg(long = "http-config", value_name = "FILE")]
-    http_config: Option<std::path::PathBuf>,
-    /// Deadline of each request.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
-    timeout: Duration,
-    /// Protocol version to pin (default: auto, the newest era the server serves).
-    #[arg(long = "protocol-version", value_name = "VERSION")]
-    protocol_version: Option<String>,
-    /// Most tools/list pages one walk may take.
-    #[arg(long = "max-pages", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    max_pages: u32,
-    /// Most bytes of tools/list answers one walk may read across its pages (256KiB, 1MiB …).
-    #[arg(long = "max-listing-bytes", value_name = "SIZE", default_value = "256KiB", value_parser = listing_bytes)]
-    max_listing_bytes: usize,
     /// After the walks, keep the session this long waiting for notifications/tools/list_changed.
     #[arg(long = "listen-for", value_name = "DURATION", value_parser = listen_window)]
     listen_for: Option<Duration>,
@@ -162,6 +145,37 @@ struct CheckArgs {
     /// Off by default: it makes check a second, legacy client of the server.
     #[arg(long = "legacy-clients")]
     legacy_clients: bool,
+    /// Compare the listing with a pins file (`mcp_exporter pin URL > FILE`): a pinned tool
+    /// served with another definition, missing, or a tool nobody pinned fails the check.
+    #[arg(long, value_name = "FILE")]
+    pins: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+/// How to reach one server: what `check` and `pin` share.
+#[derive(Debug, clap::Args)]
+struct ServerArgs {
+    /// Header sent with every request, 'Name: value' (repeatable); ${VAR} in the value is read
+    /// from the environment. Values are never printed.
+    #[arg(long = "header", value_name = "HEADER")]
+    headers: Vec<String>,
+    /// Credentials, TLS and proxy: a YAML file with a target's http_config blocks at the top
+    /// level (authorization, basic_auth, oauth2, tls_config, proxy_url …).
+    #[arg(long = "http-config", value_name = "FILE")]
+    http_config: Option<std::path::PathBuf>,
+    /// Deadline of each request.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    timeout: Duration,
+    /// Protocol version to pin (default: auto, the newest era the server serves).
+    #[arg(long = "protocol-version", value_name = "VERSION")]
+    protocol_version: Option<String>,
+    /// Most tools/list pages one walk may take.
+    #[arg(long = "max-pages", default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    max_pages: u32,
+    /// Most bytes of tools/list answers one walk may read across its pages (256KiB, 1MiB …).
+    #[arg(long = "max-listing-bytes", value_name = "SIZE", default_value = "256KiB", value_parser = listing_bytes)]
+    max_listing_bytes: usize,
     /// The HTTP transport: auto (Streamable HTTP, then HTTP+SSE when the server refuses it),
     /// streamable_http, or sse (the URL is the SSE endpoint of a 2024-11-05 server).
     #[arg(long, value_enum, default_value = "auto")]
@@ -212,6 +226,9 @@ fn main() -> ExitCode {
     logging::init(&cli.log_level, cli.log_format);
     if let Some(Command::Check(args)) = cli.command {
         return run_check(args);
+    }
+    if let Some(Command::Pin(args)) = cli.command {
+        return run_pin(args);
     }
     if let Some(Command::Lab {
         list,
@@ -354,6 +371,57 @@ fn listen_window(text: &str) -> Result<Duration, String> {
 }
 
 fn check_options(args: &CheckArgs) -> Result<check::Options, String> {
+    let mut options = server_options(&args.server)?;
+    options.call = match &args.call {
+        None => None,
+        Some(tool) => Some(check::Call {
+            tool: tool.clone(),
+            arguments: check::parse_arguments(&args.arguments)?,
+            allow_side_effects: args.allow_side_effects,
+        }),
+    };
+    options.legacy_clients = args.legacy_clients;
+    options.listen_for = args.listen_for;
+    options.pins = args
+        .pins
+        .as_deref()
+        .map(check::pin::load_pins)
+        .transpose()?;
+    Ok(options)
+}
+
+/// `mcp_exporter pin`: the pins file on stdout, exit 0; 2 when no listing could be taken.
+fn run_pin(args: ServerArgs) -> ExitCode {
+    let options = match server_options(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("mcp_exporter pin: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("cannot start runtime: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime.block_on(check::pin::pin(&options)) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("mcp_exporter pin: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn server_options(args: &ServerArgs) -> Result<check::Options, String> {
     let endpoint = match (&args.url, args.stdio.split_first()) {
         (_, Some((program, rest))) => {
             if !args.headers.is_empty() || args.http_config.is_some() {
@@ -381,17 +449,9 @@ fn check_options(args: &CheckArgs) -> Result<check::Options, String> {
         }
         (None, None) => return Err("a URL or `-- PROGRAM [ARGS]` is required".into()),
     };
-    let call = match &args.call {
-        None => None,
-        Some(tool) => Some(check::Call {
-            tool: tool.clone(),
-            arguments: check::parse_arguments(&args.arguments)?,
-            allow_side_effects: args.allow_side_effects,
-        }),
-    };
     Ok(check::Options {
         endpoint,
-        legacy_clients: args.legacy_clients,
+        legacy_clients: false,
         headers: headers("--header", &args.headers)?,
         http: match &args.http_config {
             None => Default::default(),
@@ -405,8 +465,9 @@ fn check_options(args: &CheckArgs) -> Result<check::Options, String> {
             .transpose()?,
         max_pages: args.max_pages,
         max_listing_bytes: args.max_listing_bytes,
-        listen_for: args.listen_for,
-        call,
+        listen_for: None,
+        call: None,
+        pins: None,
     })
 }
 

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::recorder::{describe, elapsed};
+use super::recorder::{classified, elapsed};
 use super::{Checker, Status};
 use crate::mcp::{Client, Inbox};
 use crate::probe::channel::{ChannelEvent, ChannelKeeper};
@@ -120,7 +120,7 @@ impl Checker<'_> {
             let mut detail = format!(
                 "{heard}; re-walk: {} tools; since the first walk: {}",
                 walk.tools.len(),
-                describe(&drift)
+                classified(first, &walk.tools, &self.definitions)
             );
             if status == Status::Warn {
                 detail.push_str(
@@ -238,7 +238,10 @@ impl Checker<'_> {
         self.report.row(
             status,
             "list_changed",
-            format!("{quiet}, yet the list changed: {}; {why}", describe(&drift)),
+            format!(
+                "{quiet}, yet the list changed: {}; {why}",
+                classified(first, &walk.tools, &self.definitions)
+            ),
         );
     }
 }

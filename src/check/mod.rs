@@ -21,6 +21,7 @@
 mod listen;
 mod model;
 mod options;
+pub mod pin;
 mod recorder;
 pub mod report;
 
@@ -35,55 +36,63 @@ use crate::mcp::client::{self, LegacyPath};
 use crate::mcp::{Client, Dialer, Era, HttpTransport, Inbox};
 use crate::probe::channel::{ChannelEvent, ChannelKeeper};
 use crate::probe::functional::{self, ProbeFailure};
+use crate::probe::changes::Definitions;
 use crate::probe::toolset::ToolSet;
 use listen::Listener;
 use recorder::{compare, elapsed, names};
 
-/// Run every check once against `opts.endpoint`.
-pub async fn run(opts: &Options) -> Report {
-    let mut report = Report::new(&opts.endpoint);
+/// An open session of `check` or `pin`.
+pub(crate) struct Opened {
+    pub(crate) dialer: Dialer,
+    pub(crate) session: Arc<Client>,
+    pub(crate) inbox: Arc<Inbox>,
+    pub(crate) requests: tokio::sync::mpsc::Receiver<crate::mcp::inbox::ServerRequest>,
+}
+
+/// Connect to `opts.endpoint` as the exporter's connections do. The error is a sentence for the
+/// `initialize` row (no secrets: wire errors strip URLs).
+pub(crate) async fn open(opts: &Options) -> Result<Opened, String> {
     let net = match opts.endpoint {
         crate::config::Endpoint::Http { ref url, .. } => {
-            match crate::net::TargetHttp::new("check", &opts.http, url) {
-                Ok(net) => net,
-                Err(e) => {
-                    report.row(
-                        Status::Error,
-                        "initialize",
-                        format!("no HTTP client: {}: {}", e.step.as_str(), e.detail),
-                    );
-                    return report;
-                }
-            }
+            crate::net::TargetHttp::new("check", &opts.http, url)
+                .map_err(|e| format!("no HTTP client: {}: {}", e.step.as_str(), e.detail))?
         }
         crate::config::Endpoint::Command(_) => crate::net::TargetHttp::plain(),
     };
-    let dialer = match crate::probe::connection::dialer(&opts.endpoint, &opts.headers, &net) {
-        Ok(d) => d,
-        Err(e) => {
-            report.row(Status::Error, "initialize", format!("no HTTP client: {e}"));
-            return report;
-        }
-    };
-    let (inbox, mut requests) = Inbox::new();
+    let dialer = crate::probe::connection::dialer(&opts.endpoint, &opts.headers, &net)
+        .map_err(|e| format!("no HTTP client: {e}"))?;
+    let (inbox, requests) = Inbox::new();
     let inbox = Arc::new(inbox);
     let observe = |_: &'static str, _, _| {};
-    let connected = Client::connect(
+    let session = Client::connect(
         &dialer,
         opts.protocol_version,
         inbox.clone(),
         opts.timeout,
         &observe,
     )
-    .await;
-    let session = match connected {
-        Ok(s) => Arc::new(s),
+    .await
+    .map_err(|e| format!("could not connect: {e}; nothing else was checked"))?;
+    Ok(Opened {
+        dialer,
+        session: Arc::new(session),
+        inbox,
+        requests,
+    })
+}
+
+/// Run every check once against `opts.endpoint`.
+pub async fn run(opts: &Options) -> Report {
+    let mut report = Report::new(&opts.endpoint);
+    let Opened {
+        dialer,
+        session,
+        inbox,
+        mut requests,
+    } = match open(opts).await {
+        Ok(o) => o,
         Err(e) => {
-            report.row(
-                Status::Error,
-                "initialize",
-                format!("could not connect: {e}; nothing else was checked"),
-            );
+            report.row(Status::Error, "initialize", e);
             return report;
         }
     };
@@ -105,6 +114,7 @@ pub async fn run(opts: &Options) -> Report {
     }
     Checker {
         session: &session,
+        definitions: Definitions::new(opts.max_listing_bytes.saturating_mul(2)),
         param_headers: Default::default(),
         inbox: &inbox,
         opts,
@@ -307,6 +317,8 @@ async fn legacy_path_row(transport: Arc<HttpTransport>, opts: &Options, report: 
 /// The checks that run on an open session.
 struct Checker<'a> {
     session: &'a Client,
+    /// Definitions of every walk, by fingerprint: what changes are classified with.
+    definitions: Definitions,
     /// The first walk's `x-mcp-header` parameters, mirrored into headers by `--call`.
     param_headers: crate::probe::walker::ParamHeaders,
     inbox: &'a Inbox,
@@ -323,6 +335,9 @@ impl Checker<'_> {
         } else {
             None
         };
+        if let Some(pins) = &self.opts.pins {
+            self.pins(pins, first.as_ref());
+        }
         self.ping().await;
         if let Some(call) = &self.opts.call {
             self.call(call, first.as_ref()).await;

@@ -34,6 +34,8 @@ pub struct Options {
     pub listen_for: Option<Duration>,
     /// Call one tool, behind the side-effect guard.
     pub call: Option<Call>,
+    /// `--pins FILE`, read and checked before any request: the listing must match it.
+    pub pins: Option<crate::probe::changes::pins::Pins>,
 }
 
 /// `--call TOOL --arguments JSON [--allow-side-effects]`.

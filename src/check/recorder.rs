@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 use super::{Checker, Status, WalkSummary};
 use crate::config::valid_tool_name;
 use crate::mcp::{Client, McpError, truncate};
+use crate::probe::changes::{self, Definitions, ToolChange};
 use crate::probe::toolset::{Drift, ToolSet, kept_name, tool_fingerprint};
 use crate::probe::walker::{self, Pager, WalkError, WalkReport};
 
@@ -24,6 +25,7 @@ impl Checker<'_> {
     pub(super) async fn walk(&mut self, which: &'static str) -> Recorded {
         let mut pager = Recorder {
             session: self.session,
+            definitions: &self.definitions,
             pages: Vec::new(),
             kept: 0,
         };
@@ -44,6 +46,8 @@ impl Checker<'_> {
 /// A pager that lets the walker drive the session and keeps, per page, what was served.
 struct Recorder<'a> {
     session: &'a Client,
+    /// Where each listed definition is kept, to classify changes between walks.
+    definitions: &'a Definitions,
     pages: Vec<Page>,
     /// Entries kept so far over all pages, at most [`MAX_KEPT`].
     kept: usize,
@@ -64,6 +68,10 @@ struct Page {
 impl Pager for Recorder<'_> {
     fn drops_invalid_header_annotations(&self) -> bool {
         self.session.era() == crate::mcp::Era::Modern
+    }
+
+    fn definition(&mut self, fingerprint: u64, tool: &Value) {
+        self.definitions.keep(fingerprint, tool);
     }
 
     async fn page(
@@ -268,6 +276,61 @@ pub(super) fn describe(d: &Drift) -> String {
         }
     }
     parts.join("; ")
+}
+
+/// What changed from `before` to `after`, each changed definition with its class and the first
+/// paths that changed: "added a; removed b; changed c (breaking: required_added at
+/// $.inputSchema.required)".
+pub(super) fn classified(before: &ToolSet, after: &ToolSet, definitions: &Definitions) -> String {
+    let all = changes::changes(before, after, definitions);
+    if all.is_empty() {
+        return "no change".into();
+    }
+    let mut parts = Vec::new();
+    for what in ["added", "removed"] {
+        let list: Vec<String> = all
+            .iter()
+            .filter(|c| c.change == what)
+            .map(|c| c.tool.clone())
+            .collect();
+        if !list.is_empty() {
+            parts.push(format!("{what} {}", names(&list)));
+        }
+    }
+    let changed: Vec<&ToolChange> = all
+        .iter()
+        .filter(|c| !matches!(c.change, "added" | "removed"))
+        .collect();
+    if !changed.is_empty() {
+        let shown: Vec<String> = changed
+            .iter()
+            .take(MAX_NAMES_SHOWN)
+            .map(|c| one_change(c))
+            .collect();
+        let mut text = format!("changed {}", shown.join(", "));
+        if changed.len() > MAX_NAMES_SHOWN {
+            text.push_str(&format!(", and {} more", changed.len() - MAX_NAMES_SHOWN));
+        }
+        parts.push(text);
+    }
+    parts.join("; ")
+}
+
+/// "search (breaking: required_added at $.inputSchema.required, +2 more)".
+pub(super) fn one_change(c: &ToolChange) -> String {
+    let name = names(std::slice::from_ref(&c.tool));
+    let mut rules: Vec<String> = c
+        .findings
+        .iter()
+        .filter(|f| f.class.as_str() == c.change)
+        .take(2)
+        .map(|f| format!("{} at {}", f.rule, f.path))
+        .collect();
+    let rest = c.findings.len() + c.more - rules.len();
+    if rest > 0 {
+        rules.push(format!("+{rest} more"));
+    }
+    format!("{name} ({}: {})", c.change, rules.join(", "))
 }
 
 /// Up to [`MAX_NAMES_SHOWN`] names, quoted when they are not plain, then a count of the rest.
