@@ -44,11 +44,17 @@ impl Checker<'_> {
         let mismatches: Vec<String> = r
             .mismatches()
             .map(|(name, m)| match m {
-                pins::Mismatch::Absent => format!("{} (pinned, not listed)", names(&[name.to_string()])),
+                pins::Mismatch::Absent => {
+                    format!("{} (pinned, not listed)", names(&[name.to_string()]))
+                }
                 m => {
                     let mut c = pin_change(name, m);
                     if c.description_changed {
-                        c.change = if c.change == "compatible" { "description" } else { c.change };
+                        c.change = if c.change == "compatible" {
+                            "description"
+                        } else {
+                            c.change
+                        };
                     }
                     one_change(&c)
                 }

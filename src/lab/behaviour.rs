@@ -29,6 +29,10 @@ pub struct Behaviour {
     pub spurious_list_changed: Option<Duration>,
     /// Redeploys keep every name and change one tool's `inputSchema` instead (F13).
     pub schema_drift: bool,
+    /// The first redeploy changes one tool's definition under the same name, and later ones
+    /// keep it (see [`crate::lab::kb::tools_changed`]): one change to classify, or to catch
+    /// against pins.
+    pub definition_change: Option<DefinitionChange>,
     /// A proxy closes the GET stream after this much time (F4).
     pub stream_close_after: Option<Duration>,
     /// When the proxy closes the stream, the backend is redeployed in the gap, so the stream
@@ -61,6 +65,18 @@ pub struct Behaviour {
     /// Modern era only: the first page's `nextCursor` is the empty string, which 2026-07-28
     /// pagination calls a valid cursor a client must follow (it is not the end of the list).
     pub empty_cursor: bool,
+}
+
+/// One change of a tool definition under the same name (docs/changes.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefinitionChange {
+    /// `ticket_create` gains a required `priority`: old callers' arguments are now refused.
+    Breaking,
+    /// `ticket_search` gains an optional `limit`: old callers are unaffected.
+    Compatible,
+    /// `kb_get_document`'s description gains an instruction to the model, schema untouched:
+    /// the rug-pull pattern pins catch.
+    Description,
 }
 
 /// The protocol eras one endpoint serves on its URL.
@@ -161,6 +177,7 @@ impl Default for Behaviour {
             answer_delay: Duration::ZERO,
             spurious_list_changed: None,
             schema_drift: false,
+            definition_change: None,
             stream_close_after: None,
             change_in_stream_gap: false,
             failing_lists_after_change: 0,

@@ -81,7 +81,9 @@ fn catalog(b: &Behaviour, st: ListState) -> Vec<Value> {
         Instances::PinnedDivergent if st.instance == 1 => st.generation + 1,
         _ => st.generation,
     };
-    let mut tools = if b.schema_drift {
+    let mut tools = if let Some(change) = b.definition_change {
+        kb::tools_changed(generation, change)
+    } else if b.schema_drift {
         kb::tools_schema_drift(generation)
     } else {
         kb::tools(generation)

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use super::behaviour::DefinitionChange;
 use super::{Behaviour, Cursors, Instances, Lab};
 
 /// One scenario.
@@ -182,6 +183,36 @@ pub fn all() -> Vec<Scenario> {
             Behaviour {
                 schema_drift: true,
                 deliver_list_changed: false,
+                ..healthy.clone()
+            },
+            Some(CHURN),
+        ),
+        s(
+            "schema-change-breaking",
+            "F13",
+            "the first redeploy (after 30 s) adds a required property to ticket_create, same name, announced",
+            Behaviour {
+                definition_change: Some(DefinitionChange::Breaking),
+                ..healthy.clone()
+            },
+            Some(CHURN),
+        ),
+        s(
+            "schema-change-compatible",
+            "F13",
+            "the first redeploy (after 30 s) adds an optional property to ticket_search, announced",
+            Behaviour {
+                definition_change: Some(DefinitionChange::Compatible),
+                ..healthy.clone()
+            },
+            Some(CHURN),
+        ),
+        s(
+            "description-rug-pull",
+            "F13",
+            "the first redeploy (after 30 s) rewrites kb_get_document's description only; pin the tools first",
+            Behaviour {
+                definition_change: Some(DefinitionChange::Description),
                 ..healthy.clone()
             },
             Some(CHURN),

@@ -50,6 +50,18 @@ fn lab(name: &str, generation: u64) -> Value {
         .expect("a lab tool")
 }
 
+/// The lab's tool by name in a definition-change scenario at `generation`.
+fn lab_changed(
+    name: &str,
+    generation: u64,
+    change: crate::lab::behaviour::DefinitionChange,
+) -> Value {
+    kb::tools_changed(generation, change)
+        .into_iter()
+        .find(|t| t["name"] == name)
+        .expect("a lab tool")
+}
+
 /// `base` with the JSON at `pointer` replaced by `value` (created when absent), or removed
 /// when `value` is null.
 fn with(base: &Value, pointer: &str, value: Value) -> Value {
@@ -709,6 +721,52 @@ fn corpus() -> Vec<Case> {
             with(&peer, "/inputSchema", json!("object")),
             Some(Unknown),
             Some(("not_a_schema", "$.inputSchema")),
+        ),
+        // The lab's definition-change scenarios.
+        case(
+            "lab_breaking_scenario_adds_a_required_property",
+            lab_changed(
+                "ticket_create",
+                0,
+                crate::lab::behaviour::DefinitionChange::Breaking,
+            ),
+            lab_changed(
+                "ticket_create",
+                1,
+                crate::lab::behaviour::DefinitionChange::Breaking,
+            ),
+            Some(Breaking),
+            Some(("required_added", "$.inputSchema.required")),
+        ),
+        case(
+            "lab_compatible_scenario_adds_an_optional_property",
+            lab_changed(
+                "ticket_search",
+                0,
+                crate::lab::behaviour::DefinitionChange::Compatible,
+            ),
+            lab_changed(
+                "ticket_search",
+                1,
+                crate::lab::behaviour::DefinitionChange::Compatible,
+            ),
+            Some(Compatible),
+            Some(("optional_property_added", "$.inputSchema.properties.limit")),
+        ),
+        case(
+            "lab_rug_pull_scenario_changes_the_description_only",
+            lab_changed(
+                "kb_get_document",
+                0,
+                crate::lab::behaviour::DefinitionChange::Description,
+            ),
+            lab_changed(
+                "kb_get_document",
+                1,
+                crate::lab::behaviour::DefinitionChange::Description,
+            ),
+            Some(Compatible),
+            Some(("description_changed", "$.description")),
         ),
         // Worst wins.
         case(
