@@ -270,6 +270,9 @@ fn target(p: &mut Page, t: &TargetSnapshot, generated_at: &str, now: SystemTime)
     if !t.probes.is_empty() {
         probes(p, &t.probes);
     }
+    if let Some(pins) = &t.pins {
+        changes::pins(p, pins);
+    }
     for c in &t.connections {
         connection(p, c, generated_at, now);
     }
@@ -457,6 +460,7 @@ fn connection(p: &mut Page, c: &ConnStatus, generated_at: &str, now: SystemTime)
         );
     }
     p.table("<table>\n", rows);
+    changes::tool_changes(p, c.changes.iter());
     p.table(
         "<table><tr><th>Time</th><th>Event</th><th>Detail</th></tr>\n",
         or_else(
@@ -471,7 +475,7 @@ fn event_row(e: &crate::probe::status::Event) -> String {
     let class = match e.kind {
         "walk_failed" | "session_failed" | "session_closed" | "unannounced_change"
         | "probe_failed" | "ping_failed" | "stream_lost" => " class=\"bad\"",
-        "drift" => " class=\"warn\"",
+        "drift" | "tool_changed" => " class=\"warn\"",
         _ => "",
     };
     format!(
@@ -482,5 +486,6 @@ fn event_row(e: &crate::probe::status::Event) -> String {
     )
 }
 
+mod changes;
 #[cfg(test)]
 mod tests;
