@@ -10,6 +10,13 @@
 //! | `kb_no_stream`    | declares `listChanged` but answers GET with 405 (F3)   | stream up 0 while capable 1      |
 //! | `kb_flaky_relist` | the first 2 `tools/list` after each redeploy fail (F5) | refresh failures, then recovery  |
 //! | `kb_modern`       | nothing wrong, 2026-07-28 only (`initialize` refused)  | era modern, drift 0, pages 2     |
+//!
+//! Tool definition changes (docs/changes.md) show on every target: each redeploy changes
+//! `search_v2`'s schema under the same name, a `breaking` change on
+//! `mcp_probe_tool_changes_total` and the status page. `kb_lossy_gateway` is also pinned to the
+//! first deploy's tools (a pins file written to the temporary folder at start): from the first
+//! redeploy on, `search_legacy` is a pinned tool gone and `search_v2` an unpinned one, so the
+//! pin alerts have data.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -82,9 +89,11 @@ pub fn config(lab: &Lab) -> Config {
         notification_grace: Duration::from_secs(3),
         ..Defaults::default()
     };
+    let pins = demo_pins();
     let targets = profiles()
         .into_iter()
         .map(|(name, _)| TargetConfig {
+            pins: (name == "kb_lossy_gateway").then(|| pins.clone()).flatten(),
             endpoint: Endpoint::http(lab.url(&name)),
             protocol_version: ProtocolChoice::Auto,
             headers: vec![],
@@ -98,7 +107,6 @@ pub fn config(lab: &Lab) -> Config {
             probes: probes(&name),
             http: Default::default(),
             labels: Default::default(),
-            pins: None,
             name,
         })
         .collect();
@@ -106,6 +114,21 @@ pub fn config(lab: &Lab) -> Config {
         global,
         targets,
         ..Config::default()
+    }
+}
+
+/// The first deploy's tools as a pins file in a folder of the temporary directory (one per
+/// process); `None`, logged, when it cannot be written: the demo runs without pins then.
+fn demo_pins() -> Option<std::path::PathBuf> {
+    let dir = std::env::temp_dir().join(format!("mcp_exporter-demo-{}", std::process::id()));
+    let path = dir.join("kb.pins.json");
+    let text = crate::probe::changes::pins::render(&super::kb::tools(0));
+    match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text)) {
+        Ok(()) => Some(path),
+        Err(e) => {
+            tracing::warn!(error = %e, "demo pins file not written; kb_lossy_gateway runs unpinned");
+            None
+        }
     }
 }
 
