@@ -336,24 +336,31 @@ fn headers(flag: &str, raw: &[String]) -> Result<Vec<(String, Secret)>, String> 
         .collect()
 }
 
-/// `mcp_exporter check`: arguments that cannot be used exit 2 before any request is sent.
-fn run_check(args: CheckArgs) -> ExitCode {
-    let options = match check_options(&args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("mcp_exporter check: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+/// A one-shot command's options and runtime: arguments that cannot be used exit 2 before any
+/// request is sent.
+fn one_shot(
+    command: &str,
+    options: Result<check::Options, String>,
+) -> Result<(tokio::runtime::Runtime, check::Options), ExitCode> {
+    let options = options.map_err(|e| {
+        eprintln!("mcp_exporter {command}: {e}");
+        ExitCode::from(2)
+    })?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
+        .map_err(|e| {
             eprintln!("cannot start runtime: {e}");
-            return ExitCode::from(2);
-        }
+            ExitCode::from(2)
+        })?;
+    Ok((runtime, options))
+}
+
+/// `mcp_exporter check`.
+fn run_check(args: CheckArgs) -> ExitCode {
+    let (runtime, options) = match one_shot("check", check_options(&args)) {
+        Ok(ready) => ready,
+        Err(code) => return code,
     };
     let report = runtime.block_on(check::run(&options));
     print!("{}", check::report::render(&report, args.format));
@@ -392,22 +399,9 @@ fn check_options(args: &CheckArgs) -> Result<check::Options, String> {
 
 /// `mcp_exporter pin`: the pins file on stdout, exit 0; 2 when no listing could be taken.
 fn run_pin(args: ServerArgs) -> ExitCode {
-    let options = match server_options(&args) {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("mcp_exporter pin: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("cannot start runtime: {e}");
-            return ExitCode::from(2);
-        }
+    let (runtime, options) = match one_shot("pin", server_options(&args)) {
+        Ok(ready) => ready,
+        Err(code) => return code,
     };
     match runtime.block_on(check::pin::pin(&options)) {
         Ok(text) => {
