@@ -166,6 +166,22 @@ async fn pins_follow_file_edits_and_reloads_and_keep_the_last_good_file() {
         })
         .await;
     assert_eq!(pin_state(&s, "ticket_create"), (0.0, 0.0));
+    let status = exporter
+        .until_get(
+            "/status.json",
+            common::DEADLINE,
+            "the pins mismatch on /status.json",
+            |t| serde_json::from_str::<serde_json::Value>(t).ok(),
+            |v| v["targets"][0]["pins"]["mismatched_total"] == 1,
+        )
+        .await;
+    let m = &status["targets"][0]["pins"]["mismatched"][0];
+    assert_eq!(m["tool"], "kb_get_document");
+    assert_eq!(m["findings"][0]["path"], "$.description");
+    let page = common::get(&format!("{}/", exporter.base))
+        .await
+        .expect("the page");
+    assert!(page.contains("<h3>Pins</h3>") && page.contains("description changed"));
 
     // A broken file: refused, the last good pins stay in force.
     write(&pins_path, "{\"version\": 1, \"tools\": [{\"name\": 3}]}");
