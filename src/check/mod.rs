@@ -413,7 +413,7 @@ impl Checker<'_> {
                 Status::Fail,
                 format!("the second walk failed where the first completed: {e}"),
             ),
-            Ok(_) => compare(&first, &second, notified),
+            Ok(_) => compare(&first, &second, notified, &self.definitions),
         };
         self.report.row(status, "stable_listing", detail);
         Some(first_tools)

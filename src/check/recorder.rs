@@ -14,7 +14,7 @@ use super::{Checker, Status, WalkSummary};
 use crate::config::valid_tool_name;
 use crate::mcp::{Client, McpError, truncate};
 use crate::probe::changes::{self, Definitions, ToolChange};
-use crate::probe::toolset::{Drift, ToolSet, kept_name, tool_fingerprint};
+use crate::probe::toolset::{ToolSet, kept_name, tool_fingerprint};
 use crate::probe::walker::{self, Pager, WalkError, WalkReport};
 
 /// At most this many names are quoted in one row; the rest are counted.
@@ -206,7 +206,12 @@ fn first_of_each<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
 }
 
 /// The second walk against the first: same names in the same order with the same definitions.
-pub(super) fn compare(first: &Recorded, second: &Recorded, notified: bool) -> (Status, String) {
+pub(super) fn compare(
+    first: &Recorded,
+    second: &Recorded,
+    notified: bool,
+    definitions: &Definitions,
+) -> (Status, String) {
     let a: Vec<&(String, u64)> = first.served().collect();
     let b: Vec<&(String, u64)> = second.served().collect();
     let (Ok(w1), Ok(w2)) = (&first.report.result, &second.report.result) else {
@@ -245,7 +250,7 @@ pub(super) fn compare(first: &Recorded, second: &Recorded, notified: bool) -> (S
             Status::Info,
             format!(
                 "the list changed between the walks, and list_changed was received: {}",
-                describe(&drift)
+                classified(&w1.tools, &w2.tools, definitions)
             ),
         )
     } else {
@@ -254,28 +259,10 @@ pub(super) fn compare(first: &Recorded, second: &Recorded, notified: bool) -> (S
             format!(
                 "two walks a moment apart differ and no list_changed arrived: {}; a client's \
                  cache is stale as soon as it is filled",
-                describe(&drift)
+                classified(&w1.tools, &w2.tools, definitions)
             ),
         )
     }
-}
-
-/// "added a; removed b; changed c" (server = the later listing).
-pub(super) fn describe(d: &Drift) -> String {
-    if d.is_empty() {
-        return "no change".into();
-    }
-    let mut parts = Vec::new();
-    for (what, list) in [
-        ("added", &d.missing),
-        ("removed", &d.extra),
-        ("changed", &d.changed),
-    ] {
-        if !list.is_empty() {
-            parts.push(format!("{what} {}", names(list)));
-        }
-    }
-    parts.join("; ")
 }
 
 /// What changed from `before` to `after`, each changed definition with its class and the first
@@ -412,9 +399,12 @@ mod tests {
     fn identical_walks_pass_and_order_changes_warn() {
         let a = recorded(&[&[("a", 1), ("b", 2)], &[("c", 3)]], true);
         let same = recorded(&[&[("a", 1)], &[("b", 2), ("c", 3)]], true);
-        assert_eq!(compare(&a, &same, false).0, Status::Pass);
+        assert_eq!(
+            compare(&a, &same, false, &Definitions::new(1 << 20)).0,
+            Status::Pass
+        );
         let swapped = recorded(&[&[("b", 2), ("a", 1)], &[("c", 3)]], true);
-        let (s, d) = compare(&a, &swapped, false);
+        let (s, d) = compare(&a, &swapped, false, &Definitions::new(1 << 20));
         assert_eq!(s, Status::Warn);
         assert!(d.contains("position 1: \"a\" then \"b\""), "{d}");
     }
@@ -423,10 +413,13 @@ mod tests {
     fn changed_walks_fail_unless_announced() {
         let a = recorded(&[&[("a", 1), ("b", 2)]], true);
         let b = recorded(&[&[("a", 9), ("c", 3)]], true);
-        let (s, d) = compare(&a, &b, false);
+        let (s, d) = compare(&a, &b, false, &Definitions::new(1 << 20));
         assert_eq!(s, Status::Fail);
         assert!(d.contains("added c; removed b; changed a"), "{d}");
-        assert_eq!(compare(&a, &b, true).0, Status::Info);
+        assert_eq!(
+            compare(&a, &b, true, &Definitions::new(1 << 20)).0,
+            Status::Info
+        );
     }
 
     #[test]

@@ -687,6 +687,11 @@ fn bound(
     let tighter = match (b, a) {
         (None, Some(_)) => true,
         (Some(_), None) => false,
+        (Some(b), Some(a)) if a == b => {
+            // `1` and `1.0`: the same bound written another way.
+            out.push(p, "number_form_changed", Class::Compatible, bv, av);
+            return;
+        }
         (Some(b), Some(a)) if lower => a > b,
         (Some(b), Some(a)) => a < b,
         (None, None) => return,

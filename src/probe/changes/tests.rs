@@ -513,6 +513,16 @@ fn corpus() -> Vec<Case> {
             Some(Breaking),
             Some(("boolean_schema", "$.inputSchema.properties.q")),
         ),
+        case(
+            "same_bound_written_another_way_is_compatible",
+            with(&py, &format!("{props}/top_k/minimum"), json!(1)),
+            with(&py, &format!("{props}/top_k/minimum"), json!(1.0)),
+            Some(Compatible),
+            Some((
+                "number_form_changed",
+                "$.inputSchema.properties.top_k.minimum",
+            )),
+        ),
         // Output.
         case(
             "output_schema_added_is_compatible",
