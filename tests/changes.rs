@@ -177,6 +177,7 @@ async fn pins_follow_file_edits_and_reloads_and_keep_the_last_good_file() {
         .await;
     let m = &status["targets"][0]["pins"]["mismatched"][0];
     assert_eq!(m["tool"], "kb_get_document");
+    assert_eq!(m["description_changed"], true);
     assert_eq!(m["findings"][0]["path"], "$.description");
     let page = common::get(&format!("{}/", exporter.base))
         .await

@@ -64,7 +64,8 @@ pub struct ToolChange {
     /// Findings not shown.
     #[serde(skip_serializing_if = "is_zero")]
     pub more: usize,
-    #[serde(skip)]
+    /// The `description` changed (the rug-pull pattern when the tool is pinned).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub description_changed: bool,
 }
 
