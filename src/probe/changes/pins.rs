@@ -348,3 +348,24 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn any_bytes_parse_or_name_a_field_without_panicking(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            let _ = Pins::parse(&bytes);
+        }
+
+        #[test]
+        fn a_rendered_file_always_parses_back(names in prop::collection::vec("[a-z_]{1,12}", 0..20), d in ".{0,40}") {
+            let tools: Vec<Value> = names.iter().map(|n| json!({"name": n, "description": d, "inputSchema": {"type": "object"}})).collect();
+            let pins = Pins::parse(render(&tools).as_bytes()).expect("parses");
+            let distinct: std::collections::BTreeSet<&String> = names.iter().collect();
+            prop_assert_eq!(pins.tools.len(), distinct.len());
+        }
+    }
+}
