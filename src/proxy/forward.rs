@@ -470,7 +470,8 @@ impl Observer {
     }
 }
 
-/// The upstream's body on its way to the client, shown to the observer chunk by chunk.
+/// The upstream's body on its way to the client, shown to the observer chunk by chunk. A body
+/// with a length is dropped without being polled to its end: the observer finishes then.
 struct Observed {
     inner: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
     obs: Option<Observer>,
@@ -494,6 +495,14 @@ impl Stream for Observed {
                 Poll::Ready(None)
             }
             other => other,
+        }
+    }
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        if let Some(o) = self.obs.take() {
+            o.finish();
         }
     }
 }
