@@ -103,7 +103,7 @@ impl Setup {
     }
 }
 
-fn c<'a>(client: &'a str) -> [(&'static str, &'a str); 2] {
+fn c(client: &str) -> [(&'static str, &str); 2] {
     [("proxy", "kb"), ("client", client)]
 }
 
