@@ -467,3 +467,62 @@ async fn sse_events_are_forwarded_one_by_one_while_the_stream_stays_open() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_restarts_changed_proxies_and_removes_stopped_ones_with_their_series() {
+    let lab = start_lab([(PROFILE, Behaviour::default())]).await;
+    let telemetry = Telemetry::new();
+    let proxies = mcp_exporter::proxy::Proxies::new();
+    let port = common::free_port();
+    let config = |name: &str, port: u16| {
+        McpProxyConfig::new(
+            name,
+            format!("127.0.0.1:{port}").parse().expect("address"),
+            lab.url(PROFILE),
+        )
+    };
+    let a = config("a", port);
+    let b = config("b", 0);
+    assert!(
+        proxies
+            .apply(&[a.clone(), b.clone()], &telemetry)
+            .await
+            .is_empty()
+    );
+    let has = |name: &str| {
+        telemetry
+            .render()
+            .contains(&format!("mcp_proxy_upstream_up{{proxy=\"{name}\"}}"))
+    };
+    assert!(has("a") && has("b"));
+    let first = proxies.addr("a").await.expect("a runs");
+    let mut changed = a.clone();
+    changed.max_sessions = 7;
+    assert!(
+        proxies
+            .apply(&[changed, b.clone()], &telemetry)
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        proxies.addr("a").await,
+        Some(first),
+        "restarted on its port"
+    );
+    assert!(proxies.status().iter().any(|p| p.name == "a"));
+    assert!(proxies.apply(&[b], &telemetry).await.is_empty());
+    assert!(!has("a"), "a removed proxy's series disappear");
+    assert!(has("b"));
+    assert!(proxies.addr("a").await.is_none());
+    assert!(
+        tokio::net::TcpStream::connect(first).await.is_err(),
+        "a removed proxy stops listening"
+    );
+    // A taken port is an error that names the proxy; the others still apply.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("address").port();
+    let errors = proxies.apply(&[config("c", port)], &telemetry).await;
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].contains("proxy c"), "{errors:?}");
+    proxies.shutdown().await;
+}
