@@ -526,3 +526,47 @@ async fn reload_restarts_changed_proxies_and_removes_stopped_ones_with_their_ser
     assert!(errors[0].contains("proxy c"), "{errors:?}");
     proxies.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_clients_are_tracked_by_their_reported_name() {
+    use mcp_exporter::mcp::{Client, Inbox, ProtocolVersion};
+    let s = Setup::new(|_| {}).await;
+    let url = url::Url::parse(&s.url()).expect("URL");
+    let net = mcp_exporter::net::TargetHttp::plain();
+    let endpoint = mcp_exporter::config::Endpoint::http(url);
+    let dialer = mcp_exporter::probe::connection::dialer(&endpoint, &[], &net).expect("dialer");
+    let (inbox, _requests) = Inbox::new();
+    let observe = |_: &'static str, _, _| {};
+    let modern = ProtocolVersion::parse("2026-07-28").expect("modern version");
+    let client = Client::connect(&dialer, Some(modern), Arc::new(inbox), DEADLINE, &observe)
+        .await
+        .expect("a modern session through the proxy");
+    assert_eq!(client.era(), mcp_exporter::mcp::Era::Modern);
+    // One page, then a call: the stateless client is one identity, by its clientInfo name.
+    let page = client
+        .request("tools/list", None)
+        .await
+        .expect("first page");
+    assert!(page.get("nextCursor").is_some());
+    client
+        .request(
+            "tools/call",
+            Some(json!({"name": "kb_stats", "arguments": {}})),
+        )
+        .await
+        .expect("a call");
+    let m = s
+        .until("first-page-only for the modern client", |m| {
+            m.v(
+                "mcp_proxy_first_page_only_sessions_total",
+                &c("mcp_exporter"),
+            ) == 1.0
+        })
+        .await;
+    let l = [
+        ("proxy", "kb"),
+        ("client", "mcp_exporter"),
+        ("method", "tools/list"),
+    ];
+    assert_eq!(m.v("mcp_proxy_requests_total", &l), 1.0);
+}
