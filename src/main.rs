@@ -121,6 +121,27 @@ enum Command {
     /// List one MCP server once and print its pins file (every tool's fingerprint and
     /// definition) on stdout: `pin URL > kb.pins.json`. See docs/changes.md.
     Pin(ServerArgs),
+    /// Run an MCP-aware reverse proxy in front of one server (passive mode, no targets): clients
+    /// connect to --listen, the proxy forwards to --upstream and exports mcp_proxy_* series on
+    /// --web.listen-address. See docs/proxy.md.
+    Proxy {
+        /// The MCP server's endpoint URL; its path is served as-is on --listen.
+        #[arg(long)]
+        upstream: url::Url,
+        /// Where clients connect.
+        #[arg(long, default_value = "127.0.0.1:10119")]
+        listen: String,
+        /// The `proxy` label.
+        #[arg(long, default_value = "default")]
+        name: String,
+        /// Address of /metrics and the status pages (also accepted before `proxy`).
+        #[arg(
+            long = "web.listen-address",
+            id = "proxy_web_listen",
+            value_name = "ADDRESS"
+        )]
+        web_listen: Option<String>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -253,10 +274,27 @@ fn main() -> ExitCode {
         }
         return run(app::run_lab(scenario, listen));
     }
-    let source = if cli.demo {
-        Source::Demo
-    } else {
-        Source::File(cli.config_file)
+    let mut web_listen = cli.listen;
+    let source = match cli.command {
+        Some(Command::Proxy {
+            upstream,
+            listen,
+            name,
+            web_listen: given,
+        }) => {
+            web_listen = given.or(web_listen);
+            let Some(addr) = config::parse_proxy_listen(&listen) else {
+                eprintln!("mcp_exporter proxy: --listen {listen:?} is not host:port");
+                return ExitCode::from(2);
+            };
+            if !matches!(upstream.scheme(), "http" | "https") {
+                eprintln!("mcp_exporter proxy: --upstream must be an http:// or https:// URL");
+                return ExitCode::from(2);
+            }
+            Source::Proxy(Box::new(config::McpProxyConfig::new(&name, addr, upstream)))
+        }
+        _ if cli.demo => Source::Demo,
+        _ => Source::File(cli.config_file),
     };
     let otlp = match cli.otlp_endpoint {
         None => None,
@@ -294,7 +332,7 @@ fn main() -> ExitCode {
         max_connections: cli.web_max_connections as usize,
     };
     run(app::run(Options {
-        listen: app::listen_address(cli.listen, cli.demo),
+        listen: app::listen_address(web_listen, cli.demo),
         source,
         otlp,
         web,
