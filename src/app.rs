@@ -40,6 +40,8 @@ pub enum Source {
     File(PathBuf),
     /// The embedded demo lab (fixed configuration).
     Demo,
+    /// `mcp_exporter proxy`: one reverse proxy, no targets.
+    Proxy(crate::config::McpProxyConfig),
 }
 
 #[derive(Debug, Clone)]
@@ -170,6 +172,27 @@ struct Daemon {
     /// Set once a configuration was applied (`/-/ready` reads it): a failed first load has
     /// nothing to keep.
     ready: Arc<AtomicBool>,
+    /// The reverse proxies (`proxies:`), applied after each configuration.
+    proxies: Arc<crate::proxy::Proxies>,
+    /// A configuration was applied whose proxies are not yet.
+    proxies_wanted: bool,
+}
+
+impl Daemon {
+    /// Start, restart and stop proxies to match the applied configuration.
+    async fn apply_proxies(&mut self) {
+        if !std::mem::take(&mut self.proxies_wanted) {
+            return;
+        }
+        let configs = self
+            .config
+            .as_ref()
+            .map(|c| c.proxies.clone())
+            .unwrap_or_default();
+        for e in self.proxies.apply(&configs, &self.telemetry).await {
+            tracing::error!(error = %e, "proxy not started");
+        }
+    }
 }
 
 impl Daemon {
@@ -238,6 +261,7 @@ impl Daemon {
             ..Config::default()
         };
         let applied = self.supervisor.apply(&owned);
+        self.proxies_wanted = true;
         tracing::info!(started = ?applied.started, restarted = ?applied.restarted, stopped = ?applied.stopped, kept = applied.kept.len(), owned = owned.targets.len(), configured = merged.configured, "{what}");
         self.telemetry
             .daemon_gauge(catalog::TARGETS)
@@ -323,7 +347,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
                 .await
                 .map_err(|e| format!("demo lab: {e}"))?,
         ),
-        Source::File(_) => None,
+        Source::File(_) | Source::Proxy(_) => None,
     };
     let loader = match (&opts.source, &lab) {
         (Source::File(p), _) => Loader::File(p.clone()),
@@ -332,6 +356,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
             Loader::Fixed(Box::new(crate::lab::demo::config(lab)))
         }
         (Source::Demo, None) => return Err("demo lab is not running".into()),
+        (Source::Proxy(p), _) => Loader::Fixed(Box::new(Config {
+            proxies: vec![p.clone()],
+            ..Config::default()
+        })),
     };
     telemetry
         .daemon_gauge_with(
@@ -356,6 +384,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         shard: opts.shard,
         config: None,
         ready: Arc::new(AtomicBool::new(false)),
+        proxies: crate::proxy::Proxies::new(),
+        proxies_wanted: false,
     };
 
     let (reload_tx, mut reload_rx) = mpsc::channel(4);
@@ -365,6 +395,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         status: daemon.supervisor.status(),
         ready: daemon.ready.clone(),
         lifecycle: opts.lifecycle,
+        proxies: daemon.proxies.clone(),
     });
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(web::serve(
@@ -386,6 +417,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
             (loaded, callers) = reloads.finished() => {
                 let had_one = daemon.applied();
                 let result = daemon.reload(loaded);
+                daemon.apply_proxies().await;
                 if let (false, Err(e)) = (had_one, &result) {
                     break Err(e.clone());
                 }
@@ -404,6 +436,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     tracing::info!("shutting down");
     let _ = stop_tx.send(true);
     daemon.supervisor.shutdown().await;
+    daemon.proxies.shutdown().await;
     let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
     if let Some(push) = push {
         // The SDK bounds its own flush by the export timeout.

@@ -31,6 +31,8 @@ pub mod net;
 pub mod oauth;
 /// The probe: long-lived connections, cursor walks, the cache and its audit.
 pub mod probe;
+/// Passive mode: an MCP-aware reverse proxy that sees real clients' stale tool caches.
+pub mod proxy;
 /// Horizontal sharding: which targets this replica owns (rendezvous hashing of names).
 pub mod shard;
 /// Metric catalog, per-target recorders and the merged exposition.

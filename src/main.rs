@@ -118,6 +118,27 @@ enum Command {
     /// Check one MCP server once, as a correct client would use it, and exit 0 (fine, warnings
     /// allowed), 1 (a client would hit a problem) or 2 (could not check). See docs/check.md.
     Check(CheckArgs),
+    /// Run an MCP-aware reverse proxy in front of one server (passive mode, no targets): clients
+    /// connect to --listen, the proxy forwards to --upstream and exports mcp_proxy_* series on
+    /// --web.listen-address. See docs/proxy.md.
+    Proxy {
+        /// The MCP server's endpoint URL; its path is served as-is on --listen.
+        #[arg(long)]
+        upstream: url::Url,
+        /// Where clients connect.
+        #[arg(long, default_value = "127.0.0.1:10119")]
+        listen: String,
+        /// The `proxy` label.
+        #[arg(long, default_value = "default")]
+        name: String,
+        /// Address of /metrics and the status pages (also accepted before `proxy`).
+        #[arg(
+            long = "web.listen-address",
+            id = "proxy_web_listen",
+            value_name = "ADDRESS"
+        )]
+        web_listen: Option<String>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -236,10 +257,27 @@ fn main() -> ExitCode {
         }
         return run(app::run_lab(scenario, listen));
     }
-    let source = if cli.demo {
-        Source::Demo
-    } else {
-        Source::File(cli.config_file)
+    let mut web_listen = cli.listen;
+    let source = match cli.command {
+        Some(Command::Proxy {
+            upstream,
+            listen,
+            name,
+            web_listen: given,
+        }) => {
+            web_listen = given.or(web_listen);
+            let Some(addr) = config::parse_proxy_listen(&listen) else {
+                eprintln!("mcp_exporter proxy: --listen {listen:?} is not host:port");
+                return ExitCode::from(2);
+            };
+            if !matches!(upstream.scheme(), "http" | "https") {
+                eprintln!("mcp_exporter proxy: --upstream must be an http:// or https:// URL");
+                return ExitCode::from(2);
+            }
+            Source::Proxy(config::McpProxyConfig::new(&name, addr, upstream))
+        }
+        _ if cli.demo => Source::Demo,
+        _ => Source::File(cli.config_file),
     };
     let otlp = match cli.otlp_endpoint {
         None => None,
@@ -277,7 +315,7 @@ fn main() -> ExitCode {
         max_connections: cli.web_max_connections as usize,
     };
     run(app::run(Options {
-        listen: app::listen_address(cli.listen, cli.demo),
+        listen: app::listen_address(web_listen, cli.demo),
         source,
         otlp,
         web,

@@ -29,6 +29,7 @@
 //! * `expand`: `${VAR}` expansion;
 //! * `discovery`: `file_sd_configs` and `http_sd_configs`, and the template of their targets;
 //! * `labels`: the rules for a target's `labels` (static or discovered);
+//! * `proxy`: `proxies:`, the passive mode's reverse proxies;
 //! * `probes`, `limits`, `secret`, `error`: functional probes, bounds checked before parsing,
 //!   values kept out of logs, and the error type.
 
@@ -43,6 +44,7 @@ mod labels;
 mod limits;
 mod model;
 mod probes;
+mod proxy;
 mod raw;
 mod secret;
 #[cfg(test)]
@@ -69,5 +71,8 @@ pub use model::{
     ProtocolChoice, TargetConfig,
 };
 pub use probes::{Expect, MAX_PROBES, ProbeConfig, valid_tool_name};
+pub use proxy::{
+    ClientLabel, DEFAULT_PROXY_LISTEN, McpProxyConfig, parse_listen as parse_proxy_listen,
+};
 pub use raw::parse_bytes;
 pub use secret::{Secret, redact_url};

@@ -28,6 +28,8 @@ pub struct Config {
     pub file_sd: Vec<FileSdConfig>,
     /// `http_sd_configs`: URLs of target groups, polled.
     pub http_sd: Vec<HttpSdConfig>,
+    /// `proxies`: the passive mode's reverse proxies (see `crate::proxy`).
+    pub proxies: Vec<super::McpProxyConfig>,
 }
 
 /// Settings of the `global` section; each is the default for every target.

@@ -50,13 +50,14 @@ macro_rules! with_http_blocks {
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping with the keys `global`, `targets`, `file_sd_configs` and `http_sd_configs`"
+    expecting = "a mapping with the keys `global`, `targets`, `file_sd_configs`, `http_sd_configs` and `proxies`"
 )]
 pub(super) struct RawConfig {
     pub(super) global: Option<RawGlobal>,
     pub(super) targets: Option<Vec<RawTarget>>,
     pub(super) file_sd_configs: Option<Vec<RawFileSd>>,
     pub(super) http_sd_configs: Option<Vec<RawHttpSd>>,
+    pub(super) proxies: Option<Vec<super::proxy::RawProxy>>,
 }
 
 /// One entry of `file_sd_configs`.

@@ -163,11 +163,13 @@ fn parse_with_base(
         &global,
         inherited_timeout,
     )?;
+    let proxies = super::proxy::validate(&v, raw.proxies.unwrap_or_default())?;
     Ok(Config {
         global,
         targets,
         file_sd,
         http_sd,
+        proxies,
     })
 }
 

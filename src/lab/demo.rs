@@ -19,6 +19,18 @@ use crate::config::{
     Config, Defaults, Endpoint, Expect, ProbeConfig, ProtocolChoice, TargetConfig,
 };
 
+/// The demo's reverse proxy (`proxy` label) and where it listens: in front of `kb_healthy`,
+/// whose tool list swaps at every redeploy. Clients use [`proxy_url`].
+pub const PROXY_NAME: &str = "kb_proxy";
+pub const PROXY_LISTEN: &str = crate::config::DEFAULT_PROXY_LISTEN;
+/// The lab profile the demo proxy fronts.
+const PROXY_PROFILE: &str = "kb_healthy";
+
+/// The MCP endpoint of the demo proxy (the upstream's path, served as-is).
+pub fn proxy_url() -> url::Url {
+    url::Url::parse(&format!("http://{PROXY_LISTEN}/{PROXY_PROFILE}/mcp")).expect("static URL")
+}
+
 /// How often the demo backend is redeployed with a changed tool list.
 pub const CHURN_PERIOD: Duration = Duration::from_secs(30);
 
@@ -103,9 +115,15 @@ pub fn config(lab: &Lab) -> Config {
             name,
         })
         .collect();
+    let listen = crate::config::parse_proxy_listen(PROXY_LISTEN).expect("static address");
+    let mut proxy = crate::config::McpProxyConfig::new(PROXY_NAME, listen, lab.url(PROXY_PROFILE));
+    proxy.cursor_grace = Duration::from_secs(5);
+    proxy.relist_grace = Duration::from_secs(10);
+    proxy.catalog_refresh_interval = Duration::from_secs(30);
     Config {
         global,
         targets,
+        proxies: vec![proxy],
         ..Config::default()
     }
 }

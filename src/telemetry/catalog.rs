@@ -167,6 +167,46 @@ metrics_catalog! {
         "Connections open to the exporter's own port (/metrics, the status page); at most --web.max-connections.";
     WEB_CONNECTIONS_CLOSED = "mcp_exporter_web_connections_closed_total", Counter, ["reason"],
         "Connections to the exporter's own port that it closed, by reason (header_read_timeout, idle_timeout, evicted, refused, tls_handshake_failed).";
+    PROXY_UPSTREAM_UP = "mcp_proxy_upstream_up", Gauge, ["proxy"],
+        "1 when the proxy's last walk of the upstream's tools/list (its own catalog session) completed.";
+    PROXY_UPSTREAM_TOOLS = "mcp_proxy_upstream_tools", Gauge, ["proxy"],
+        "Tools in the proxy's catalog of the upstream (its last complete walk).";
+    PROXY_SESSIONS = "mcp_proxy_sessions", Gauge, ["proxy", "client"],
+        "Client sessions the proxy tracks now, by client.";
+    PROXY_SESSIONS_STARTED = "mcp_proxy_sessions_started_total", Counter, ["proxy", "client"],
+        "Client sessions the proxy started tracking, by client.";
+    PROXY_SESSIONS_ENDED = "mcp_proxy_sessions_ended_total", Counter, ["proxy", "reason"],
+        "Tracked client sessions that ended, by reason (deleted, expired, idle, evicted).";
+    PROXY_REQUESTS = "mcp_proxy_requests_total", Counter, ["proxy", "client", "method"],
+        "JSON-RPC requests forwarded to the upstream, by client and method (MCP methods; anything else is other).";
+    PROXY_REQUEST_DURATION = "mcp_proxy_request_duration_seconds", Histogram, ["proxy", "method"],
+        "Time from forwarding a request to the upstream's complete answer, by method.";
+    PROXY_REJECTED = "mcp_proxy_rejected_requests_total", Counter, ["proxy", "reason"],
+        "Requests the proxy answered itself or the upstream refused for an unknown session, by reason (invalid_json, body_too_large, unknown_session, session_limit, upstream_unavailable).";
+    PROXY_TOOLS_LIST_REQUESTS = "mcp_proxy_tools_list_requests_total", Counter, ["proxy", "client", "cursor"],
+        "Clients' tools/list requests, by whether they carried a cursor.";
+    PROXY_CURSORS_ISSUED = "mcp_proxy_cursors_issued_total", Counter, ["proxy", "client"],
+        "tools/list answers with nextCursor sent to clients.";
+    PROXY_CURSORS_FOLLOWED = "mcp_proxy_cursors_followed_total", Counter, ["proxy", "client"],
+        "Cursors issued to clients that the same session then followed with tools/list.";
+    PROXY_FIRST_PAGE_ONLY = "mcp_proxy_first_page_only_sessions_total", Counter, ["proxy", "client"],
+        "Sessions that got nextCursor and did not follow it within cursor_grace or before their next other request (counted once per session): their tool set is certainly incomplete.";
+    PROXY_CURSOR_ERRORS = "mcp_proxy_cursor_errors_total", Counter, ["proxy", "client"],
+        "Clients' tools/list requests with a cursor that the upstream answered with an error.";
+    PROXY_CURSOR_AGE = "mcp_proxy_cursor_age_seconds", Histogram, ["proxy"],
+        "Time from sending a nextCursor to a client to that client's tools/list with it.";
+    PROXY_LIST_CHANGED_FORWARDED = "mcp_proxy_list_changed_forwarded_total", Counter, ["proxy", "client"],
+        "notifications/tools/list_changed forwarded to clients.";
+    PROXY_RELIST_LAG = "mcp_proxy_relist_lag_seconds", Histogram, ["proxy"],
+        "Time from forwarding list_changed to a session to that session's next tools/list.";
+    PROXY_WITHOUT_RELIST = "mcp_proxy_sessions_without_relist_total", Counter, ["proxy", "client", "after"],
+        "Sessions that called tools on a list they did not refresh: after=list_changed (no tools/list within relist_grace or before the next tools/call), after=reconnect (the session's first tools/call came before any tools/list).";
+    PROXY_STALE_TOOL_CALLS = "mcp_proxy_stale_tool_calls_total", Counter, ["proxy", "client", "tool"],
+        "tools/call of a tool absent from the upstream's current list (tool: a name the upstream listed in the last 24 h, else other).";
+    PROXY_STALE_SCHEMA_CALLS = "mcp_proxy_stale_schema_calls_total", Counter, ["proxy", "client", "tool"],
+        "tools/call whose arguments fit the tool's previous inputSchema but not its current one.";
+    PROXY_FLATTENED = "mcp_proxy_flattened_listings_total", Counter, ["proxy", "client", "result"],
+        "tools/list answers merged into one page for clients named in flatten_pages, by result (success; failure: the first page was forwarded instead).";
 }
 
 /// Look a family up by name.
@@ -213,7 +253,11 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for d in CATALOG {
             assert!(seen.insert(d.name), "duplicate {}", d.name);
-            assert!(d.name.starts_with("mcp_probe_") || d.name.starts_with("mcp_exporter_"));
+            assert!(
+                d.name.starts_with("mcp_probe_")
+                    || d.name.starts_with("mcp_exporter_")
+                    || d.name.starts_with("mcp_proxy_")
+            );
             assert_eq!(
                 d.kind == Kind::Counter,
                 d.name.ends_with("_total"),
@@ -225,6 +269,9 @@ mod tests {
             }
             if d.name.starts_with("mcp_probe_") {
                 assert_eq!(d.labels.first(), Some(&"target"), "{}", d.name);
+            }
+            if d.name.starts_with("mcp_proxy_") {
+                assert_eq!(d.labels.first(), Some(&"proxy"), "{}", d.name);
             }
             assert!(d.help.ends_with('.'), "{}", d.name);
         }

@@ -15,6 +15,7 @@ mod cells;
 mod conn;
 mod expo;
 pub mod otlp;
+pub mod proxy;
 mod render;
 mod samples;
 mod target;
@@ -48,6 +49,8 @@ pub struct Telemetry {
     daemon: PrometheusRecorder,
     process: metrics_process::Collector,
     targets: RwLock<BTreeMap<String, Arc<TargetMetrics>>>,
+    /// The reverse proxies' series (`mcp_proxy_*`), by proxy name.
+    proxies: RwLock<BTreeMap<String, Arc<proxy::ProxyMetrics>>>,
     /// Set when OTLP push runs: histogram samples are recorded there too.
     otel: OnceLock<otlp::OtelHistograms>,
     /// Bytes per family at the last scrape: the next one reserves them up front.
@@ -69,6 +72,7 @@ impl Telemetry {
             daemon,
             process,
             targets: RwLock::new(BTreeMap::new()),
+            proxies: RwLock::new(BTreeMap::new()),
             otel: OnceLock::new(),
             sizes: std::sync::Mutex::new(Vec::new()),
             exclusions,
@@ -144,6 +148,28 @@ impl Telemetry {
             .remove(name);
     }
 
+    /// Series for a proxy; replaces any earlier series of the same name.
+    pub fn add_proxy(&self, name: &str) -> Arc<proxy::ProxyMetrics> {
+        let p = Arc::new(proxy::ProxyMetrics::new(name));
+        self.proxies
+            .write()
+            .expect("metrics lock poisoned")
+            .insert(name.to_string(), p.clone());
+        p
+    }
+
+    /// Drop a proxy's series (when `current` is still the registered one: a restarted proxy's
+    /// new series are not removed by its old instance).
+    pub fn remove_proxy(&self, current: &Arc<proxy::ProxyMetrics>) {
+        let mut proxies = self.proxies.write().expect("metrics lock poisoned");
+        if proxies
+            .get(current.name())
+            .is_some_and(|p| Arc::ptr_eq(p, current))
+        {
+            proxies.remove(current.name());
+        }
+    }
+
     /// The current targets, so that rendering never holds the lock.
     fn snapshot(&self) -> Vec<Arc<TargetMetrics>> {
         self.targets
@@ -166,6 +192,16 @@ impl Telemetry {
         let mut out = expo::Exposition::with_sizes(&sizes, &self.exclusions);
         for t in self.snapshot() {
             t.render(&mut out);
+        }
+        let proxies: Vec<_> = self
+            .proxies
+            .read()
+            .expect("metrics lock poisoned")
+            .values()
+            .cloned()
+            .collect();
+        for p in proxies {
+            p.render(&mut out);
         }
         *self.sizes.lock().expect("metrics lock poisoned") = out.sizes();
         let mut text = out.finish();

@@ -10,6 +10,7 @@
 
 mod auth;
 mod page;
+mod proxy_page;
 mod serve;
 mod webconfig;
 
@@ -45,12 +46,16 @@ pub struct WebState {
     pub ready: Arc<AtomicBool>,
     /// `--web.enable-lifecycle`: whether `POST /-/reload` is served.
     pub lifecycle: bool,
+    /// The reverse proxies, for `/proxy` and `/proxy.json`.
+    pub proxies: Arc<crate::proxy::Proxies>,
 }
 
 pub fn router(state: WebState) -> Router {
     Router::new()
         .route("/", get(status_page))
         .route("/status.json", get(status_json))
+        .route("/proxy", get(proxy_page::html))
+        .route("/proxy.json", get(proxy_page::json))
         .route("/metrics", get(metrics))
         .route("/-/healthy", get(|| async { "Healthy\n" }))
         .route("/-/ready", get(ready))

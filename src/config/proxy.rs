@@ -1,0 +1,321 @@
+//! `proxies:`: the passive mode's reverse proxies, each in front of one MCP server.
+//!
+//! Parsed as strictly as targets (unknown keys are errors, every error names the field by its
+//! path, `proxies[0].listen`), because a reload replaces proxies that carry real clients' traffic:
+//! a typo must fail the reload, not silently open a proxy with a default.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::ConfigError;
+use super::raw::{RawBytes, parse_bytes};
+use super::validate::Validator;
+
+/// Default `listen` of the `proxy` subcommand and of the demo's `kb_proxy`.
+pub const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:10119";
+
+/// Most distinct `client` label values one proxy may be configured to keep.
+const MAX_CLIENTS_LIMIT: i64 = 1000;
+/// Most client sessions one proxy may be configured to track.
+const MAX_SESSIONS_LIMIT: i64 = 1_000_000;
+
+/// Where a client's `client` label value comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientLabel {
+    /// `clientInfo.name` (legacy: `initialize` params; modern: each request's `_meta`).
+    ClientInfo,
+    /// A request header set by the client or a gateway in front (e.g. `X-Client-Id`).
+    Header(String),
+}
+
+/// One validated proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpProxyConfig {
+    /// The `proxy` label.
+    pub name: String,
+    /// Where clients connect.
+    pub listen: SocketAddr,
+    /// The MCP server's endpoint; its path is served as-is on `listen`.
+    pub upstream: url::Url,
+    pub client_label: ClientLabel,
+    pub max_clients: usize,
+    pub max_sessions: usize,
+    pub session_idle_timeout: Duration,
+    pub cursor_grace: Duration,
+    pub relist_grace: Duration,
+    pub catalog_refresh_interval: Duration,
+    /// Client label values whose `tools/list` is answered as one page.
+    pub flatten_pages: Vec<String>,
+    pub max_request_bytes: usize,
+}
+
+impl McpProxyConfig {
+    /// A proxy with every default, as the `proxy` subcommand and the demo make it.
+    pub fn new(name: &str, listen: SocketAddr, upstream: url::Url) -> Self {
+        McpProxyConfig {
+            name: name.to_string(),
+            listen,
+            upstream,
+            client_label: ClientLabel::ClientInfo,
+            max_clients: 20,
+            max_sessions: 10_000,
+            session_idle_timeout: Duration::from_secs(30 * 60),
+            cursor_grace: Duration::from_secs(30),
+            relist_grace: Duration::from_secs(60),
+            catalog_refresh_interval: Duration::from_secs(5 * 60),
+            flatten_pages: Vec::new(),
+            max_request_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// `client_label:` as written: `clientInfo` or `{header: NAME}`.
+#[derive(Deserialize)]
+#[serde(untagged, expecting = "`clientInfo` or a mapping `{header: NAME}`")]
+pub(super) enum RawClientLabel {
+    Named(String),
+    Header(RawHeaderLabel),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHeaderLabel {
+    header: String,
+}
+
+/// One entry of `proxies:` as written.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with at least `name`, `listen` and `upstream`"
+)]
+pub(super) struct RawProxy {
+    name: Option<String>,
+    listen: Option<String>,
+    upstream: Option<String>,
+    client_label: Option<RawClientLabel>,
+    max_clients: Option<i64>,
+    max_sessions: Option<i64>,
+    session_idle_timeout: Option<String>,
+    cursor_grace: Option<String>,
+    relist_grace: Option<String>,
+    catalog_refresh_interval: Option<String>,
+    flatten_pages: Option<Vec<String>>,
+    max_request_bytes: Option<RawBytes>,
+}
+
+/// Validate `proxies:`: names and listen addresses unique.
+pub(super) fn validate(
+    v: &Validator<'_>,
+    raw: Vec<RawProxy>,
+) -> Result<Vec<McpProxyConfig>, ConfigError> {
+    let mut out: Vec<McpProxyConfig> = Vec::new();
+    for (i, r) in raw.into_iter().enumerate() {
+        let p = format!("proxies[{i}]");
+        let proxy = one(v, &p, r)?;
+        if let Some(j) = out.iter().position(|o| o.name == proxy.name) {
+            return Err(v.err(
+                format!("{p}.name"),
+                format!(
+                    "duplicate proxy name {:?} (first used by proxies[{j}])",
+                    proxy.name
+                ),
+            ));
+        }
+        if let Some(j) = out.iter().position(|o| o.listen == proxy.listen) {
+            return Err(v.err(
+                format!("{p}.listen"),
+                format!(
+                    "{} is already the listen address of proxies[{j}]",
+                    proxy.listen
+                ),
+            ));
+        }
+        out.push(proxy);
+    }
+    Ok(out)
+}
+
+fn one(v: &Validator<'_>, p: &str, r: RawProxy) -> Result<McpProxyConfig, ConfigError> {
+    let name = r.name.ok_or_else(|| {
+        v.err(
+            format!("{p}.name"),
+            "required (it becomes the `proxy` label)",
+        )
+    })?;
+    let valid_name = name.len() <= 64
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !valid_name {
+        return Err(v.err(
+            format!("{p}.name"),
+            format!("{name:?} is not a valid proxy name; use [a-zA-Z_][a-zA-Z0-9_-]*, at most 64 characters"),
+        ));
+    }
+    let listen = r.listen.ok_or_else(|| {
+        v.err(
+            format!("{p}.listen"),
+            "required: host:port where clients connect",
+        )
+    })?;
+    let listen = parse_listen(&listen).ok_or_else(|| {
+        v.err(
+            format!("{p}.listen"),
+            format!("{listen:?} is not host:port"),
+        )
+    })?;
+    let upstream = r
+        .upstream
+        .ok_or_else(|| v.err(format!("{p}.upstream"), "required: the MCP server's URL"))?;
+    let upstream = url::Url::parse(&upstream)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .ok_or_else(|| {
+            v.err(
+                format!("{p}.upstream"),
+                "not an http:// or https:// URL of an MCP endpoint",
+            )
+        })?;
+    let mut c = McpProxyConfig::new(&name, listen, upstream);
+    c.client_label = match r.client_label {
+        None => ClientLabel::ClientInfo,
+        Some(RawClientLabel::Named(n)) if n == "clientInfo" => ClientLabel::ClientInfo,
+        Some(RawClientLabel::Named(n)) => {
+            return Err(v.err(
+                format!("{p}.client_label"),
+                format!("{n:?}: write `clientInfo` or `{{header: NAME}}`"),
+            ));
+        }
+        Some(RawClientLabel::Header(h)) => {
+            if axum::http::HeaderName::from_bytes(h.header.as_bytes()).is_err() {
+                return Err(v.err(
+                    format!("{p}.client_label.header"),
+                    format!("{:?} is not a header name", h.header),
+                ));
+            }
+            ClientLabel::Header(h.header.to_ascii_lowercase())
+        }
+    };
+    let range = |key: &str, raw: Option<i64>, max: i64| -> Result<Option<usize>, ConfigError> {
+        match raw {
+            None => Ok(None),
+            Some(n) if (1..=max).contains(&n) => Ok(Some(n as usize)),
+            Some(n) => Err(v.err(
+                format!("{p}.{key}"),
+                format!("{n} is out of range; must be between 1 and {max}"),
+            )),
+        }
+    };
+    if let Some(n) = range("max_clients", r.max_clients, MAX_CLIENTS_LIMIT)? {
+        c.max_clients = n;
+    }
+    if let Some(n) = range("max_sessions", r.max_sessions, MAX_SESSIONS_LIMIT)? {
+        c.max_sessions = n;
+    }
+    for (key, raw, slot) in [
+        (
+            "session_idle_timeout",
+            r.session_idle_timeout,
+            &mut c.session_idle_timeout,
+        ),
+        ("cursor_grace", r.cursor_grace, &mut c.cursor_grace),
+        ("relist_grace", r.relist_grace, &mut c.relist_grace),
+        (
+            "catalog_refresh_interval",
+            r.catalog_refresh_interval,
+            &mut c.catalog_refresh_interval,
+        ),
+    ] {
+        if let Some(d) = v.duration(p, key, raw)? {
+            *slot = d;
+        }
+    }
+    if let Some(list) = r.flatten_pages {
+        c.flatten_pages = list;
+    }
+    if let Some(raw) = r.max_request_bytes {
+        let field = format!("{p}.max_request_bytes");
+        let n = match raw {
+            RawBytes::Number(n) => u64::try_from(n).ok(),
+            RawBytes::Text(t) => parse_bytes(&t),
+        }
+        .filter(|n| (1024..=64 * 1024 * 1024).contains(n))
+        .ok_or_else(|| {
+            v.err(
+                field,
+                "a size between 1KiB and 64MiB: a number of bytes or 4MiB",
+            )
+        })?;
+        c.max_request_bytes = n as usize;
+    }
+    Ok(c)
+}
+
+/// `host:port`, `:port` (every interface) or `localhost:port`.
+pub fn parse_listen(addr: &str) -> Option<SocketAddr> {
+    let full = if addr.starts_with(':') {
+        format!("0.0.0.0{addr}")
+    } else {
+        addr.replace("localhost:", "127.0.0.1:")
+    };
+    full.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::ok;
+    use super::*;
+
+    fn err(text: &str) -> String {
+        super::super::test_support::err(text)
+    }
+
+    #[test]
+    fn a_proxy_gets_defaults_and_overrides() {
+        let c = ok(
+            "proxies:\n  - name: kb\n    listen: 127.0.0.1:10119\n    upstream: http://127.0.0.1:10118/mcp\n    client_label: {header: X-Client-Id}\n    flatten_pages: [claude-code]\n    max_request_bytes: 1MiB\n    cursor_grace: 5s\n",
+        );
+        let p = &c.proxies[0];
+        assert_eq!(p.name, "kb");
+        assert_eq!(p.client_label, ClientLabel::Header("x-client-id".into()));
+        assert_eq!(p.max_request_bytes, 1024 * 1024);
+        assert_eq!(p.cursor_grace, Duration::from_secs(5));
+        assert_eq!(p.max_sessions, 10_000);
+        assert_eq!(p.flatten_pages, vec!["claude-code".to_string()]);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_field() {
+        let base =
+            "proxies:\n  - name: kb\n    listen: 127.0.0.1:10119\n    upstream: http://h/mcp\n";
+        let e = err(&format!("{base}    max_sessions: 0\n"));
+        assert!(
+            e.contains("test.yml") && e.contains("proxies[0].max_sessions"),
+            "{e}"
+        );
+        let e = err(&format!("{base}    bogus: 1\n"));
+        assert!(e.contains("bogus"), "{e}");
+        let e = err("proxies:\n  - name: 9kb\n    listen: 127.0.0.1:1\n    upstream: http://h/\n");
+        assert!(e.contains("proxies[0].name"), "{e}");
+        let e = err(&format!(
+            "{base}  - name: kb\n    listen: 127.0.0.1:2\n    upstream: http://h/\n"
+        ));
+        assert!(
+            e.contains("proxies[1].name") && e.contains("duplicate"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{base}  - name: kb2\n    listen: 127.0.0.1:10119\n    upstream: http://h/\n"
+        ));
+        assert!(e.contains("proxies[1].listen"), "{e}");
+        let e = err("proxies:\n  - name: kb\n    listen: 127.0.0.1:1\n    upstream: ftp://h/\n");
+        assert!(e.contains("proxies[0].upstream"), "{e}");
+    }
+}

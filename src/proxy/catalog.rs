@@ -1,0 +1,368 @@
+//! The proxy's own view of the upstream's tools: what "current list" means when a client calls
+//! a tool.
+//!
+//! The proxy opens its own session with the exporter's client ([`crate::mcp::Client`], like
+//! `check`) and walks `tools/list` with the probe's [`walker`] (page cap, repeated-cursor guard,
+//! byte budget), through a [`Pager`] that also keeps each tool's `inputSchema`. It walks on start,
+//! every `catalog_refresh_interval`, shortly after a `list_changed` passes through (debounced), and
+//! when a call names a tool it does not know and the catalog is older than the call (so a tool
+//! added a moment ago is not called stale).
+//!
+//! Kept: the current schema of every tool and the previous schema of tools whose definition
+//! changed (for stale-schema calls), within [`MAX_SCHEMA_BYTES`]; and the names listed in the last
+//! 24 h (at most [`MAX_TOOL_LABELS`]), the only values the `tool` label may take.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::{Notify, watch};
+
+use crate::config::Endpoint;
+use crate::mcp::{Client, Era, Inbox, McpError};
+use crate::probe::toolset::{kept_name, tool_fingerprint};
+use crate::probe::walker::{self, Pager, WalkLimits};
+use crate::telemetry::proxy::ProxyMetrics;
+
+/// Bytes of schemas (current and previous) one catalog keeps; past it a tool's schema is not
+/// kept and its calls are never judged stale-schema.
+pub const MAX_SCHEMA_BYTES: usize = 2 * 1024 * 1024;
+/// Most distinct `tool` label values.
+pub const MAX_TOOL_LABELS: usize = 500;
+/// How long a listed name stays a `tool` label value.
+const TOOL_LABEL_TTL: Duration = Duration::from_secs(24 * 3600);
+/// A `list_changed` seen starts a walk this long after (more in the meantime join it).
+const DEBOUNCE: Duration = Duration::from_millis(300);
+/// Wait before walking again after a failed walk or connect.
+const RETRY: Duration = Duration::from_secs(5);
+/// Deadline of each request of the catalog session.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Walk limits of the catalog session (the probe's defaults).
+const LIMITS: WalkLimits = WalkLimits {
+    max_pages: 64,
+    max_bytes: crate::config::DEFAULT_MAX_LISTING_BYTES * 4,
+};
+
+/// What the catalog knows of one tool.
+#[derive(Debug, Clone)]
+struct ToolDef {
+    fingerprint: u64,
+    schema: Option<Arc<Value>>,
+    /// The schema before the tool's last change, if it changed while the proxy watched.
+    previous: Option<Arc<Value>>,
+}
+
+#[derive(Default)]
+struct State {
+    tools: HashMap<Box<str>, ToolDef>,
+    /// Names listed, and when last.
+    listed: HashMap<Box<str>, Instant>,
+    walked_at: Option<Instant>,
+    schema_bytes: usize,
+}
+
+/// The catalog of one proxy's upstream.
+pub struct Catalog {
+    state: RwLock<State>,
+    /// Bumped after every walk, complete or not.
+    walks: watch::Sender<u64>,
+    trigger: Notify,
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Catalog {
+            state: RwLock::default(),
+            walks: watch::channel(0).0,
+            trigger: Notify::new(),
+        }
+    }
+}
+
+/// A stale-call verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Fine,
+    /// The tool is not in the upstream's current list.
+    StaleTool,
+    /// The arguments fit the previous schema, not the current one.
+    StaleSchema,
+    /// No catalog yet: nothing can be said.
+    Unknown,
+}
+
+impl Catalog {
+    /// Ask for a walk soon (a `list_changed` passed through).
+    pub fn refresh_soon(&self) {
+        self.trigger.notify_one();
+    }
+
+    /// Tools in the current list, if a walk completed.
+    pub fn len(&self) -> Option<usize> {
+        let s = self.state.read().expect("catalog lock");
+        s.walked_at.map(|_| s.tools.len())
+    }
+
+    /// The `tool` label of `name`: itself when listed in the last 24 h, else `other`.
+    pub fn tool_label(&self, name: &str) -> String {
+        let s = self.state.read().expect("catalog lock");
+        match s.listed.get(name) {
+            Some(t) if t.elapsed() < TOOL_LABEL_TTL => name.to_string(),
+            _ => "other".to_string(),
+        }
+    }
+
+    /// Whether a call of `tool` with `arguments` made at `at` is stale; walks first when the
+    /// tool is unknown and the catalog is older than the call (bounded by `wait`).
+    pub async fn judge(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        at: Instant,
+        wait: Duration,
+    ) -> Verdict {
+        let needs_walk = {
+            let s = self.state.read().expect("catalog lock");
+            !s.tools.contains_key(tool) && s.walked_at.is_some_and(|w| w < at)
+        };
+        if needs_walk {
+            let mut walks = self.walks.subscribe();
+            self.trigger.notify_one();
+            let newer = async {
+                loop {
+                    if walks.changed().await.is_err() {
+                        return;
+                    }
+                    if self
+                        .state
+                        .read()
+                        .expect("catalog lock")
+                        .walked_at
+                        .is_some_and(|w| w >= at)
+                    {
+                        return;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(wait, newer).await;
+        }
+        let s = self.state.read().expect("catalog lock");
+        if s.walked_at.is_none() {
+            return Verdict::Unknown;
+        }
+        let Some(def) = s.tools.get(tool) else {
+            return Verdict::StaleTool;
+        };
+        match (&def.previous, &def.schema) {
+            (Some(prev), Some(cur))
+                if super::schema::fits(prev, arguments) && !super::schema::fits(cur, arguments) =>
+            {
+                Verdict::StaleSchema
+            }
+            _ => Verdict::Fine,
+        }
+    }
+
+    /// Apply a complete walk's definitions.
+    fn apply(&self, defs: Vec<(Box<str>, u64, Option<Value>)>, now: Instant) {
+        let mut s = self.state.write().expect("catalog lock");
+        let mut old = std::mem::take(&mut s.tools);
+        let mut bytes = 0usize;
+        let mut tools = HashMap::with_capacity(defs.len());
+        for (name, fingerprint, schema) in defs {
+            let before = old.remove(&name);
+            let size = |v: &Option<Arc<Value>>| v.as_ref().map_or(0, |v| v.to_string().len());
+            let schema = schema.map(Arc::new);
+            let previous = match before {
+                Some(b) if b.fingerprint != fingerprint => b.schema,
+                Some(b) => b.previous,
+                None => None,
+            };
+            let mut def = ToolDef {
+                fingerprint,
+                schema,
+                previous,
+            };
+            let cost = size(&def.schema) + size(&def.previous);
+            if bytes + cost > MAX_SCHEMA_BYTES {
+                def.schema = None;
+                def.previous = None;
+            } else {
+                bytes += cost;
+            }
+            tools.insert(name, def);
+        }
+        s.tools = tools;
+        s.schema_bytes = bytes;
+        s.walked_at = Some(now);
+        let names: Vec<Box<str>> = s.tools.keys().cloned().collect();
+        s.listed
+            .retain(|_, t| now.duration_since(*t) < TOOL_LABEL_TTL);
+        for name in names {
+            if s.listed.len() < MAX_TOOL_LABELS || s.listed.contains_key(&name) {
+                s.listed.insert(name, now);
+            }
+        }
+    }
+
+    /// Walk the upstream on start, every `interval`, and when asked, until `stop`.
+    pub async fn run(
+        self: Arc<Self>,
+        upstream: url::Url,
+        interval: Duration,
+        metrics: Arc<ProxyMetrics>,
+        mut stop: watch::Receiver<bool>,
+    ) {
+        let mut session: Option<Arc<Client>> = None;
+        loop {
+            let started = Instant::now();
+            if session.is_none() {
+                session = connect(&upstream).await.ok().map(Arc::new);
+            }
+            let ok = match &session {
+                Some(client) => {
+                    let mut pager = CatalogPager {
+                        client: client.clone(),
+                        defs: Vec::new(),
+                        kept: 0,
+                    };
+                    let report = walker::walk(&mut pager, LIMITS).await;
+                    match report.result {
+                        Ok(_) => {
+                            self.apply(pager.defs, started);
+                            true
+                        }
+                        Err(e) => {
+                            tracing::debug!(error = %e, "proxy catalog walk failed");
+                            false
+                        }
+                    }
+                }
+                None => false,
+            };
+            if !ok {
+                if let Some(s) = session.take() {
+                    s.close().await;
+                }
+            }
+            metrics.upstream(ok, self.len());
+            self.walks.send_modify(|n| *n += 1);
+            let wait = if ok { interval } else { RETRY.min(interval) };
+            let triggered = tokio::select! {
+                _ = tokio::time::sleep(wait) => false,
+                _ = self.trigger.notified() => true,
+                _ = stop.wait_for(|s| *s) => break,
+            };
+            if triggered {
+                tokio::time::sleep(DEBOUNCE).await;
+            }
+        }
+        if let Some(s) = session {
+            s.close().await;
+        }
+    }
+}
+
+async fn connect(upstream: &url::Url) -> Result<Client, McpError> {
+    let net = crate::net::TargetHttp::plain();
+    let dialer = crate::probe::connection::dialer(&Endpoint::http(upstream.clone()), &[], &net)?;
+    let (inbox, _requests) = Inbox::new();
+    let observe = |_: &'static str, _, _| {};
+    Client::connect(&dialer, None, Arc::new(inbox), REQUEST_TIMEOUT, &observe).await
+}
+
+/// Pages for the walker, keeping each tool's fingerprint and `inputSchema`.
+struct CatalogPager {
+    client: Arc<Client>,
+    defs: Vec<(Box<str>, u64, Option<Value>)>,
+    kept: usize,
+}
+
+impl Pager for CatalogPager {
+    fn drops_invalid_header_annotations(&self) -> bool {
+        self.client.era() == Era::Modern
+    }
+
+    async fn page(
+        &mut self,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
+        let params = cursor.map(|c| json!({ "cursor": c }));
+        let (page, bytes) = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            self.client.request_within("tools/list", params, max_bytes),
+        )
+        .await
+        .map_err(|_| McpError::new(crate::mcp::Reason::Timeout, "tools/list timed out"))??;
+        for tool in page
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            if self.kept >= walker::MAX_TOOLS_PER_WALK {
+                break;
+            }
+            self.kept += 1;
+            self.defs.push((
+                kept_name(name).0,
+                tool_fingerprint(tool),
+                tool.get("inputSchema").cloned(),
+            ));
+        }
+        Ok((page, bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn changed_tools_keep_their_previous_schema_and_labels_are_bounded() {
+        let c = Catalog::default();
+        let t0 = Instant::now();
+        let schema =
+            |rev: u64| json!({"type": "object", "properties": {"revision": {"const": rev}}});
+        c.apply(
+            vec![
+                ("search".into(), 1, Some(schema(1))),
+                ("gone".into(), 5, None),
+            ],
+            t0,
+        );
+        c.apply(vec![("search".into(), 2, Some(schema(2)))], t0);
+        let args = json!({"revision": 1});
+        let now = Instant::now();
+        assert_eq!(
+            c.judge("search", &args, t0, Duration::ZERO).await,
+            Verdict::StaleSchema
+        );
+        assert_eq!(
+            c.judge("search", &json!({"revision": 2}), t0, Duration::ZERO)
+                .await,
+            Verdict::Fine
+        );
+        assert_eq!(
+            c.judge("gone", &args, t0, Duration::ZERO).await,
+            Verdict::StaleTool
+        );
+        // A call newer than the catalog waits (here: not at all) for a walk, then judges.
+        assert_eq!(
+            c.judge("new", &args, now, Duration::ZERO).await,
+            Verdict::StaleTool
+        );
+        assert_eq!(c.tool_label("gone"), "gone", "listed within 24 h");
+        assert_eq!(c.tool_label("never"), "other");
+        let many: Vec<_> = (0..600)
+            .map(|i| (format!("t{i}").into(), i, None))
+            .collect();
+        c.apply(many, t0);
+        assert!(c.state.read().unwrap().listed.len() <= MAX_TOOL_LABELS);
+    }
+}

@@ -1,0 +1,188 @@
+//! `flatten_pages`: the mitigation for clients that read only the first page.
+//!
+//! For a client label named in `flatten_pages`, a `tools/list` without a cursor is not forwarded:
+//! the proxy walks every page itself, in the client's own session (its headers, so the same
+//! session id, credentials and protocol version), with the probe's [`walker`] and its guards
+//! (page cap, byte budget, repeated cursor), and answers with one page holding every tool and no
+//! `nextCursor`. If the walk fails for any reason the request is forwarded as usual (the client
+//! gets the first page) and the failure is counted.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::request::Parts;
+use axum::http::{Method, StatusCode, header};
+use axum::response::Response;
+use futures_util::StreamExt;
+use serde_json::{Map, Value, json};
+
+use super::Shared;
+use super::forward::Exchange;
+use super::observe::SseReader;
+use crate::mcp::jsonrpc::Incoming;
+use crate::mcp::{McpError, Reason};
+use crate::probe::walker::{self, Pager, WalkLimits};
+
+/// The id of the proxy's own `tools/list` requests in a client's session.
+const FLATTEN_ID: &str = "mcp-proxy-flatten";
+
+const LIMITS: WalkLimits = WalkLimits {
+    max_pages: 64,
+    max_bytes: crate::config::DEFAULT_MAX_LISTING_BYTES * 4,
+};
+
+/// Answer the exchange with one merged page when its client is flattened and it is a
+/// `tools/list` without a cursor; otherwise (or when the walk fails) give the exchange back.
+pub(super) async fn try_flatten(
+    sh: &Arc<Shared>,
+    parts: &Parts,
+    ex: Exchange,
+    messages: &[Incoming],
+) -> Result<Response, Exchange> {
+    if !ex.client.flatten || parts.method != Method::POST {
+        return Err(ex);
+    }
+    let [Incoming::Request { id, method, params }] = messages else {
+        return Err(ex);
+    };
+    let has_cursor = params.as_ref().and_then(|p| p.get("cursor")).is_some();
+    if method != "tools/list" || has_cursor {
+        return Err(ex);
+    }
+    let mut pager = FlattenPager {
+        sh: sh.clone(),
+        parts,
+        params: params
+            .clone()
+            .and_then(|p| p.as_object().cloned())
+            .unwrap_or_default(),
+        tools: Vec::new(),
+        first: None,
+    };
+    let report = walker::walk(&mut pager, LIMITS).await;
+    if let Err(e) = &report.result {
+        tracing::debug!(proxy = %sh.config.name, error = %e, "flatten_pages: walk failed; forwarding the first page");
+        ex.client.series.flattened(false);
+        return Err(ex);
+    }
+    ex.client.series.flattened(true);
+    let mut result = pager.first.unwrap_or_default();
+    result.remove("nextCursor");
+    result.insert("tools".into(), Value::Array(pager.tools));
+    let body = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+    let session = parts
+        .headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let ex = sh.settle(
+        &Method::POST,
+        session.as_deref(),
+        None,
+        reqwest::StatusCode::OK,
+        ex,
+    );
+    sh.metrics.duration("tools/list", ex.started.elapsed());
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .unwrap_or_default())
+}
+
+struct FlattenPager<'a> {
+    sh: Arc<Shared>,
+    parts: &'a Parts,
+    params: Map<String, Value>,
+    tools: Vec<Value>,
+    /// The first page's result (its other fields are kept in the merged answer).
+    first: Option<Map<String, Value>>,
+}
+
+impl Pager for FlattenPager<'_> {
+    async fn page(
+        &mut self,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
+        let mut params = self.params.clone();
+        if let Some(c) = cursor {
+            params.insert("cursor".into(), Value::String(c.to_string()));
+        }
+        let body =
+            json!({"jsonrpc": "2.0", "id": FLATTEN_ID, "method": "tools/list", "params": params});
+        let mut url = self.sh.config.upstream.clone();
+        url.set_path(self.parts.uri.path());
+        url.set_query(self.parts.uri.query());
+        let mut req = self.sh.http.post(url).body(body.to_string());
+        for (name, value) in &self.parts.headers {
+            if !super::forward::hop_by_hop(name) && name != header::CONTENT_LENGTH {
+                req = req.header(name, value);
+            }
+        }
+        let transport =
+            |e: reqwest::Error| McpError::new(Reason::Transport, e.without_url().to_string());
+        let resp = tokio::time::timeout(std::time::Duration::from_secs(10), req.send())
+            .await
+            .map_err(|_| McpError::new(Reason::Timeout, "tools/list timed out"))?
+            .map_err(transport)?;
+        if !resp.status().is_success() {
+            return Err(McpError::new(
+                if resp.status().is_server_error() {
+                    Reason::Http5xx
+                } else {
+                    Reason::Http4xx
+                },
+                format!("HTTP {}", resp.status()),
+            ));
+        }
+        let sse = crate::mcp::http::content_kind(resp.headers())
+            == crate::mcp::http::ContentKind::EventStream;
+        let mut stream = resp.bytes_stream();
+        let mut reader = SseReader::default();
+        let mut json = Vec::new();
+        let mut total = 0usize;
+        let mut answer = None;
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(transport)?;
+            total += chunk.len();
+            if total > max_bytes {
+                return Err(McpError::new(
+                    Reason::BodyTooLarge,
+                    "tools/list answer over the budget",
+                ));
+            }
+            if sse {
+                reader.push(&chunk, |m| {
+                    if let Incoming::Response { id, outcome } = m {
+                        if id == FLATTEN_ID {
+                            answer = Some(outcome);
+                        }
+                    }
+                });
+                if answer.is_some() {
+                    break;
+                }
+            } else {
+                json.extend_from_slice(&chunk);
+            }
+        }
+        if !sse {
+            for m in crate::mcp::jsonrpc::decode(&json)? {
+                if let Incoming::Response { outcome, .. } = m {
+                    answer = Some(outcome);
+                }
+            }
+        }
+        let result = answer
+            .ok_or_else(|| McpError::new(Reason::InvalidResponse, "no answer to tools/list"))?
+            .map_err(McpError::from)?;
+        if let Some(tools) = result.get("tools").and_then(Value::as_array) {
+            self.tools.extend(tools.iter().cloned());
+        }
+        if self.first.is_none() {
+            self.first = result.as_object().cloned();
+        }
+        Ok((result, total))
+    }
+}

@@ -1,0 +1,508 @@
+//! Forwarding one HTTP exchange faithfully, and noting what it carried.
+//!
+//! The request goes upstream as the client sent it (method, path, query, headers including
+//! `Authorization`, `Mcp-Session-Id`, `Last-Event-ID`, `MCP-Protocol-Version`, `Mcp-Param-*`;
+//! hop-by-hop headers excepted), the answer comes back with its status and headers, and its body
+//! is streamed chunk by chunk: an SSE event leaves as soon as it arrives; the copy shown to
+//! [`observe`](super::observe) never holds it back. Only three things are answered by the proxy
+//! itself, without bothering the upstream: a body over `max_request_bytes` (413), a body that is
+//! not JSON-RPC (400 with -32700 / -32600), and an unreachable upstream (502). Header values are
+//! never logged.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures_util::Stream;
+use serde_json::{Value, json};
+
+use super::Shared;
+use super::labels::Client;
+use super::observe::{Asked, JsonBody, SseReader, client_name, method_label};
+use crate::mcp::jsonrpc::{self, Incoming};
+use crate::telemetry::proxy::Rejected;
+
+const SESSION: &str = "mcp-session-id";
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const INTERNAL_ERROR: i64 = -32603;
+
+/// Headers that belong to one hop, never forwarded (RFC 9110 § 7.6.1), plus `host`.
+pub(super) fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+    )
+}
+
+/// A JSON-RPC error answered by the proxy itself.
+fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// One client request of the exchange, kept to interpret its answer.
+pub(super) struct Pending {
+    pub id: Value,
+    pub method: &'static str,
+    pub asked: Asked,
+}
+
+/// The exchange's JSON-RPC and who sent it.
+pub(super) struct Exchange {
+    pub client: Arc<Client>,
+    /// The tracked session's key (legacy session id, or a modern client identity).
+    pub key: Option<String>,
+    pub requests: Vec<Pending>,
+    pub notifications: Vec<&'static str>,
+    pub started: Instant,
+}
+
+/// The axum handler of every path and method.
+pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let started = Instant::now();
+    let session_id = parts
+        .headers
+        .get(SESSION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let mut messages = Vec::new();
+    let body = if parts.method == Method::POST {
+        let bytes = match axum::body::to_bytes(body, sh.config.max_request_bytes).await {
+            Ok(b) => b,
+            Err(_) => {
+                sh.metrics.rejected(Rejected::BodyTooLarge);
+                return rpc_error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    INVALID_REQUEST,
+                    "request body over the proxy's max_request_bytes",
+                );
+            }
+        };
+        match jsonrpc::decode(&bytes) {
+            Ok(m) => messages = m,
+            Err(e) => {
+                sh.metrics.rejected(Rejected::InvalidJson);
+                let (code, what) = if e.reason == crate::mcp::Reason::InvalidJson {
+                    (PARSE_ERROR, "Parse error: the body is not JSON")
+                } else {
+                    (
+                        INVALID_REQUEST,
+                        "Invalid Request: not a JSON-RPC 2.0 message",
+                    )
+                };
+                return rpc_error(StatusCode::BAD_REQUEST, code, what);
+            }
+        }
+        Some(bytes)
+    } else {
+        let _ = body;
+        None
+    };
+    let exchange = sh.exchange(&parts.headers, session_id.as_deref(), &messages, started);
+    let exchange = match super::flatten::try_flatten(&sh, &parts, exchange, &messages).await {
+        Ok(answer) => return answer,
+        Err(exchange) => exchange,
+    };
+    let mut url = sh.config.upstream.clone();
+    url.set_path(parts.uri.path());
+    url.set_query(parts.uri.query());
+    let mut upstream = sh.http.request(parts.method.clone(), url);
+    for (name, value) in &parts.headers {
+        if !hop_by_hop(name) && name != header::CONTENT_LENGTH {
+            upstream = upstream.header(name, value);
+        }
+    }
+    if let Some(b) = body {
+        upstream = upstream.body(b);
+    }
+    let resp = match upstream.send().await {
+        Ok(r) => r,
+        Err(e) => {
+            sh.metrics.rejected(Rejected::UpstreamUnavailable);
+            tracing::debug!(proxy = %sh.config.name, error = %crate::text::bounded(&e.without_url().to_string(), 200), "upstream unavailable");
+            return rpc_error(
+                StatusCode::BAD_GATEWAY,
+                INTERNAL_ERROR,
+                "the proxy could not reach the MCP server",
+            );
+        }
+    };
+    let status = resp.status();
+    let new_session = resp
+        .headers()
+        .get(SESSION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let exchange = sh.settle(
+        &parts.method,
+        session_id.as_deref(),
+        new_session,
+        status,
+        exchange,
+    );
+    let mut out = Response::builder().status(status.as_u16());
+    for (name, value) in resp.headers() {
+        if !hop_by_hop(name) {
+            out = out.header(name.as_str(), value.as_bytes());
+        }
+    }
+    let kind = match crate::mcp::http::content_kind(resp.headers()) {
+        crate::mcp::http::ContentKind::EventStream => Kind::Sse(SseReader::default()),
+        crate::mcp::http::ContentKind::Json => Kind::Json(JsonBody::default()),
+        _ => Kind::None,
+    };
+    let observed = Observed {
+        inner: Box::pin(resp.bytes_stream()),
+        obs: Some(Observer { sh, exchange, kind }),
+    };
+    out.body(Body::from_stream(observed))
+        .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+}
+
+impl Shared {
+    /// Who sent the exchange, and its JSON-RPC (accounted once the upstream's status is known).
+    fn exchange(
+        &self,
+        headers: &HeaderMap,
+        session_id: Option<&str>,
+        messages: &[Incoming],
+        started: Instant,
+    ) -> Exchange {
+        let mut requests = Vec::new();
+        let mut notifications = Vec::new();
+        let mut reported: Option<String> = None;
+        for m in messages {
+            match m {
+                Incoming::Request { id, method, params } => {
+                    if reported.is_none() {
+                        reported = client_name(method, params.as_ref()).map(str::to_string);
+                    }
+                    requests.push(Pending {
+                        id: id.clone(),
+                        method: method_label(method),
+                        asked: Asked::of(method, params.as_ref()),
+                    });
+                }
+                Incoming::Notification { method, .. } => notifications.push(method_label(method)),
+                Incoming::Response { .. } => {}
+            }
+        }
+        if let crate::config::ClientLabel::Header(h) = &self.config.client_label {
+            reported = headers
+                .get(h.as_str())
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+        }
+        let tracked = session_id.and_then(|id| {
+            let mut t = self.sessions.lock().expect("sessions lock");
+            t.get_mut(id).map(|s| s.client.clone())
+        });
+        let client = match (tracked, reported) {
+            (Some(c), _) => c,
+            (None, name) => self.labels.get(name.as_deref()),
+        };
+        let key = match session_id {
+            Some(id) => Some(id.to_string()),
+            // No session (modern era, or a request before `initialize` answered): one identity
+            // per reported name and credentials.
+            None if requests.iter().any(|r| r.asked != Asked::Initialize) => {
+                let auth = headers
+                    .get(header::AUTHORIZATION)
+                    .map(|v| super::observe::cursor_digest(&String::from_utf8_lossy(v.as_bytes())))
+                    .unwrap_or(0);
+                Some(format!("client:{}:{auth:016x}", client.label))
+            }
+            None => None,
+        };
+        Exchange {
+            client,
+            key,
+            requests,
+            notifications,
+            started,
+        }
+    }
+
+    /// Account the exchange now that the upstream answered with `status`: sessions begin,
+    /// end, or turn out unknown, and each request is counted.
+    pub(super) fn settle(
+        &self,
+        method: &Method,
+        session_id: Option<&str>,
+        new_session: Option<String>,
+        status: reqwest::StatusCode,
+        mut ex: Exchange,
+    ) -> Exchange {
+        let now = Instant::now();
+        let mut table = self.sessions.lock().expect("sessions lock");
+        if let (Some(id), true) = (&new_session, session_id.is_none()) {
+            if status.is_success() {
+                table.touch(id, &ex.client, now);
+                ex.key = Some(id.clone());
+            }
+        }
+        if let Some(id) = session_id {
+            if status == reqwest::StatusCode::NOT_FOUND {
+                if !table.end(id, crate::telemetry::proxy::Ended::Expired) {
+                    self.metrics.rejected(Rejected::UnknownSession);
+                }
+                ex.key = None;
+            } else if *method == Method::DELETE && status.is_success() {
+                table.end(id, crate::telemetry::proxy::Ended::Deleted);
+                ex.key = None;
+            }
+        }
+        for n in &ex.notifications {
+            ex.client.series.request(n);
+        }
+        let key = match (&ex.key, status.is_success()) {
+            (Some(k), true) => k.clone(),
+            _ => {
+                for r in &ex.requests {
+                    ex.client.series.request(r.method);
+                }
+                return ex;
+            }
+        };
+        let session = table.touch(&key, &ex.client, now);
+        for r in &ex.requests {
+            ex.client.series.request(r.method);
+            match &r.asked {
+                Asked::ToolsList { cursor } => {
+                    session.lists = session.lists.saturating_add(1);
+                    ex.client.series.tools_list(cursor.is_some());
+                    match cursor {
+                        Some(c) => {
+                            let digest = super::observe::cursor_digest(c);
+                            if let Some((d, issued)) = session.cursor {
+                                if d == digest {
+                                    session.cursor = None;
+                                    session.cursors_followed += 1;
+                                    ex.client.series.event(
+                                        crate::telemetry::proxy::ClientEvent::CursorFollowed,
+                                    );
+                                    self.metrics.cursor_age(now.duration_since(issued));
+                                }
+                            }
+                        }
+                        None => {
+                            session.cursor_abandoned();
+                            if let Some(t) = session.relist_due.take() {
+                                self.metrics.relist_lag(now.duration_since(t));
+                            }
+                        }
+                    }
+                }
+                Asked::ToolsCall { tool, arguments } => {
+                    session.tool_calls += 1;
+                    session.cursor_abandoned();
+                    session.relist_missed();
+                    if session.lists == 0 && !session.reconnect_without_list {
+                        session.reconnect_without_list = true;
+                        ex.client
+                            .series
+                            .event(crate::telemetry::proxy::ClientEvent::NoRelistAfterReconnect);
+                    }
+                    self.judge_later(
+                        key.clone(),
+                        ex.client.clone(),
+                        tool.clone(),
+                        arguments.clone(),
+                        ex.started,
+                    );
+                }
+                Asked::Initialize | Asked::Other => {}
+            }
+        }
+        ex
+    }
+
+    /// Decide off the request path whether a call is stale (the catalog may walk first).
+    fn judge_later(
+        self: &Shared,
+        key: String,
+        client: Arc<Client>,
+        tool: String,
+        arguments: Value,
+        at: Instant,
+    ) {
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            use super::catalog::Verdict;
+            let verdict = me
+                .catalog
+                .judge(&tool, &arguments, at, std::time::Duration::from_secs(5))
+                .await;
+            if matches!(verdict, Verdict::Fine | Verdict::Unknown) {
+                return;
+            }
+            let label = me.catalog.tool_label(&tool);
+            let mut table = me.sessions.lock().expect("sessions lock");
+            let session = table.get_mut(&key);
+            match verdict {
+                Verdict::StaleTool => {
+                    client.series.stale_tool(&label);
+                    if let Some(s) = session {
+                        s.stale_tool_calls += 1;
+                    }
+                }
+                _ => {
+                    client.series.stale_schema(&label);
+                    if let Some(s) = session {
+                        s.stale_schema_calls += 1;
+                    }
+                }
+            }
+        });
+    }
+
+    /// A message from the upstream in the exchange's answer.
+    fn on_answer(&self, ex: &Exchange, message: Incoming) {
+        let now = Instant::now();
+        match message {
+            Incoming::Response { id, outcome } => {
+                let Some(r) = ex.requests.iter().find(|r| r.id == id) else {
+                    return;
+                };
+                self.metrics
+                    .duration(r.method, now.duration_since(ex.started));
+                let Asked::ToolsList { cursor } = &r.asked else {
+                    return;
+                };
+                let mut table = self.sessions.lock().expect("sessions lock");
+                let Some(s) = ex.key.as_deref().and_then(|k| table.get_mut(k)) else {
+                    return;
+                };
+                match outcome {
+                    Ok(result) => {
+                        s.pages = s.pages.saturating_add(1);
+                        if let Some(next) = result.get("nextCursor").and_then(Value::as_str) {
+                            s.cursor = Some((super::observe::cursor_digest(next), now));
+                            ex.client
+                                .series
+                                .event(crate::telemetry::proxy::ClientEvent::CursorIssued);
+                        }
+                    }
+                    Err(_) if cursor.is_some() => {
+                        s.cursor_errors += 1;
+                        ex.client
+                            .series
+                            .event(crate::telemetry::proxy::ClientEvent::CursorError);
+                    }
+                    Err(_) => {}
+                }
+            }
+            Incoming::Notification { method, .. }
+                if method == "notifications/tools/list_changed" =>
+            {
+                self.catalog.refresh_soon();
+                ex.client
+                    .series
+                    .event(crate::telemetry::proxy::ClientEvent::ListChangedForwarded);
+                let mut table = self.sessions.lock().expect("sessions lock");
+                if let Some(s) = ex.key.as_deref().and_then(|k| table.get_mut(k)) {
+                    s.last_list_changed = Some(now);
+                    s.relist_due.get_or_insert(now);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+enum Kind {
+    Sse(SseReader),
+    Json(JsonBody),
+    None,
+}
+
+struct Observer {
+    sh: Arc<Shared>,
+    exchange: Exchange,
+    kind: Kind,
+}
+
+impl Observer {
+    fn chunk(&mut self, chunk: &[u8]) {
+        match &mut self.kind {
+            Kind::Sse(r) => {
+                let mut seen = Vec::new();
+                r.push(chunk, |m| seen.push(m));
+                for m in seen {
+                    self.sh.on_answer(&self.exchange, m);
+                }
+            }
+            Kind::Json(b) => b.push(chunk),
+            Kind::None => {}
+        }
+    }
+
+    fn finish(self) {
+        if let Kind::Json(b) = &self.kind {
+            for m in b.messages() {
+                self.sh.on_answer(&self.exchange, m);
+            }
+        }
+    }
+}
+
+/// The upstream's body on its way to the client, shown to the observer chunk by chunk. A body
+/// with a length is dropped without being polled to its end: the observer finishes then.
+struct Observed {
+    inner: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
+    obs: Option<Observer>,
+}
+
+impl Stream for Observed {
+    type Item = reqwest::Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        match self.inner.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(chunk))) => {
+                if let Some(o) = &mut self.obs {
+                    o.chunk(&chunk);
+                }
+                Poll::Ready(Some(Ok(chunk)))
+            }
+            Poll::Ready(None) => {
+                if let Some(o) = self.obs.take() {
+                    o.finish();
+                }
+                Poll::Ready(None)
+            }
+            other => other,
+        }
+    }
+}
+
+impl Drop for Observed {
+    fn drop(&mut self) {
+        if let Some(o) = self.obs.take() {
+            o.finish();
+        }
+    }
+}

@@ -1,0 +1,254 @@
+//! Passive mode: an MCP-aware reverse proxy that sees every real client's tool cache.
+//!
+//! The probe proves what a *correct* client would see; only the server side of real traffic
+//! shows which clients are stale: calls to tools no longer listed, cursors never followed, no
+//! re-list after `list_changed` or after a reconnect. So each configured proxy listens on its own
+//! port, forwards Streamable HTTP faithfully in both eras, and reads the JSON-RPC it carries.
+//!
+//! One job a module:
+//!
+//! - [`forward`]: one HTTP exchange upstream and back, streamed, with the proxy's own few answers;
+//! - [`observe`]: decoding what passes (the wire's own `jsonrpc` and SSE line framer);
+//! - [`sessions`]: per-session state, bounded in number and size, idle expiry, LRU eviction;
+//! - [`labels`]: the bounded, safe `client` label;
+//! - [`catalog`]: the proxy's own walk of the upstream (the probe's walker), for stale calls;
+//! - [`schema`]: whether arguments fit an `inputSchema` (stale-schema calls);
+//! - [`flatten`]: `flatten_pages`, all pages merged into one for chosen clients;
+//! - [`status`]: what the status page shows.
+//!
+//! The series are in [`crate::telemetry::proxy`], rendered with the probe's at scrape time.
+//! Not yet: the deprecated HTTP+SSE transport (GET `/sse` + POST endpoint) is forwarded as plain
+//! HTTP (the GET stream is streamed like any SSE answer) but its POSTs are not tied to a session.
+
+pub mod catalog;
+mod flatten;
+mod forward;
+pub mod labels;
+pub mod observe;
+pub mod schema;
+pub mod sessions;
+pub mod status;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::config::McpProxyConfig;
+use crate::telemetry::Telemetry;
+use crate::telemetry::proxy::ProxyMetrics;
+use catalog::Catalog;
+use labels::ClientLabels;
+use sessions::Table;
+
+/// Limits of a proxy's listener: the exporter's own accept loop ([`crate::web::serve`]) with a
+/// longer idle timeout, since GET and listen streams may be quiet for minutes between events.
+fn listener_limits() -> crate::web::Limits {
+    crate::web::Limits {
+        header_read_timeout: crate::web::DEFAULT_HEADER_READ_TIMEOUT,
+        idle_timeout: Duration::from_secs(600),
+        max_connections: 16_384,
+    }
+}
+
+/// What the handlers of one proxy share.
+pub(crate) struct Shared {
+    config: McpProxyConfig,
+    metrics: Arc<ProxyMetrics>,
+    labels: ClientLabels,
+    sessions: Mutex<Table>,
+    catalog: Arc<Catalog>,
+    http: reqwest::Client,
+    /// Itself, for tasks spawned from a handler.
+    me: Weak<Shared>,
+}
+
+/// One running proxy.
+pub struct Proxy {
+    shared: Arc<Shared>,
+    addr: SocketAddr,
+    stop: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+    telemetry: Arc<Telemetry>,
+}
+
+impl Proxy {
+    /// Bind `config.listen` and start forwarding; the catalog walk and the sweep start too.
+    pub async fn start(config: McpProxyConfig, telemetry: Arc<Telemetry>) -> Result<Proxy, String> {
+        let listener = TcpListener::bind(config.listen).await.map_err(|e| {
+            format!(
+                "proxy {}: cannot listen on {}: {e}",
+                config.name, config.listen
+            )
+        })?;
+        let addr = listener.local_addr().map_err(|e| e.to_string())?;
+        let http = crate::net::build_client(&Default::default(), &Default::default())
+            .map_err(|e| format!("proxy {}: {e}", config.name))?;
+        let metrics = telemetry.add_proxy(&config.name);
+        let shared = Arc::new_cyclic(|me| Shared {
+            labels: ClientLabels::new(
+                config.max_clients,
+                config.flatten_pages.clone(),
+                metrics.clone(),
+            ),
+            sessions: Mutex::new(Table::new(config.max_sessions, metrics.clone())),
+            catalog: Arc::new(Catalog::default()),
+            metrics,
+            http,
+            config,
+            me: me.clone(),
+        });
+        let (stop, stop_rx) = watch::channel(false);
+        let app = Router::new()
+            .fallback(forward::handle)
+            .with_state(shared.clone());
+        let mut tasks = vec![tokio::spawn(crate::web::serve(
+            listener,
+            app,
+            listener_limits(),
+            None,
+            telemetry.clone(),
+            stop_rx.clone(),
+        ))];
+        tasks.push(tokio::spawn(shared.catalog.clone().run(
+            shared.config.upstream.clone(),
+            shared.config.catalog_refresh_interval,
+            shared.metrics.clone(),
+            stop_rx.clone(),
+        )));
+        tasks.push(tokio::spawn(sweep(shared.clone(), stop_rx)));
+        tracing::info!(proxy = %shared.config.name, address = %addr, upstream = %crate::config::redact_url(&shared.config.upstream), "proxy listening");
+        Ok(Proxy {
+            shared,
+            addr,
+            stop,
+            tasks,
+            telemetry,
+        })
+    }
+
+    /// Where clients connect.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn config(&self) -> &McpProxyConfig {
+        &self.shared.config
+    }
+
+    /// Stop listening, end the catalog session, and remove the proxy's series.
+    pub async fn stop(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let abort = t.abort_handle();
+            if tokio::time::timeout(Duration::from_secs(5), t)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+        self.telemetry.remove_proxy(&self.shared.metrics);
+    }
+}
+
+/// Settle deadlines and idle sessions every second (or the shortest grace, if shorter).
+async fn sweep(sh: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let c = &sh.config;
+    let period = Duration::from_secs(1)
+        .min(c.cursor_grace)
+        .min(c.relist_grace)
+        .max(Duration::from_millis(50));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let now = Instant::now();
+        sh.sessions.lock().expect("sessions lock").sweep(
+            now,
+            c.session_idle_timeout,
+            c.cursor_grace,
+            c.relist_grace,
+        );
+    }
+}
+
+/// The running proxies, by name: what `app` applies configurations to and the status page reads.
+#[derive(Default)]
+pub struct Proxies {
+    running: RwLock<BTreeMap<String, Arc<Shared>>>,
+    handles: tokio::sync::Mutex<BTreeMap<String, Proxy>>,
+}
+
+impl Proxies {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Proxies::default())
+    }
+
+    /// Run exactly `configs`: new proxies start, changed ones restart, removed ones stop (their
+    /// series disappear). Errors (a port taken) name the proxy; the others still apply.
+    pub async fn apply(
+        &self,
+        configs: &[McpProxyConfig],
+        telemetry: &Arc<Telemetry>,
+    ) -> Vec<String> {
+        let mut handles = self.handles.lock().await;
+        let mut errors = Vec::new();
+        let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+        let stale: Vec<String> = handles
+            .iter()
+            .filter(|(name, p)| {
+                !configs.iter().any(|c| c.name == **name && c == p.config())
+                    || !names.contains(&name.as_str())
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in stale {
+            if let Some(p) = handles.remove(&name) {
+                self.running.write().expect("proxies lock").remove(&name);
+                p.stop().await;
+            }
+        }
+        for c in configs {
+            if handles.contains_key(&c.name) {
+                continue;
+            }
+            match Proxy::start(c.clone(), telemetry.clone()).await {
+                Ok(p) => {
+                    self.running
+                        .write()
+                        .expect("proxies lock")
+                        .insert(c.name.clone(), p.shared.clone());
+                    handles.insert(c.name.clone(), p);
+                }
+                Err(e) => errors.push(e),
+            }
+        }
+        errors
+    }
+
+    /// Stop every proxy.
+    pub async fn shutdown(&self) {
+        self.apply(&[], &Telemetry::new()).await;
+    }
+
+    /// The address proxy `name` listens on, once it runs.
+    pub async fn addr(&self, name: &str) -> Option<SocketAddr> {
+        self.handles.lock().await.get(name).map(Proxy::addr)
+    }
+
+    fn snapshot(&self) -> Vec<Arc<Shared>> {
+        self.running
+            .read()
+            .expect("proxies lock")
+            .values()
+            .cloned()
+            .collect()
+    }
+}

@@ -1,0 +1,249 @@
+//! Reading the JSON-RPC that passes through, without holding it up.
+//!
+//! The forwarder hands every chunk downstream first and shows a copy here. SSE bodies are cut
+//! into lines by the probe's own [`LineFramer`] (bounded per event) and each event's `data` is
+//! decoded with [`jsonrpc::decode`] as soon as its blank line passes; JSON bodies are kept (up to
+//! a cap) and decoded at their end. An event or body over the cap is simply not observed: the
+//! client still gets every byte.
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::mcp::jsonrpc::{self, Incoming};
+use crate::mcp::sse_lines::LineFramer;
+
+/// Largest SSE event or JSON body the proxy decodes (the probe's own answer cap).
+pub const MAX_OBSERVED_BYTES: usize = crate::mcp::http::MAX_BODY_BYTES;
+
+/// The MCP methods that get their own `method` label; anything else is `other`.
+const METHODS: [&str; 22] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "subscriptions/listen",
+    "notifications/initialized",
+    "notifications/cancelled",
+    "notifications/progress",
+    "notifications/roots/list_changed",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/result",
+];
+
+/// The `method` label of a JSON-RPC method.
+pub fn method_label(method: &str) -> &'static str {
+    METHODS
+        .iter()
+        .find(|m| **m == method)
+        .copied()
+        .unwrap_or("other")
+}
+
+/// Messages in an SSE byte stream, event by event.
+pub struct SseReader {
+    framer: Option<LineFramer>,
+    data: Vec<u8>,
+    lines: Vec<Bytes>,
+}
+
+impl Default for SseReader {
+    fn default() -> Self {
+        SseReader {
+            framer: Some(LineFramer::new(MAX_OBSERVED_BYTES)),
+            data: Vec::new(),
+            lines: Vec::new(),
+        }
+    }
+}
+
+impl SseReader {
+    /// Feed a chunk; `each` gets the messages of every event completed by it.
+    pub fn push(&mut self, chunk: &[u8], mut each: impl FnMut(Incoming)) {
+        let Some(framer) = &mut self.framer else {
+            return;
+        };
+        if framer.push(chunk, &mut self.lines).is_err() {
+            // Over the cap: stop observing this stream (it is still forwarded whole).
+            self.framer = None;
+            self.lines.clear();
+            self.data = Vec::new();
+            return;
+        }
+        for line in self.lines.drain(..) {
+            let content = trim_eol(&line);
+            if content.is_empty() {
+                if !self.data.is_empty() {
+                    if let Ok(messages) = jsonrpc::decode(&self.data) {
+                        messages.into_iter().for_each(&mut each);
+                    }
+                    self.data.clear();
+                }
+                continue;
+            }
+            if let Some(value) = content.strip_prefix(b"data") {
+                let value = match value.first() {
+                    None => value,
+                    Some(b':') => value[1..].strip_prefix(b" ").unwrap_or(&value[1..]),
+                    Some(_) => continue, // another field whose name starts with "data"
+                };
+                if !self.data.is_empty() {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+            }
+        }
+    }
+}
+
+fn trim_eol(line: &[u8]) -> &[u8] {
+    let end = line
+        .iter()
+        .rposition(|b| *b != b'\n' && *b != b'\r')
+        .map_or(0, |i| i + 1);
+    &line[..end]
+}
+
+/// A whole JSON body, kept up to [`MAX_OBSERVED_BYTES`].
+#[derive(Default)]
+pub struct JsonBody {
+    bytes: Vec<u8>,
+    over: bool,
+}
+
+impl JsonBody {
+    pub fn push(&mut self, chunk: &[u8]) {
+        if self.over || self.bytes.len() + chunk.len() > MAX_OBSERVED_BYTES {
+            self.over = true;
+            self.bytes = Vec::new();
+            return;
+        }
+        self.bytes.extend_from_slice(chunk);
+    }
+
+    /// The messages of the body, when it was whole JSON-RPC.
+    pub fn messages(&self) -> Vec<Incoming> {
+        if self.over {
+            return Vec::new();
+        }
+        jsonrpc::decode(&self.bytes).unwrap_or_default()
+    }
+}
+
+/// What a client request is, as far as the proxy's accounting goes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Asked {
+    /// `tools/list`; `cursor`: the cursor it carried.
+    ToolsList {
+        cursor: Option<String>,
+    },
+    /// `tools/call` of `tool` with `arguments`.
+    ToolsCall {
+        tool: String,
+        arguments: Value,
+    },
+    Initialize,
+    Other,
+}
+
+impl Asked {
+    pub fn of(method: &str, params: Option<&Value>) -> Asked {
+        match method {
+            "tools/list" => Asked::ToolsList {
+                cursor: params
+                    .and_then(|p| p.get("cursor"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            },
+            "tools/call" => Asked::ToolsCall {
+                tool: params
+                    .and_then(|p| p.get("name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                arguments: params
+                    .and_then(|p| p.get("arguments"))
+                    .cloned()
+                    .unwrap_or(Value::Object(Default::default())),
+            },
+            "initialize" => Asked::Initialize,
+            _ => Asked::Other,
+        }
+    }
+}
+
+/// The client's self-reported name: `initialize`'s `clientInfo.name` (legacy) or the modern
+/// `_meta["io.modelcontextprotocol/clientInfo"].name` of any request.
+pub fn client_name<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
+    let params = params?;
+    let info = if method == "initialize" {
+        params.get("clientInfo")
+    } else {
+        None
+    }
+    .or_else(|| {
+        params
+            .get("_meta")
+            .and_then(|m| m.get("io.modelcontextprotocol/clientInfo"))
+    })?;
+    info.get("name").and_then(Value::as_str)
+}
+
+/// A stable 64-bit digest of a cursor (the session keeps this, not the cursor).
+pub fn cursor_digest(cursor: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    cursor.hash(&mut h);
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sse_events_are_decoded_whatever_the_chunking() {
+        let text = b": keepalive\n\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\nid: 7\r\ndata: {\"jsonrpc\":\"2.0\",\r\ndata: \"id\":1,\"result\":{}}\r\n\r\n";
+        for size in [1, 3, 17, text.len()] {
+            let mut r = SseReader::default();
+            let mut seen = Vec::new();
+            for chunk in text.chunks(size) {
+                r.push(chunk, |m| seen.push(m));
+            }
+            assert_eq!(seen.len(), 2, "chunks of {size}");
+            assert!(
+                matches!(&seen[0], Incoming::Notification { method, .. } if method.ends_with("list_changed"))
+            );
+            assert!(matches!(&seen[1], Incoming::Response { id, .. } if *id == json!(1)));
+        }
+    }
+
+    #[test]
+    fn requests_are_classified_and_client_names_read_in_both_eras() {
+        let p = json!({"cursor": "c1"});
+        assert_eq!(
+            Asked::of("tools/list", Some(&p)),
+            Asked::ToolsList {
+                cursor: Some("c1".into())
+            }
+        );
+        let init = json!({"clientInfo": {"name": "claude-code", "version": "1"}});
+        assert_eq!(client_name("initialize", Some(&init)), Some("claude-code"));
+        let modern = json!({"_meta": {"io.modelcontextprotocol/clientInfo": {"name": "cursor"}}});
+        assert_eq!(client_name("tools/list", Some(&modern)), Some("cursor"));
+        assert_eq!(client_name("tools/list", None), None);
+        assert_eq!(method_label("tools/call"), "tools/call");
+        assert_eq!(method_label("x/y"), "other");
+    }
+}
