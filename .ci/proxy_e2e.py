@@ -156,11 +156,19 @@ def swap(upstream: str, want: str) -> None:
     log(f"server swapped its tools: now {want}, notified {answer['notified']} session(s)")
 
 
-def catalog_has(base_url: str, tool: str) -> list[str]:
-    """Problems until the proxy's own catalog of the upstream lists `tool` (/proxy.json)."""
-    status = json.loads(base.http("GET", f"{base_url}/proxy.json"))
-    text = json.dumps(status)
-    return [] if f'"{tool}"' in text else [f"/proxy.json does not list {tool} in the proxy's catalog yet"]
+def catalog_walks(base_url: str) -> int:
+    """Walks of the upstream by the proxy's own catalog so far (/proxy.json)."""
+    for p in json.loads(base.http("GET", f"{base_url}/proxy.json")):
+        if p["name"] == PROXY:
+            return int(p["catalog_walks"])
+    raise Failure(f"/proxy.json has no proxy {PROXY}")
+
+
+def catalog_caught_up(base_url: str, walks_at_swap: int) -> list[str]:
+    """Problems until a walk that began after the swap has ended: the walk running at the swap
+    may have read the old list, the one after it cannot have."""
+    now = catalog_walks(base_url)
+    return [] if now >= walks_at_swap + 2 else [f"catalog walks {now}, waiting for {walks_at_swap + 2}"]
 
 
 def round_of(args, work: Path, proxy_url: str, upstream: str, base_url: str, modes: list[str], tag: str,
@@ -171,12 +179,14 @@ def round_of(args, work: Path, proxy_url: str, upstream: str, base_url: str, mod
     names = list(clients.procs)
     clients.wait("ready", names, 60)
     log(f"{tag}: {len(names)} clients ready: {', '.join(names)}")
+    walks = catalog_walks(base_url)
     swap(upstream, after)
     correct = [n for n in names if n.endswith("-correct")]
     careless = [n for n in names if n not in correct]
     clients.go(correct)
     results = clients.wait("result", correct, 40)
-    poll(f"the proxy's catalog has {after}, not {before}", 30, lambda: catalog_has(base_url, after))
+    poll(f"the proxy's catalog walked the upstream since the swap ({before} -> {after})", 30,
+         lambda: catalog_caught_up(base_url, walks))
     clients.go(careless)
     results.update(clients.wait("result", careless, 40))
     clients.exited(names, 20)
@@ -390,8 +400,12 @@ def main() -> int:
     proxy_url = f"http://127.0.0.1:{ports['proxy']}/mcp"
     base_url = f"http://127.0.0.1:{ports['exporter']}"
 
-    srv = base.start("upstream", [py, str(PEERS / "py_modern_server.py"), str(ports["upstream"]), "--page-size", "8"],
-                     work)
+    # Room for the hostile client's sessions at the server: the proxy stops tracking the sessions
+    # over its max_sessions but does not end them upstream, so at the SDK's default cap (10,000)
+    # the hostile client would fill the server and lock the correct clients out (docs/proxy.md,
+    # "Limits").
+    srv = base.start("upstream", [py, str(PEERS / "py_modern_server.py"), str(ports["upstream"]), "--page-size", "8",
+                                  "--max-sessions", str(2 * HOSTILE_SESSIONS + 100)], work)
     base.wait_port("upstream", ports["upstream"], srv, 60)
 
     config = work / "exporter.yml"
@@ -453,8 +467,9 @@ proxies:
 
     # ---- the hostile client, then the correct clients again (the server swaps back first)
     hostile(ports["proxy"], "/mcp", base_url)
+    walks = catalog_walks(base_url)
     swap(upstream, "search_legacy")
-    poll("the proxy's catalog has search_legacy again", 30, lambda: catalog_has(base_url, "search_legacy"))
+    poll("the proxy's catalog walked the upstream since the swap back", 30, lambda: catalog_caught_up(base_url, walks))
     round_of(args, work, proxy_url, upstream, base_url, ["correct"], "r2", "search_legacy", "search_v2")
     poll("the correct clients are still clean after the hostile client", GRACE_S + 20,
          lambda: [p for s in SDKS for p in clean(Metrics(base_url), f"{s}-correct", 2)])

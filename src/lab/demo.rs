@@ -83,7 +83,7 @@ pub fn profiles() -> Vec<(String, Behaviour)> {
 pub async fn start() -> std::io::Result<Lab> {
     let lab = Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), profiles()).await?;
     lab.spawn_churn(CHURN_PERIOD);
-    super::demo_clients::spawn(&lab);
+    super::demo_clients::spawn(proxy_url());
     Ok(lab)
 }
 

@@ -23,15 +23,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::Lab;
 use crate::mcp::http::NotificationStream;
 use crate::mcp::{HttpTransport, Inbox, Limits, McpError, ProtocolVersion, Reason, Session};
 use crate::probe::walker::{self, Pager, WalkLimits};
 
-/// Where the demo's proxy listens (its upstream's path is served as-is there).
-const PROXY_ADDR: &str = "127.0.0.1:10119";
-/// The lab gateway behind the demo's proxy.
-const UPSTREAM_PROFILE: &str = "kb_healthy";
 /// Every request of a demo client.
 const TIMEOUT: Duration = Duration::from_secs(5);
 /// Between two rounds of one client.
@@ -80,11 +75,9 @@ impl Kind {
     }
 }
 
-/// Start the demo's clients of `kb_proxy` (in front of `lab`); they run as long as the runtime.
-pub fn spawn(lab: &Lab) {
-    let mut url = lab.url(UPSTREAM_PROFILE);
-    let proxied = format!("http://{PROXY_ADDR}{}", url.path());
-    url = url::Url::parse(&proxied).expect("a valid proxy URL");
+/// Start the demo's clients of its proxy at `url` ([`super::demo::proxy_url`]); they run as long
+/// as the runtime.
+pub fn spawn(url: url::Url) {
     for kind in Kind::ALL {
         tokio::spawn(run(kind, url.clone()));
     }

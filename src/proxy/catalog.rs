@@ -98,6 +98,12 @@ impl Catalog {
         self.trigger.notify_one();
     }
 
+    /// Walks of the upstream so far, completed or failed: one that began after a change at the
+    /// server has seen it (.ci/proxy_e2e.py waits on this, via `/proxy.json`).
+    pub fn walks(&self) -> u64 {
+        *self.walks.borrow()
+    }
+
     /// Tools in the current list, if a walk completed.
     pub fn len(&self) -> Option<usize> {
         let s = self.state.read().expect("catalog lock");

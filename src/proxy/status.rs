@@ -21,6 +21,8 @@ pub struct ProxyStatus {
     pub upstream: String,
     /// Tools in the proxy's catalog of the upstream (`None` before its first complete walk).
     pub upstream_tools: Option<usize>,
+    /// Walks of the upstream by the proxy's catalog so far (completed or failed).
+    pub catalog_walks: u64,
     pub sessions_tracked: usize,
     pub sessions: Vec<SessionRow>,
 }
@@ -91,6 +93,7 @@ impl Proxies {
                     listen: sh.config.listen.to_string(),
                     upstream: crate::config::redact_url(&sh.config.upstream),
                     upstream_tools: sh.catalog.len(),
+                    catalog_walks: sh.catalog.walks(),
                     sessions_tracked: table.len(),
                     sessions: rows.into_iter().map(|(_, r)| r).collect(),
                 }
