@@ -7,9 +7,10 @@ use mcp_exporter::mcp::Reason;
 use mcp_exporter::probe::Trigger;
 use mcp_exporter::probe::walker::WalkError;
 use mcp_exporter::telemetry::catalog::{CATALOG, family_of};
+use mcp_exporter::telemetry::proxy::{Ended, Rejected};
 use mcp_exporter::web::Closed;
 
-const PREFIXES: [&str; 2] = ["mcp_probe_", "mcp_exporter_"];
+const PREFIXES: [&str; 3] = ["mcp_probe_", "mcp_exporter_", "mcp_proxy_"];
 
 fn doc() -> String {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md");
@@ -152,7 +153,9 @@ fn every_label_value_is_documented() {
         .map(|r| r.as_str())
         .chain(walk_reasons.iter().map(WalkError::reason))
         .chain(Trigger::ALL.iter().map(|t| t.as_str()))
-        .chain(Closed::ALL.iter().map(|c| c.as_str()));
+        .chain(Closed::ALL.iter().map(|c| c.as_str()))
+        .chain(Ended::ALL.iter().map(|e| e.as_str()))
+        .chain(Rejected::ALL.iter().map(|r| r.as_str()));
     let missing: Vec<&str> = values.filter(|v| !spans.contains(v)).collect();
     assert!(
         missing.is_empty(),

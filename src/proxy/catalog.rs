@@ -68,6 +68,8 @@ pub struct Catalog {
     /// Bumped after every walk, complete or not.
     walks: watch::Sender<u64>,
     trigger: Notify,
+    /// A `list_changed` passed through since the last walk started: the list may be outdated.
+    pending: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Catalog {
@@ -76,6 +78,7 @@ impl Default for Catalog {
             state: RwLock::default(),
             walks: watch::channel(0).0,
             trigger: Notify::new(),
+            pending: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -95,11 +98,12 @@ pub enum Verdict {
 impl Catalog {
     /// Ask for a walk soon (a `list_changed` passed through).
     pub fn refresh_soon(&self) {
+        self.pending
+            .store(true, std::sync::atomic::Ordering::Relaxed);
         self.trigger.notify_one();
     }
 
-    /// Walks of the upstream so far, completed or failed: one that began after a change at the
-    /// server has seen it (.ci/proxy_e2e.py waits on this, via `/proxy.json`).
+    /// Walks done so far, complete or not.
     pub fn walks(&self) -> u64 {
         *self.walks.borrow()
     }
@@ -120,7 +124,8 @@ impl Catalog {
     }
 
     /// Whether a call of `tool` with `arguments` made at `at` is stale; walks first when the
-    /// tool is unknown and the catalog is older than the call (bounded by `wait`).
+    /// catalog is older than the call and either the tool is unknown or a `list_changed` passed
+    /// since the last walk (bounded by `wait`).
     pub async fn judge(
         &self,
         tool: &str,
@@ -130,7 +135,8 @@ impl Catalog {
     ) -> Verdict {
         let needs_walk = {
             let s = self.state.read().expect("catalog lock");
-            !s.tools.contains_key(tool) && s.walked_at.is_some_and(|w| w < at)
+            let outdated = self.pending.load(std::sync::atomic::Ordering::Relaxed);
+            (outdated || !s.tools.contains_key(tool)) && s.walked_at.is_some_and(|w| w < at)
         };
         if needs_walk {
             let mut walks = self.walks.subscribe();
@@ -223,6 +229,8 @@ impl Catalog {
         let mut session: Option<Arc<Client>> = None;
         loop {
             let started = Instant::now();
+            self.pending
+                .store(false, std::sync::atomic::Ordering::Relaxed);
             if session.is_none() {
                 session = connect(&upstream).await.ok().map(Arc::new);
             }

@@ -55,6 +55,9 @@ pub struct SseReader {
     framer: Option<LineFramer>,
     data: Vec<u8>,
     lines: Vec<Bytes>,
+    /// The last line ended with `\r`: a lone `\n` line next is the rest of its terminator
+    /// (the framer hands it over on its own when `\r\n` is split across chunks).
+    after_cr: bool,
 }
 
 impl Default for SseReader {
@@ -63,6 +66,7 @@ impl Default for SseReader {
             framer: Some(LineFramer::new(MAX_OBSERVED_BYTES)),
             data: Vec::new(),
             lines: Vec::new(),
+            after_cr: false,
         }
     }
 }
@@ -81,6 +85,10 @@ impl SseReader {
             return;
         }
         for line in self.lines.drain(..) {
+            let rest_of_crlf = std::mem::replace(&mut self.after_cr, line.ends_with(b"\r"));
+            if rest_of_crlf && &line[..] == b"\n" {
+                continue;
+            }
             let content = trim_eol(&line);
             if content.is_empty() {
                 if !self.data.is_empty() {

@@ -21,7 +21,7 @@ pub struct ProxyStatus {
     pub upstream: String,
     /// Tools in the proxy's catalog of the upstream (`None` before its first complete walk).
     pub upstream_tools: Option<usize>,
-    /// Walks of the upstream by the proxy's catalog so far (completed or failed).
+    /// Walks of the upstream's list so far (complete or not).
     pub catalog_walks: u64,
     pub sessions_tracked: usize,
     pub sessions: Vec<SessionRow>,
@@ -53,10 +53,23 @@ pub struct SessionRow {
 impl Proxies {
     /// The status of every running proxy.
     pub fn status(&self) -> Vec<ProxyStatus> {
+        self.snapshot().iter().map(|sh| sh.status()).collect()
+    }
+}
+
+impl super::Proxy {
+    /// This proxy's status.
+    pub fn status(&self) -> ProxyStatus {
+        self.shared.status()
+    }
+}
+
+impl super::Shared {
+    fn status(&self) -> ProxyStatus {
         let now = Instant::now();
-        self.snapshot()
-            .iter()
-            .map(|sh| {
+        let sh = self;
+        {
+            {
                 let table = sh.sessions.lock().expect("sessions lock");
                 let mut rows: Vec<(Instant, SessionRow)> = table
                     .iter()
@@ -97,7 +110,7 @@ impl Proxies {
                     sessions_tracked: table.len(),
                     sessions: rows.into_iter().map(|(_, r)| r).collect(),
                 }
-            })
-            .collect()
+            }
+        }
     }
 }

@@ -1,0 +1,469 @@
+//! Passive mode end to end, with real peers: the lab's knowledge-base server (14 tools, pages of
+//! 8, a tool swap on every redeploy) behind the proxy, and the official Rust SDK (rmcp) as the
+//! client. Correct use leaves the series clean; the careless uses of the source scenario show up
+//! attributed to their client; a hostile client gets clear errors while others keep working.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{DEADLINE, Scrape, start_lab};
+use mcp_exporter::config::McpProxyConfig;
+use mcp_exporter::lab::{Behaviour, Lab};
+use mcp_exporter::proxy::Proxy;
+use mcp_exporter::telemetry::Telemetry;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::json;
+
+const PROFILE: &str = "kb";
+
+struct Setup {
+    lab: Lab,
+    proxy: Proxy,
+    telemetry: Arc<Telemetry>,
+}
+
+impl Setup {
+    async fn new(adjust: impl FnOnce(&mut McpProxyConfig)) -> Setup {
+        let lab = start_lab([(PROFILE, Behaviour::default())]).await;
+        let telemetry = Telemetry::new();
+        let mut config = McpProxyConfig::new(
+            "kb",
+            "127.0.0.1:0".parse().expect("address"),
+            lab.url(PROFILE),
+        );
+        adjust(&mut config);
+        let proxy = Proxy::start(config, telemetry.clone())
+            .await
+            .expect("proxy starts");
+        let s = Setup {
+            lab,
+            proxy,
+            telemetry,
+        };
+        s.until("the catalog walked", |_| {
+            s.proxy.status().upstream_tools == Some(14)
+        })
+        .await;
+        s
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/{PROFILE}/mcp", self.proxy.addr())
+    }
+
+    fn scrape(&self) -> Scrape {
+        Scrape::parse(&self.telemetry.render())
+    }
+
+    async fn until(&self, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
+        let start = tokio::time::Instant::now();
+        loop {
+            let s = self.scrape();
+            if cond(&s) {
+                return s;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "timed out waiting for: {what}\n{}",
+                s.text
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn client(&self, name: &str) -> RunningService<RoleClient, ClientConfig> {
+        let transport = StreamableHttpClientTransport::from_uri(self.url());
+        let info = ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(name, "1.0"),
+        );
+        let client = info
+            .serve(transport)
+            .await
+            .expect("rmcp client connects through the proxy");
+        client
+            .set_response_cache_config(rmcp::ClientCacheConfig::disabled())
+            .await;
+        client
+    }
+
+    /// A churn of the upstream, and the proxy's catalog walked after it.
+    async fn churn(&self) {
+        let walks = self.proxy.status().catalog_walks;
+        self.lab.churn();
+        self.until("the catalog re-walked after the churn", |_| {
+            self.proxy.status().catalog_walks > walks
+        })
+        .await;
+    }
+}
+
+fn c<'a>(client: &'a str) -> [(&'static str, &'a str); 2] {
+    [("proxy", "kb"), ("client", client)]
+}
+
+async fn call(
+    client: &RunningService<RoleClient, ClientConfig>,
+    tool: &str,
+    args: serde_json::Value,
+) -> bool {
+    let params = CallToolRequestParams::new(tool.to_string())
+        .with_arguments(args.as_object().cloned().unwrap_or_default());
+    client.call_tool(params).await.is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_correct_client_leaves_the_series_clean() {
+    let s = Setup::new(|_| {}).await;
+    let client = s.client("correct").await;
+    let tools = client.list_all_tools().await.expect("all pages");
+    assert_eq!(tools.len(), 14);
+    assert!(call(&client, "kb_stats", json!({})).await);
+    // A correct client re-lists when told: wait for the notification the lab sends.
+    s.lab.churn();
+    s.until("list_changed forwarded", |m| {
+        m.v("mcp_proxy_list_changed_forwarded_total", &c("correct")) >= 1.0
+    })
+    .await;
+    let tools = client.list_all_tools().await.expect("re-list");
+    assert!(tools.iter().any(|t| t.name == "search_v2"));
+    assert!(call(&client, "search_v2", json!({"query": "x"})).await);
+    let m = s
+        .until("the re-list counted", |m| {
+            m.v(
+                "mcp_proxy_tools_list_requests_total",
+                &[("proxy", "kb"), ("client", "correct"), ("cursor", "false")],
+            ) >= 2.0
+        })
+        .await;
+    let issued = m.v("mcp_proxy_cursors_issued_total", &c("correct"));
+    assert!(issued >= 2.0, "{}", m.text);
+    assert_eq!(
+        m.v("mcp_proxy_cursors_followed_total", &c("correct")),
+        issued
+    );
+    assert_eq!(
+        m.v("mcp_proxy_first_page_only_sessions_total", &c("correct")),
+        0.0
+    );
+    assert_eq!(
+        m.get(
+            "mcp_proxy_stale_tool_calls_total",
+            &[
+                ("proxy", "kb"),
+                ("client", "correct"),
+                ("tool", "search_legacy")
+            ]
+        ),
+        None
+    );
+    for after in ["list_changed", "reconnect"] {
+        let l = [("proxy", "kb"), ("client", "correct"), ("after", after)];
+        assert_eq!(
+            m.v("mcp_proxy_sessions_without_relist_total", &l),
+            0.0,
+            "{after}"
+        );
+    }
+    assert!(m.v("mcp_proxy_relist_lag_seconds_count", &[("proxy", "kb")]) >= 1.0);
+    assert!(m.v("mcp_proxy_cursor_age_seconds_count", &[("proxy", "kb")]) >= 2.0);
+    assert_eq!(m.v("mcp_proxy_sessions", &c("correct")), 1.0);
+    client.cancel().await.ok();
+    s.until("the session deleted", |m| {
+        m.v(
+            "mcp_proxy_sessions_ended_total",
+            &[("proxy", "kb"), ("reason", "deleted")],
+        ) == 1.0
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn careless_clients_show_up_under_their_own_label() {
+    let s = Setup::new(|_| {}).await;
+    // One list without the cursor, then a call: the tool set is certainly incomplete.
+    let first = s.client("careless-first-page").await;
+    let page = first.list_tools(None).await.expect("first page");
+    assert_eq!(page.tools.len(), 8);
+    assert!(page.next_cursor.is_some());
+    assert!(call(&first, "kb_stats", json!({})).await);
+    s.until("first-page-only counted", |m| {
+        m.v(
+            "mcp_proxy_first_page_only_sessions_total",
+            &c("careless-first-page"),
+        ) == 1.0
+    })
+    .await;
+
+    // A list cached across the swap: search_legacy is gone upstream.
+    let cached = s.client("careless-cache").await;
+    let tools = cached.list_all_tools().await.expect("all pages");
+    assert!(tools.iter().any(|t| t.name == "search_legacy"));
+    s.churn().await;
+    s.until("the churn's list_changed forwarded", |m| {
+        m.v(
+            "mcp_proxy_list_changed_forwarded_total",
+            &c("careless-cache"),
+        ) >= 1.0
+    })
+    .await;
+    assert!(
+        !call(&cached, "search_legacy", json!({"query": "q"})).await,
+        "the upstream refuses it"
+    );
+    let tool = [
+        ("proxy", "kb"),
+        ("client", "careless-cache"),
+        ("tool", "search_legacy"),
+    ];
+    let m = s
+        .until("a stale-tool call on search_legacy", |m| {
+            m.v("mcp_proxy_stale_tool_calls_total", &tool) == 1.0
+        })
+        .await;
+    let after = |a| [("proxy", "kb"), ("client", "careless-cache"), ("after", a)];
+    assert_eq!(
+        m.v(
+            "mcp_proxy_sessions_without_relist_total",
+            &after("list_changed")
+        ),
+        1.0
+    );
+
+    // The schema of search_v2 changes at the next redeploy: arguments for the old one.
+    s.churn().await;
+    // (The lab may accept or refuse it; the proxy judges the arguments against both schemas.)
+    let _ = call(&cached, "search_v2", json!({"query": "q", "revision": 1})).await;
+    s.until("a stale-schema call on search_v2", |m| {
+        m.v(
+            "mcp_proxy_stale_schema_calls_total",
+            &[
+                ("proxy", "kb"),
+                ("client", "careless-cache"),
+                ("tool", "search_v2"),
+            ],
+        ) == 1.0
+    })
+    .await;
+
+    // A new session that calls without listing (a list cached from an earlier session).
+    let reconnect = s.client("careless-reconnect").await;
+    assert!(call(&reconnect, "kb_stats", json!({})).await);
+    let m = s
+        .until("a reconnect without re-list", |m| {
+            m.v(
+                "mcp_proxy_sessions_without_relist_total",
+                &[
+                    ("proxy", "kb"),
+                    ("client", "careless-reconnect"),
+                    ("after", "reconnect"),
+                ],
+            ) == 1.0
+        })
+        .await;
+    // Each careless use is attributed to its own client only.
+    assert_eq!(
+        m.v(
+            "mcp_proxy_first_page_only_sessions_total",
+            &c("careless-cache")
+        ),
+        0.0
+    );
+    assert_eq!(
+        m.v(
+            "mcp_proxy_first_page_only_sessions_total",
+            &c("careless-reconnect")
+        ),
+        0.0
+    );
+    assert_eq!(
+        m.get(
+            "mcp_proxy_stale_tool_calls_total",
+            &[
+                ("proxy", "kb"),
+                ("client", "careless-first-page"),
+                ("tool", "search_legacy")
+            ]
+        ),
+        None
+    );
+    let status = s.proxy.status();
+    assert!(
+        status
+            .sessions
+            .iter()
+            .any(|r| r.client == "careless-first-page" && r.first_page_only)
+    );
+    assert!(
+        status
+            .sessions
+            .iter()
+            .any(|r| r.client == "careless-cache" && r.stale_tool_calls == 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flatten_pages_answers_one_page_with_every_tool() {
+    let s = Setup::new(|c| c.flatten_pages = vec!["flat".into()]).await;
+    let flat = s.client("flat").await;
+    let page = flat.list_tools(None).await.expect("one page");
+    assert_eq!(page.tools.len(), 14);
+    assert_eq!(page.next_cursor, None);
+    let plain = s.client("plain").await;
+    assert_eq!(
+        plain
+            .list_tools(None)
+            .await
+            .expect("first page")
+            .tools
+            .len(),
+        8
+    );
+    let m = s.scrape();
+    let l = [("proxy", "kb"), ("client", "flat"), ("result", "success")];
+    assert_eq!(m.v("mcp_proxy_flattened_listings_total", &l), 1.0);
+    assert_eq!(
+        m.v("mcp_proxy_first_page_only_sessions_total", &c("flat")),
+        0.0
+    );
+    assert_eq!(
+        m.get(
+            "mcp_proxy_flattened_listings_total",
+            &[("proxy", "kb"), ("client", "plain"), ("result", "success")]
+        ),
+        None
+    );
+}
+
+async fn post(
+    url: &str,
+    session: Option<&str>,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::Response {
+    let mut r = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18");
+    if let Some(id) = session {
+        r = r.header("mcp-session-id", id);
+    }
+    r.body(body).send().await.expect("the proxy answers")
+}
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"hostile","version":"1"}}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_client_gets_clear_errors_and_others_keep_working() {
+    let s = Setup::new(|c| {
+        c.max_sessions = 5;
+        c.max_request_bytes = 64 * 1024;
+    })
+    .await;
+    let url = s.url();
+    let garbage = post(&url, None, "{not json").await;
+    assert_eq!(garbage.status(), 400);
+    let body: serde_json::Value = garbage.json().await.expect("a JSON-RPC error");
+    assert_eq!(body["error"]["code"], -32700);
+    let big = post(&url, None, vec![b' '; 1024 * 1024]).await;
+    assert_eq!(big.status(), 413);
+    let sessions: Vec<String> = {
+        let mut out = Vec::new();
+        for _ in 0..50 {
+            let r = post(&url, None, INIT).await;
+            assert_eq!(r.status(), 200);
+            out.push(
+                r.headers()["mcp-session-id"]
+                    .to_str()
+                    .expect("ASCII")
+                    .to_string(),
+            );
+        }
+        out
+    };
+    let forged = post(
+        &url,
+        Some("not-a-session-of-yours"),
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+    )
+    .await;
+    assert_eq!(forged.status(), 404, "the upstream decides");
+    let m = s.scrape();
+    let r = |reason| {
+        m.v(
+            "mcp_proxy_rejected_requests_total",
+            &[("proxy", "kb"), ("reason", reason)],
+        )
+    };
+    assert_eq!(r("invalid_json"), 1.0);
+    assert_eq!(r("body_too_large"), 1.0);
+    assert_eq!(r("unknown_session"), 1.0);
+    assert_eq!(m.v("mcp_proxy_sessions", &c("hostile")), 5.0);
+    assert_eq!(
+        m.v(
+            "mcp_proxy_sessions_ended_total",
+            &[("proxy", "kb"), ("reason", "evicted")]
+        ),
+        45.0
+    );
+    assert_eq!(s.proxy.status().sessions_tracked, 5);
+    // The newest sessions are the tracked ones, and they still work upstream.
+    let last = sessions.last().expect("50 sessions");
+    let ok = post(
+        &url,
+        Some(last),
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
+    )
+    .await;
+    assert_eq!(ok.status(), 200);
+    // A well-behaved client is unaffected.
+    let client = s.client("bystander").await;
+    assert_eq!(client.list_all_tools().await.expect("all pages").len(), 14);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sse_events_are_forwarded_one_by_one_while_the_stream_stays_open() {
+    let s = Setup::new(|_| {}).await;
+    let url = s.url();
+    let init = post(&url, None, INIT).await;
+    let session = init.headers()["mcp-session-id"]
+        .to_str()
+        .expect("ASCII")
+        .to_string();
+    let mut stream = reqwest::Client::new()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .expect("GET stream");
+    assert_eq!(stream.status(), 200);
+    s.lab.churn();
+    // The lab never ends this stream: the event can only arrive if it is forwarded as it comes.
+    let got = tokio::time::timeout(DEADLINE, async {
+        let mut seen = Vec::new();
+        while let Some(chunk) = stream.chunk().await.expect("stream readable") {
+            seen.extend_from_slice(&chunk);
+            if String::from_utf8_lossy(&seen).contains("notifications/tools/list_changed") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        got,
+        Ok(true),
+        "the list_changed event arrived on the open stream"
+    );
+    s.until("list_changed counted for the session's client", |m| {
+        m.v("mcp_proxy_list_changed_forwarded_total", &c("hostile")) == 1.0
+    })
+    .await;
+}
