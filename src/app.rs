@@ -41,7 +41,7 @@ pub enum Source {
     /// The embedded demo lab (fixed configuration).
     Demo,
     /// `mcp_exporter proxy`: one reverse proxy, no targets.
-    Proxy(crate::config::McpProxyConfig),
+    Proxy(Box<crate::config::McpProxyConfig>),
 }
 
 #[derive(Debug, Clone)]
@@ -357,7 +357,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         }
         (Source::Demo, None) => return Err("demo lab is not running".into()),
         (Source::Proxy(p), _) => Loader::Fixed(Box::new(Config {
-            proxies: vec![p.clone()],
+            proxies: vec![(**p).clone()],
             ..Config::default()
         })),
     };

@@ -274,7 +274,7 @@ fn main() -> ExitCode {
                 eprintln!("mcp_exporter proxy: --upstream must be an http:// or https:// URL");
                 return ExitCode::from(2);
             }
-            Source::Proxy(config::McpProxyConfig::new(&name, addr, upstream))
+            Source::Proxy(Box::new(config::McpProxyConfig::new(&name, addr, upstream)))
         }
         _ if cli.demo => Source::Demo,
         _ => Source::File(cli.config_file),

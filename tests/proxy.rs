@@ -103,7 +103,7 @@ impl Setup {
     }
 }
 
-fn c<'a>(client: &'a str) -> [(&'static str, &'a str); 2] {
+fn c(client: &str) -> [(&'static str, &str); 2] {
     [("proxy", "kb"), ("client", client)]
 }
 
@@ -466,4 +466,107 @@ async fn sse_events_are_forwarded_one_by_one_while_the_stream_stays_open() {
         m.v("mcp_proxy_list_changed_forwarded_total", &c("hostile")) == 1.0
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_restarts_changed_proxies_and_removes_stopped_ones_with_their_series() {
+    let lab = start_lab([(PROFILE, Behaviour::default())]).await;
+    let telemetry = Telemetry::new();
+    let proxies = mcp_exporter::proxy::Proxies::new();
+    let port = common::free_port();
+    let config = |name: &str, port: u16| {
+        McpProxyConfig::new(
+            name,
+            format!("127.0.0.1:{port}").parse().expect("address"),
+            lab.url(PROFILE),
+        )
+    };
+    let a = config("a", port);
+    let b = config("b", 0);
+    assert!(
+        proxies
+            .apply(&[a.clone(), b.clone()], &telemetry)
+            .await
+            .is_empty()
+    );
+    let has = |name: &str| {
+        telemetry
+            .render()
+            .contains(&format!("mcp_proxy_upstream_up{{proxy=\"{name}\"}}"))
+    };
+    assert!(has("a") && has("b"));
+    let first = proxies.addr("a").await.expect("a runs");
+    let mut changed = a.clone();
+    changed.max_sessions = 7;
+    assert!(
+        proxies
+            .apply(&[changed, b.clone()], &telemetry)
+            .await
+            .is_empty()
+    );
+    assert_eq!(
+        proxies.addr("a").await,
+        Some(first),
+        "restarted on its port"
+    );
+    assert!(proxies.status().iter().any(|p| p.name == "a"));
+    assert!(proxies.apply(&[b], &telemetry).await.is_empty());
+    assert!(!has("a"), "a removed proxy's series disappear");
+    assert!(has("b"));
+    assert!(proxies.addr("a").await.is_none());
+    assert!(
+        tokio::net::TcpStream::connect(first).await.is_err(),
+        "a removed proxy stops listening"
+    );
+    // A taken port is an error that names the proxy; the others still apply.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = taken.local_addr().expect("address").port();
+    let errors = proxies.apply(&[config("c", port)], &telemetry).await;
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].contains("proxy c"), "{errors:?}");
+    proxies.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_clients_are_tracked_by_their_reported_name() {
+    use mcp_exporter::mcp::{Client, Inbox, ProtocolVersion};
+    let s = Setup::new(|_| {}).await;
+    let url = url::Url::parse(&s.url()).expect("URL");
+    let net = mcp_exporter::net::TargetHttp::plain();
+    let endpoint = mcp_exporter::config::Endpoint::http(url);
+    let dialer = mcp_exporter::probe::connection::dialer(&endpoint, &[], &net).expect("dialer");
+    let (inbox, _requests) = Inbox::new();
+    let observe = |_: &'static str, _, _| {};
+    let modern = ProtocolVersion::parse("2026-07-28").expect("modern version");
+    let client = Client::connect(&dialer, Some(modern), Arc::new(inbox), DEADLINE, &observe)
+        .await
+        .expect("a modern session through the proxy");
+    assert_eq!(client.era(), mcp_exporter::mcp::Era::Modern);
+    // One page, then a call: the stateless client is one identity, by its clientInfo name.
+    let page = client
+        .request("tools/list", None)
+        .await
+        .expect("first page");
+    assert!(page.get("nextCursor").is_some());
+    client
+        .request(
+            "tools/call",
+            Some(json!({"name": "kb_stats", "arguments": {}})),
+        )
+        .await
+        .expect("a call");
+    let m = s
+        .until("first-page-only for the modern client", |m| {
+            m.v(
+                "mcp_proxy_first_page_only_sessions_total",
+                &c("mcp_exporter"),
+            ) == 1.0
+        })
+        .await;
+    let l = [
+        ("proxy", "kb"),
+        ("client", "mcp_exporter"),
+        ("method", "tools/list"),
+    ];
+    assert_eq!(m.v("mcp_proxy_requests_total", &l), 1.0);
 }

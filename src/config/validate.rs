@@ -787,7 +787,7 @@ targets:
         let e = err("- name: kb\n");
         assert_has(
             &e,
-            "line 1 column 1: invalid type: sequence, expected a mapping with the keys `global`, `targets`, `file_sd_configs` and `http_sd_configs`",
+            "line 1 column 1: invalid type: sequence, expected a mapping with the keys `global`, `targets`, `file_sd_configs`, `http_sd_configs` and `proxies`",
         );
         let e = err(&one_target("    headers:\n      X-Key: [a, b]\n"));
         assert_has(

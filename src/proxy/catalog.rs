@@ -109,7 +109,7 @@ impl Catalog {
     }
 
     /// Tools in the current list, if a walk completed.
-    pub fn len(&self) -> Option<usize> {
+    pub fn tools(&self) -> Option<usize> {
         let s = self.state.read().expect("catalog lock");
         s.walked_at.map(|_| s.tools.len())
     }
@@ -255,12 +255,10 @@ impl Catalog {
                 }
                 None => false,
             };
-            if !ok {
-                if let Some(s) = session.take() {
-                    s.close().await;
-                }
+            if !ok && let Some(s) = session.take() {
+                s.close().await;
             }
-            metrics.upstream(ok, self.len());
+            metrics.upstream(ok, self.tools());
             self.walks.send_modify(|n| *n += 1);
             let wait = if ok { interval } else { RETRY.min(interval) };
             let triggered = tokio::select! {

@@ -154,10 +154,10 @@ impl Pager for FlattenPager<'_> {
             }
             if sse {
                 reader.push(&chunk, |m| {
-                    if let Incoming::Response { id, outcome } = m {
-                        if id == FLATTEN_ID {
-                            answer = Some(outcome);
-                        }
+                    if let Incoming::Response { id, outcome } = m
+                        && id == FLATTEN_ID
+                    {
+                        answer = Some(outcome);
                     }
                 });
                 if answer.is_some() {

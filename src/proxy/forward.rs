@@ -33,7 +33,8 @@ const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const INTERNAL_ERROR: i64 = -32603;
 
-/// Headers that belong to one hop, never forwarded (RFC 9110 § 7.6.1), plus `host`.
+/// Headers that belong to one hop, never forwarded (RFC 9110 § 7.6.1), plus `host`, and
+/// `accept-encoding`: the proxy must read the JSON-RPC it forwards, so answers come uncompressed.
 pub(super) fn hop_by_hop(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
@@ -47,6 +48,7 @@ pub(super) fn hop_by_hop(name: &HeaderName) -> bool {
             | "transfer-encoding"
             | "upgrade"
             | "host"
+            | "accept-encoding"
     )
 }
 
@@ -257,11 +259,11 @@ impl Shared {
     ) -> Exchange {
         let now = Instant::now();
         let mut table = self.sessions.lock().expect("sessions lock");
-        if let (Some(id), true) = (&new_session, session_id.is_none()) {
-            if status.is_success() {
-                table.touch(id, &ex.client, now);
-                ex.key = Some(id.clone());
-            }
+        if let (Some(id), true) = (&new_session, session_id.is_none())
+            && status.is_success()
+        {
+            table.touch(id, &ex.client, now);
+            ex.key = Some(id.clone());
         }
         if let Some(id) = session_id {
             if status == reqwest::StatusCode::NOT_FOUND {
@@ -296,15 +298,15 @@ impl Shared {
                     match cursor {
                         Some(c) => {
                             let digest = super::observe::cursor_digest(c);
-                            if let Some((d, issued)) = session.cursor {
-                                if d == digest {
-                                    session.cursor = None;
-                                    session.cursors_followed += 1;
-                                    ex.client.series.event(
-                                        crate::telemetry::proxy::ClientEvent::CursorFollowed,
-                                    );
-                                    self.metrics.cursor_age(now.duration_since(issued));
-                                }
+                            if let Some((d, issued)) = session.cursor
+                                && d == digest
+                            {
+                                session.cursor = None;
+                                session.cursors_followed += 1;
+                                ex.client
+                                    .series
+                                    .event(crate::telemetry::proxy::ClientEvent::CursorFollowed);
+                                self.metrics.cursor_age(now.duration_since(issued));
                             }
                         }
                         None => {

@@ -67,7 +67,7 @@ impl ClientLabels {
         if let Some(c) = known.get(label.as_str()) {
             return c.clone();
         }
-        let flatten = self.flatten.iter().any(|f| *f == label);
+        let flatten = self.flatten.contains(&label);
         let client = Arc::new(Client {
             series: self.metrics.client(&label, flatten),
             label: label.clone().into(),

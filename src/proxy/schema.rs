@@ -40,25 +40,24 @@ fn fits_at(schema: &Value, value: &Value, depth: usize) -> bool {
             return false;
         }
     }
-    if let Some(c) = s.get("const") {
-        if c != value {
-            return false;
-        }
+    if let Some(c) = s.get("const")
+        && c != value
+    {
+        return false;
     }
-    if let Some(Value::Array(options)) = s.get("enum") {
-        if !options.contains(value) {
-            return false;
-        }
+    if let Some(Value::Array(options)) = s.get("enum")
+        && !options.contains(value)
+    {
+        return false;
     }
     if let Value::Object(obj) = value {
-        if let Some(Value::Array(required)) = s.get("required") {
-            if required
+        if let Some(Value::Array(required)) = s.get("required")
+            && required
                 .iter()
                 .filter_map(Value::as_str)
                 .any(|r| !obj.contains_key(r))
-            {
-                return false;
-            }
+        {
+            return false;
         }
         let props = s.get("properties").and_then(Value::as_object);
         for (k, v) in obj {
@@ -78,10 +77,10 @@ fn fits_at(schema: &Value, value: &Value, depth: usize) -> bool {
             }
         }
     }
-    if let (Value::Array(items), Some(item_schema)) = (value, s.get("items")) {
-        if !items.iter().all(|i| fits_at(item_schema, i, depth + 1)) {
-            return false;
-        }
+    if let (Value::Array(items), Some(item_schema)) = (value, s.get("items"))
+        && !items.iter().all(|i| fits_at(item_schema, i, depth + 1))
+    {
+        return false;
     }
     true
 }

@@ -68,49 +68,45 @@ impl super::Shared {
     fn status(&self) -> ProxyStatus {
         let now = Instant::now();
         let sh = self;
-        {
-            {
-                let table = sh.sessions.lock().expect("sessions lock");
-                let mut rows: Vec<(Instant, SessionRow)> = table
-                    .iter()
-                    .map(|(_, s)| {
-                        (
-                            s.last_seen,
-                            SessionRow {
-                                client: s.client.label.to_string(),
-                                age_seconds: now.duration_since(s.started).as_secs(),
-                                idle_seconds: now.duration_since(s.last_seen).as_secs(),
-                                tools_list_requests: s.lists,
-                                pages_seen: s.pages,
-                                listed: s.lists > 0,
-                                cursor_outstanding: s.cursor.is_some(),
-                                cursors_followed: s.cursors_followed,
-                                cursor_errors: s.cursor_errors,
-                                first_page_only: s.first_page_only,
-                                tool_calls: s.tool_calls,
-                                stale_tool_calls: s.stale_tool_calls,
-                                stale_schema_calls: s.stale_schema_calls,
-                                last_list_changed_seconds: s
-                                    .last_list_changed
-                                    .map(|t| now.duration_since(t).as_secs()),
-                                relist_due: s.relist_due.is_some(),
-                                reconnect_without_list: s.reconnect_without_list,
-                            },
-                        )
-                    })
-                    .collect();
-                rows.sort_by(|a, b| b.0.cmp(&a.0));
-                rows.truncate(MAX_ROWS);
-                ProxyStatus {
-                    name: sh.config.name.clone(),
-                    listen: sh.config.listen.to_string(),
-                    upstream: crate::config::redact_url(&sh.config.upstream),
-                    upstream_tools: sh.catalog.len(),
-                    catalog_walks: sh.catalog.walks(),
-                    sessions_tracked: table.len(),
-                    sessions: rows.into_iter().map(|(_, r)| r).collect(),
-                }
-            }
+        let table = sh.sessions.lock().expect("sessions lock");
+        let mut rows: Vec<(Instant, SessionRow)> = table
+            .iter()
+            .map(|(_, s)| {
+                (
+                    s.last_seen,
+                    SessionRow {
+                        client: s.client.label.to_string(),
+                        age_seconds: now.duration_since(s.started).as_secs(),
+                        idle_seconds: now.duration_since(s.last_seen).as_secs(),
+                        tools_list_requests: s.lists,
+                        pages_seen: s.pages,
+                        listed: s.lists > 0,
+                        cursor_outstanding: s.cursor.is_some(),
+                        cursors_followed: s.cursors_followed,
+                        cursor_errors: s.cursor_errors,
+                        first_page_only: s.first_page_only,
+                        tool_calls: s.tool_calls,
+                        stale_tool_calls: s.stale_tool_calls,
+                        stale_schema_calls: s.stale_schema_calls,
+                        last_list_changed_seconds: s
+                            .last_list_changed
+                            .map(|t| now.duration_since(t).as_secs()),
+                        relist_due: s.relist_due.is_some(),
+                        reconnect_without_list: s.reconnect_without_list,
+                    },
+                )
+            })
+            .collect();
+        rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+        rows.truncate(MAX_ROWS);
+        ProxyStatus {
+            name: sh.config.name.clone(),
+            listen: sh.config.listen.to_string(),
+            upstream: crate::config::redact_url(&sh.config.upstream),
+            upstream_tools: sh.catalog.tools(),
+            catalog_walks: sh.catalog.walks(),
+            sessions_tracked: table.len(),
+            sessions: rows.into_iter().map(|(_, r)| r).collect(),
         }
     }
 }
