@@ -35,7 +35,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 mod common;
-use common::{proc_sample, spawn_exporter, sum};
+use common::{args_or_exit, free_port, proc_sample, quantile, runtime, spawn_exporter, sum};
 
 struct Args {
     rate: u32,
@@ -76,20 +76,9 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn main() {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("proxy bench: {e}");
-            std::process::exit(2);
-        }
-    };
+    let args = args_or_exit("proxy bench", parse_args());
     // Two workers: the client side must keep up with 2,000 requests/s without queueing.
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(run(args));
+    runtime(2).block_on(run(args));
 }
 
 /// A child process killed when dropped.
@@ -102,18 +91,14 @@ impl Drop for Proc {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// Waits (at most 30 s) until 127.0.0.1:`port` accepts connections.
 async fn wait_listening(port: u16, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while Instant::now() < deadline {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -207,9 +192,16 @@ async fn run(args: Args) {
         // A warm-up second (connections opened, caches filled), not counted.
         side_by_side(&http, &direct, &through, method, &params, args.rate, 1).await;
         for round in 1..=args.rounds {
-            let r =
-                side_by_side(&http, &direct, &through, method, &params, args.rate, args.seconds)
-                    .await;
+            let r = side_by_side(
+                &http,
+                &direct,
+                &through,
+                method,
+                &params,
+                args.rate,
+                args.seconds,
+            )
+            .await;
             println!(
                 "| {label} | {round} | {} | {} | {} | {} | {} | {} | {:.2} | {} |",
                 ms(r.direct_p50),
@@ -369,10 +361,7 @@ async fn side_by_side(
         if !params.is_null() {
             req["params"] = params.clone();
         }
-        let (http, s) = (
-            http.clone(),
-            if i % 2 == 0 { direct } else { through },
-        );
+        let (http, s) = (http.clone(), if i % 2 == 0 { direct } else { through });
         let (url, id) = (s.url.clone(), s.id.clone());
         tasks.push(tokio::spawn(async move {
             let s = Session { url, id };
@@ -541,7 +530,9 @@ async fn idle_sessions(http: &reqwest::Client, url: &str, metrics: &str, pid: u3
     let pinged_in = t.elapsed();
     let rss2 = proc_sample(pid).map(|s| s.0).unwrap_or(0);
     println!("\n## Idle client sessions through the proxy\n");
-    println!("| sessions opened | tracked (mcp_proxy_sessions) | opened in | exporter RSS before | after | per idle session | pings answered | pinged in | RSS after pings |");
+    println!(
+        "| sessions opened | tracked (mcp_proxy_sessions) | opened in | exporter RSS before | after | per idle session | pings answered | pinged in | RSS after pings |"
+    );
     println!("|---|---|---|---|---|---|---|---|---|");
     println!(
         "| {} | {} | {:.1} s | {:.1} MiB | {:.1} MiB | **{:.0} B** | {} of {} | {:.1} s | {:.1} MiB |",
@@ -560,18 +551,13 @@ async fn idle_sessions(http: &reqwest::Client, url: &str, metrics: &str, pid: u3
 
 async fn tracked(http: &reqwest::Client, metrics: &str) -> f64 {
     match http.get(metrics).send().await {
-        Ok(r) => sum(&r.text().await.unwrap_or_default(), "mcp_proxy_sessions", "proxy=\"lab\""),
+        Ok(r) => sum(
+            &r.text().await.unwrap_or_default(),
+            "mcp_proxy_sessions",
+            "proxy=\"lab\"",
+        ),
         Err(_) => f64::NAN,
     }
-}
-
-fn quantile(values: &[f64], q: f64) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[((v.len() - 1) as f64 * q).round() as usize]
 }
 
 fn median(values: &[f64]) -> f64 {
