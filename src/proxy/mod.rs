@@ -46,8 +46,10 @@ use catalog::Catalog;
 use labels::ClientLabels;
 use sessions::Table;
 
-/// Limits of a proxy's listener: the exporter's own accept loop ([`crate::web::serve`]) with a
-/// longer idle timeout, since GET and listen streams may be quiet for minutes between events.
+/// Limits of a proxy's listener: the exporter's own accept loop ([`crate::web::serve_detached`]:
+/// header-read timeout, idle timeout, connection cap with eviction of the longest-waiting
+/// connection), with a longer idle timeout, since GET and listen streams may be quiet for minutes
+/// between events. Its connections are not counted as the exporter's port's.
 fn listener_limits() -> crate::web::Limits {
     crate::web::Limits {
         header_read_timeout: crate::web::DEFAULT_HEADER_READ_TIMEOUT,
@@ -107,12 +109,10 @@ impl Proxy {
         let app = Router::new()
             .fallback(forward::handle)
             .with_state(shared.clone());
-        let mut tasks = vec![tokio::spawn(crate::web::serve(
+        let mut tasks = vec![tokio::spawn(crate::web::serve_detached(
             listener,
             app,
             listener_limits(),
-            None,
-            telemetry.clone(),
             stop_rx.clone(),
         ))];
         tasks.push(tokio::spawn(shared.catalog.clone().run(

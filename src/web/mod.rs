@@ -16,7 +16,7 @@ mod webconfig;
 
 pub use serve::{
     Closed, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits,
-    WARN_EVERY, serve,
+    WARN_EVERY, serve, serve_detached,
 };
 pub use webconfig::{ClientAuth, WebConfigError, WebConfigFile};
 

@@ -165,6 +165,15 @@ impl WebMetrics {
         WebMetrics { open, closed }
     }
 
+    /// Series that go nowhere: for listeners that are not the exporter's own port (the
+    /// reverse proxies'), whose connections must not be counted as the port's.
+    fn detached() -> Self {
+        WebMetrics {
+            open: metrics::Gauge::noop(),
+            closed: Closed::ALL.map(|_| metrics::Counter::noop()),
+        }
+    }
+
     fn closed(&self, why: Closed) {
         self.closed[why as usize].increment(1);
     }
@@ -380,7 +389,7 @@ pub async fn serve(
     limits: Limits,
     web_config: Option<Arc<WebConfigFile>>,
     telemetry: Arc<Telemetry>,
-    mut stop: watch::Receiver<bool>,
+    stop: watch::Receiver<bool>,
 ) {
     let app = match &web_config {
         Some(file) => app.layer(axum::middleware::from_fn_with_state(
@@ -390,7 +399,36 @@ pub async fn serve(
         None => app,
     };
     let tls = web_config.filter(|f| f.tls());
-    let metrics = WebMetrics::new(&telemetry);
+    serve_metered(
+        listener,
+        app,
+        limits,
+        tls,
+        WebMetrics::new(&telemetry),
+        stop,
+    )
+    .await;
+}
+
+/// [`serve`] for another listener than the exporter's port (a reverse proxy's): same limits and
+/// accept loop, no TLS, and its connections are not counted in the port's series.
+pub async fn serve_detached(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    stop: watch::Receiver<bool>,
+) {
+    serve_metered(listener, app, limits, None, WebMetrics::detached(), stop).await;
+}
+
+async fn serve_metered(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    tls: Option<Arc<WebConfigFile>>,
+    metrics: WebMetrics,
+    mut stop: watch::Receiver<bool>,
+) {
     let registry = Arc::new(Registry::default());
     // Every connection task holds a sender; `recv` returns `None` once all have ended.
     let (alive, mut all_ended) = mpsc::channel::<Infallible>(1);
