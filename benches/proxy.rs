@@ -55,11 +55,8 @@ fn parse_args() -> Result<Args, String> {
         sse_seconds: 5,
         exporter: PathBuf::from(env!("CARGO_BIN_EXE_mcp_exporter")),
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = common::bench_args();
     while let Some(flag) = it.next() {
-        if flag == "--bench" {
-            continue; // cargo bench passes it
-        }
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         let number = |v: String| v.parse::<u64>().map_err(|e| format!("{flag}: {e}"));
         match flag.as_str() {

@@ -108,3 +108,9 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[((v.len() - 1) as f64 * q).round() as usize]
 }
+
+/// The bench's own arguments: the command line without the program and the `--bench` that
+/// `cargo bench` passes.
+pub fn bench_args() -> impl Iterator<Item = String> {
+    std::env::args().skip(1).filter(|a| a != "--bench")
+}

@@ -197,11 +197,7 @@ impl Pager for Listing<'_> {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> Result<(Value, usize), McpError> {
-        let params = cursor.map(|c| json!({ "cursor": c }));
-        let (page, bytes) = self
-            .session
-            .request_within("tools/list", params, max_bytes)
-            .await?;
+        let (page, bytes) = self.session.tools_list_page(cursor, max_bytes).await?;
         let found = page["tools"]
             .as_array()
             .into_iter()

@@ -206,6 +206,17 @@ impl Session {
         outcome.map(|r| (r, bytes)).map_err(McpError::from)
     }
 
+    /// One `tools/list` page: the first (`cursor` none) or the one `cursor` names, its answer
+    /// held to `max_bytes` (what a walk's [`Pager`](crate::probe::walker::Pager) is asked for).
+    pub async fn tools_list_page(
+        &self,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
+        let params = cursor.map(|c| json!({ "cursor": c }));
+        self.request_within("tools/list", params, max_bytes).await
+    }
+
     /// Send a notification.
     pub async fn notify(&self, method: &str) -> Result<(), McpError> {
         self.send(jsonrpc::notification(method)).await
