@@ -115,23 +115,28 @@ pub(super) fn validate(
     for (i, r) in raw.into_iter().enumerate() {
         let p = format!("proxies[{i}]");
         let proxy = one(v, &p, r)?;
-        if let Some(j) = out.iter().position(|o| o.name == proxy.name) {
-            return Err(v.err(
-                format!("{p}.name"),
+        let clashes = [
+            (
+                "name",
+                out.iter().position(|o| o.name == proxy.name),
+                format!("duplicate proxy name {:?}", proxy.name),
+            ),
+            (
+                "listen",
+                out.iter().position(|o| o.listen == proxy.listen),
                 format!(
-                    "duplicate proxy name {:?} (first used by proxies[{j}])",
-                    proxy.name
-                ),
-            ));
-        }
-        if let Some(j) = out.iter().position(|o| o.listen == proxy.listen) {
-            return Err(v.err(
-                format!("{p}.listen"),
-                format!(
-                    "{} is already the listen address of proxies[{j}]",
+                    "{} is already the listen address of another proxy",
                     proxy.listen
                 ),
-            ));
+            ),
+        ];
+        for (field, first, what) in clashes {
+            if let Some(j) = first {
+                return Err(v.err(
+                    format!("{p}.{field}"),
+                    format!("{what} (first used by proxies[{j}])"),
+                ));
+            }
         }
         out.push(proxy);
     }
