@@ -25,7 +25,11 @@ alerts/mcp_exporter.rules.yml loaded, both on loopback ports picked free, then p
       event, which the demo never produces. (tests/monitoring.rs checks the same names against the
       exporter's catalog; this checks them against what a real scrape delivers.) Recording-rule
       names (`level:metric:op`) are the rules' own outputs and are not exporter metrics;
-  (e) Prometheus loaded every rule of the rules file and evaluates each without error.
+  (e) Prometheus loaded every rule of the rules file and evaluates each without error;
+  (f) the demo's proxy (kb_proxy) sees its careless clients (src/lab/demo_clients.rs) for what they
+      are, each under its own `client` label: first-page-only sessions, stale-tool calls on
+      search_legacy, stale-schema calls, sessions without re-list after a reconnect; and the
+      correct client re-lists after list_changed with none of those counted against it.
 
 Bounded: the whole run fails after HARD_DEADLINE seconds; every wait polls a condition with its
 own deadline. The exporter and Prometheus run in their own process groups, which are killed on
@@ -74,6 +78,9 @@ KNOWN_ABSENT: dict = {
     # Discovery series exist only when a file_sd/http_sd source is configured; the demo has none.
     # tests/discovery.rs asserts them against real sources.
     "mcp_exporter_sd_last_refresh_successful": "no discovery source in the demo (see tests/discovery.rs)",
+    # No mcp_proxy_* name here: the demo's clients of kb_proxy (src/lab/demo_clients.rs) produce
+    # every proxy series the dashboards and rules read, stale-schema calls included
+    # (demo-old-schema calls search_v2 with the revision it listed before a redeploy).
 }
 
 START = time.monotonic()
@@ -243,7 +250,7 @@ def referenced_metric_names():
         texts += [line for line in f if not line.strip().lstrip("- ").startswith("record:")]
     names = set()
     for word in re.findall(r"[A-Za-z0-9_:]+", "\n".join(texts)):
-        if word.startswith(("mcp_probe_", "mcp_exporter_")) and ":" not in word and not word.endswith("_"):
+        if word.startswith(("mcp_probe_", "mcp_exporter_", "mcp_proxy_")) and ":" not in word and not word.endswith("_"):
             names.add(word)
     return names
 
@@ -320,6 +327,30 @@ def check_health_alerts(prom):
     log(f"ok: no health-layer alert pending or firing for {HEALTHY} in the last {window} s")
 
 
+def check_proxy_clients(prom):
+    """(f) The demo's clients of kb_proxy, each flagged for what it does, the correct one clean."""
+    want = {
+        "first-page-only sessions of demo-first-page":
+            'sum(mcp_proxy_first_page_only_sessions_total{proxy="kb_proxy",client="demo-first-page"}) > 0',
+        "stale-tool calls of demo-cached on search_legacy":
+            'sum(mcp_proxy_stale_tool_calls_total{proxy="kb_proxy",client="demo-cached",tool="search_legacy"}) > 0',
+        "stale-schema calls of demo-old-schema":
+            'sum(mcp_proxy_stale_schema_calls_total{proxy="kb_proxy",client="demo-old-schema"}) > 0',
+        "sessions of demo-reconnect without re-list after a reconnect":
+            'sum(mcp_proxy_sessions_without_relist_total{proxy="kb_proxy",client="demo-reconnect",after="reconnect"}) > 0',
+        "re-lists of demo-correct after list_changed":
+            'sum(mcp_proxy_relist_lag_seconds_count{proxy="kb_proxy"}) > 0',
+    }
+    for what, expr in want.items():
+        wait_for(what, lambda e=expr: prom.query(e), min(120, remaining() - 10))
+    dirty = prom.query(
+        'sum by (__name__) ({__name__=~"mcp_proxy_(first_page_only_sessions|stale_tool_calls|stale_schema_calls'
+        '|sessions_without_relist|cursor_errors)_total",proxy="kb_proxy",client="demo-correct"}) > 0')
+    if dirty:
+        raise Failed(f"the demo's correct client is flagged: {[d['metric'] for d in dirty]}")
+    log("ok: kb_proxy flags demo-first-page, demo-cached, demo-old-schema and demo-reconnect; demo-correct is clean")
+
+
 def start(cmd, logfile):
     """A child in its own process group (killed as a group on exit)."""
     log("start: " + " ".join(cmd))
@@ -391,6 +422,7 @@ def run(binary, work):
     wait_for("every rule of the rules file loaded and evaluated without error", lambda: check_rules_loaded(prom), 30)
     check_dashboards(prom, 180)
     check_promtool_metrics(exporter_port, work)
+    check_proxy_clients(prom)
     check_stale_alert(prom)
     check_health_alerts(prom)
     alive()

@@ -36,7 +36,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use mcp_exporter::lab::{Behaviour, Lab};
 
 mod common;
-use common::{proc_cpu, proc_sample, spawn_exporter, sum};
+use common::{
+    args_or_exit, free_port, proc_cpu, proc_sample, quantile, runtime, spawn_exporter, sum,
+};
 
 /// What the run was asked for.
 struct Args {
@@ -63,11 +65,8 @@ fn parse_args() -> Result<Args, String> {
         walk_seconds: 20,
         exporter: PathBuf::from(env!("CARGO_BIN_EXE_mcp_exporter")),
     };
-    let mut it = std::env::args().skip(1);
+    let mut it = common::bench_args();
     while let Some(flag) = it.next() {
-        if flag == "--bench" {
-            continue; // cargo bench passes it
-        }
         let mut value = || it.next().ok_or(format!("{flag} needs a value"));
         let number = |v: String| v.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
         let duration =
@@ -102,21 +101,9 @@ fn main() {
     if args.get(1).map(String::as_str) == Some("--floor") {
         return floor_main(&args[2..]);
     }
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("scale: {e}");
-            std::process::exit(2);
-        }
-    };
-    // One worker for the labs, as the soak does: the box has few cores and the exporter is the
-    // subject.
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime")
-        .block_on(run(args));
+    let args = args_or_exit("scale", parse_args());
+    // One worker for the labs, as the soak does.
+    runtime(1).block_on(run(args));
 }
 
 async fn run(args: Args) {
@@ -140,13 +127,6 @@ async fn run(args: Args) {
 
 fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
 }
 
 /// An exporter process, killed when dropped.
@@ -227,16 +207,6 @@ fn wall_now() -> f64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
         .as_secs_f64()
-}
-
-fn quantile(values: &[f64], q: f64) -> f64 {
-    if values.is_empty() {
-        return f64::NAN;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let i = ((v.len() - 1) as f64 * q).round() as usize;
-    v[i]
 }
 
 /// Phases 1 and 2.

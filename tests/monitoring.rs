@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use mcp_exporter::telemetry::catalog::family_of;
 use serde_json::Value;
 
-const PREFIXES: [&str; 2] = ["mcp_probe_", "mcp_exporter_"];
+const PREFIXES: [&str; 3] = ["mcp_probe_", "mcp_exporter_", "mcp_proxy_"];
 const DATASOURCE: &str = "${datasource}";
 
 fn repo_dir(name: &str) -> PathBuf {

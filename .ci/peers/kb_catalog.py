@@ -49,6 +49,8 @@ def arguments(description: str, *, port: bool = True) -> argparse.Namespace:
     parser.add_argument("--ttl-ms", type=int, default=60000, help="modern tools/list and server/discover ttlMs")
     parser.add_argument("--cache-scope", choices=["public", "private"], default="public",
                         help="modern tools/list and server/discover cacheScope")
+    parser.add_argument("--max-sessions", type=int, default=None,
+                        help="the SDK's cap on open legacy sessions (default: the SDK's, 10,000)")
     return parser.parse_args()
 
 

@@ -12,6 +12,7 @@ The catalog (14 tools, `--page-size` per page, the swap) is kb_catalog.py's.
 
 Usage: python py_modern_server.py PORT [--page-size 8] [--swap-after S] [--unannounced]
                                        [--ttl-ms 60000] [--cache-scope public|private]
+                                       [--max-sessions N]
 MCP at http://127.0.0.1:PORT/mcp; POST /admin/change[?announce=0] swaps now; GET /admin/state.
 """
 
@@ -43,9 +44,11 @@ def main() -> None:
         return request.headers.get("mcp-session-id") if request is not None else None
 
     server = KbServer("ci-py-modern", version="1.0.0", **server_handlers(catalog, legacy, session_id, modern=args))
+    limits = {"max_sessions": args.max_sessions} if args.max_sessions else {}
     app = server.streamable_http_app(
         host="127.0.0.1",
         custom_starlette_routes=admin_routes(catalog, lambda: {"legacy_sessions": len(legacy.sessions)}),
+        **limits,
     )
     anyio.run(serve_http, app, args.port, catalog, args)
 

@@ -72,3 +72,45 @@ pub fn spawn_exporter(
         .spawn()
         .expect("exporter starts")
 }
+
+/// The parsed arguments of bench `name`, or its usage error on stderr and exit 2.
+pub fn args_or_exit<T>(name: &str, parsed: Result<T, String>) -> T {
+    parsed.unwrap_or_else(|e| {
+        eprintln!("{name}: {e}");
+        std::process::exit(2);
+    })
+}
+
+/// A multi-thread tokio runtime with `workers` workers: the box has few cores, and the subject
+/// of a bench is the exporter, not its load generator.
+pub fn runtime(workers: usize) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A loopback port nobody listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// The `q` quantile of `values` (nearest rank); NaN when empty.
+pub fn quantile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+/// The bench's own arguments: the command line without the program and the `--bench` that
+/// `cargo bench` passes.
+pub fn bench_args() -> impl Iterator<Item = String> {
+    std::env::args().skip(1).filter(|a| a != "--bench")
+}

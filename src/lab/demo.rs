@@ -85,10 +85,12 @@ pub fn profiles() -> Vec<(String, Behaviour)> {
     ]
 }
 
-/// Start the demo lab on a free loopback port, churning every [`CHURN_PERIOD`].
+/// Start the demo lab on a free loopback port, churning every [`CHURN_PERIOD`], and the clients
+/// of its proxy (`super::demo_clients`).
 pub async fn start() -> std::io::Result<Lab> {
     let lab = Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), profiles()).await?;
     lab.spawn_churn(CHURN_PERIOD);
+    super::demo_clients::spawn(proxy_url());
     Ok(lab)
 }
 

@@ -3,6 +3,7 @@
 
 pub mod behaviour;
 pub mod demo;
+pub mod demo_clients;
 pub mod kb;
 pub mod listing;
 pub mod modern;

@@ -66,7 +66,20 @@ impl Session {
         inbox: Arc<Inbox>,
         timeout: Duration,
     ) -> Result<Session, McpError> {
-        let body = jsonrpc::request(0, "initialize", Some(initialize_params(preferred)));
+        Self::open_as(transport, preferred, inbox, timeout, CLIENT_NAME).await
+    }
+
+    /// [`Session::open`] under another `clientInfo.name`: the demo's clients of its proxy
+    /// (`crate::lab::demo_clients`), which the proxy tells apart by that name.
+    pub async fn open_as(
+        transport: Arc<HttpTransport>,
+        preferred: ProtocolVersion,
+        inbox: Arc<Inbox>,
+        timeout: Duration,
+        client_name: &str,
+    ) -> Result<Session, McpError> {
+        let params = initialize_params(preferred, client_name);
+        let body = jsonrpc::request(0, "initialize", Some(params));
         let none = SessionHeaders::default();
         let reply = deadline(timeout, transport.post(&none, body, Some(0), &inbox)).await?;
         let PostReply::Response {
@@ -111,7 +124,8 @@ impl Session {
         handshake: Duration,
         timeout: Duration,
     ) -> Result<Session, McpError> {
-        let body = jsonrpc::request(0, "initialize", Some(initialize_params(preferred)));
+        let params = initialize_params(preferred, CLIENT_NAME);
+        let body = jsonrpc::request(0, "initialize", Some(params));
         let (outcome, _) = deadline(handshake, duplex.request(0, body, usize::MAX)).await?;
         let info = parse_initialize(&outcome.map_err(McpError::from)?)?;
         if ProtocolVersion::parse(&info.protocol_version).is_none() {
@@ -192,6 +206,17 @@ impl Session {
         outcome.map(|r| (r, bytes)).map_err(McpError::from)
     }
 
+    /// One `tools/list` page: the first (`cursor` none) or the one `cursor` names, its answer
+    /// held to `max_bytes` (what a walk's [`Pager`](crate::probe::walker::Pager) is asked for).
+    pub async fn tools_list_page(
+        &self,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
+        let params = cursor.map(|c| json!({ "cursor": c }));
+        self.request_within("tools/list", params, max_bytes).await
+    }
+
     /// Send a notification.
     pub async fn notify(&self, method: &str) -> Result<(), McpError> {
         self.send(jsonrpc::notification(method)).await
@@ -263,11 +288,14 @@ pub(crate) async fn deadline<T>(
         })
 }
 
-fn initialize_params(preferred: ProtocolVersion) -> Value {
+/// The `clientInfo.name` the exporter introduces itself with.
+const CLIENT_NAME: &str = "mcp_exporter";
+
+fn initialize_params(preferred: ProtocolVersion, client_name: &str) -> Value {
     json!({
         "protocolVersion": preferred.as_str(),
         "capabilities": {},
-        "clientInfo": {"name": "mcp_exporter", "version": env!("CARGO_PKG_VERSION")},
+        "clientInfo": {"name": client_name, "version": env!("CARGO_PKG_VERSION")},
     })
 }
 

@@ -1,0 +1,179 @@
+"""A real MCP client on the official Python SDK (PyPI `mcp` 2.x: `ClientSession` over
+`streamable_http_client`), used the way correct and careless assistants use it.
+
+Why: the proxy of `mcp_exporter proxy` measures what real clients do with the tool list (do they
+follow cursors, re-list after list_changed, call tools that are gone). Its end-to-end test
+(.ci/proxy_e2e.py) must drive it with the SDK's own client, not an imitation: the handshake, the
+GET stream, the session id and the DELETE at the end are the SDK's.
+
+Modes (the server is a kb peer: 14 tools, 8 per page, a swap of search_legacy for search_v2):
+  correct     list_tools following every nextCursor, call kb_stats; after the swap wait for
+              notifications/tools/list_changed, re-list every page, call search_v2 and kb_stats
+  first-page  one list_tools() without a cursor (8 of 14 tools), then call kb_search
+  cached      list every page, then after the swap call search_legacy from that cached list
+              (list_changed is heard and ignored)
+  reconnect   list every page in a first session and end it; after the swap open a new session
+              and call kb_stats without listing (a list cached from the earlier session)
+
+Protocol with the orchestrator: prints `ready {json}` once its pre-swap part is done, then waits
+(bounded) for the file given by --go to exist (written after the swap), then prints
+`result {json}` and exits 0; any failure prints `error ...` and exits 1. Every wait has a deadline.
+
+Usage: python py_client.py URL --name CLIENT_NAME --mode MODE --go FILE [--timeout 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import anyio
+import mcp_types as types
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+MAX_PAGES = 10  # a correct client still caps a walk: a server that never ends pagination
+
+
+def say(kind: str, **data) -> None:
+    print(kind, json.dumps(data, sort_keys=True), flush=True)
+
+
+class Failed(Exception):
+    pass
+
+
+async def wait_go(path: str, deadline: float) -> None:
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise Failed(f"go file {path} did not appear in time")
+        await anyio.sleep(0.05)
+
+
+async def list_tools(session: ClientSession, follow: bool) -> tuple[list[str], int]:
+    """Names and pages: every page when `follow`, else the first page only."""
+    names: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
+        result = await session.list_tools(params=params)
+        pages += 1
+        names += [t.name for t in result.tools]
+        cursor = result.next_cursor
+        if not follow or cursor is None:
+            return names, pages
+        if pages >= MAX_PAGES:
+            raise Failed(f"more than {MAX_PAGES} pages")
+
+
+async def call(session: ClientSession, tool: str) -> tuple[bool, str]:
+    """(is_error, first text) of a tools/call; a JSON-RPC error is an error too."""
+    try:
+        result = await session.call_tool(tool, {"q": "proxy e2e"})
+    except Exception as exc:  # noqa: BLE001 - the TS peer answers unknown tools with -32602
+        return True, f"{type(exc).__name__}: {exc}"[:200]
+    text = next((c.text for c in result.content if getattr(c, "text", None) is not None), "")
+    return bool(result.is_error), text[:200]
+
+
+def expect(cond: bool, what: str) -> None:
+    if not cond:
+        raise Failed(what)
+
+
+class Client:
+    """One SDK session with a list_changed latch."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.url = url
+        self.info = types.Implementation(name=name, version="1.0.0")
+        self.changed = anyio.Event()
+
+    async def on_message(self, message) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.changed.set()
+
+    def session(self, read, write) -> ClientSession:
+        return ClientSession(read, write, message_handler=self.on_message, client_info=self.info,
+                             read_timeout_seconds=10)
+
+
+async def run(args: argparse.Namespace) -> dict:
+    deadline = time.monotonic() + args.timeout
+    c = Client(args.url, args.name)
+    out: dict = {"mode": args.mode, "name": args.name}
+    async with streamable_http_client(args.url) as (read, write):
+        async with c.session(read, write) as s:
+            await s.initialize()
+            if args.mode == "first-page":
+                names, pages = await list_tools(s, follow=False)
+                expect(pages == 1 and len(names) < 14, f"first page: {pages} pages, {len(names)} tools")
+                out["first_page_tools"] = len(names)
+                out["kb_search"] = await call(s, "kb_search")
+                say("ready", **out)
+                await wait_go(args.go, deadline)
+                return out
+            names, pages = await list_tools(s, follow=True)
+            expect(len(names) == 14 and "search_legacy" in names, f"before the swap: {pages} pages, {names}")
+            out["pages_before"] = pages
+            out["kb_stats_before"] = await call(s, "kb_stats")
+            expect(out["kb_stats_before"] == (False, "ok"), f"kb_stats: {out['kb_stats_before']}")
+            if args.mode == "correct":
+                say("ready", **out)
+                await wait_go(args.go, deadline)
+                with anyio.fail_after(max(1.0, deadline - time.monotonic())):
+                    await c.changed.wait()
+                names, pages = await list_tools(s, follow=True)
+                expect(len(names) == 14 and "search_v2" in names and "search_legacy" not in names,
+                       f"after the swap: {pages} pages, {names}")
+                out["pages_after"] = pages
+                out["search_v2"] = await call(s, "search_v2")
+                out["kb_stats_after"] = await call(s, "kb_stats")
+                expect(not out["search_v2"][0] and not out["kb_stats_after"][0], f"calls after the re-list: {out}")
+                return out
+            if args.mode == "cached":
+                say("ready", **out)
+                await wait_go(args.go, deadline)
+                out["search_legacy"] = await call(s, "search_legacy")
+                expect(out["search_legacy"][0], f"search_legacy after the swap should fail: {out['search_legacy']}")
+                return out
+    # reconnect: the first session has ended (DELETE); a new one calls without listing
+    say("ready", **out)
+    await wait_go(args.go, deadline)
+    async with streamable_http_client(args.url) as (read, write):
+        async with c.session(read, write) as s:
+            await s.initialize()
+            out["kb_stats_reconnected"] = await call(s, "kb_stats")
+            expect(out["kb_stats_reconnected"] == (False, "ok"), f"kb_stats: {out['kb_stats_reconnected']}")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("url")
+    ap.add_argument("--name", required=True, help="clientInfo.name (the proxy's `client` label)")
+    ap.add_argument("--mode", required=True, choices=["correct", "first-page", "cached", "reconnect"])
+    ap.add_argument("--go", required=True, help="a file whose appearance means: the swap happened")
+    ap.add_argument("--timeout", type=float, default=60.0, help="deadline for the whole run (s)")
+    args = ap.parse_args()
+    try:
+        out = anyio.run(_bounded, args)
+    except BaseException as exc:  # noqa: BLE001 - any failure is reported and exits 1
+        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+            exc = exc.exceptions[0]
+        print(f"error {args.name} ({args.mode}): {type(exc).__name__}: {exc}", flush=True)
+        sys.exit(1)
+    say("result", **out)
+
+
+async def _bounded(args: argparse.Namespace) -> dict:
+    with anyio.fail_after(args.timeout + 5):
+        return await run(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,177 @@
+// A real MCP client on the official TypeScript SDK 1.x (`Client` + `StreamableHTTPClientTransport`
+// of @modelcontextprotocol/sdk), used the way correct and careless assistants use it.
+//
+// Why: the proxy of `mcp_exporter proxy` measures what real clients do with the tool list; its
+// end-to-end test (.ci/proxy_e2e.py) drives it with the SDK's own client, not an imitation: the
+// handshake, the GET stream, the session id and the DELETE at the end are the SDK's.
+//
+// Modes (the server is a kb peer: 14 tools, 8 per page, a swap of search_legacy for search_v2):
+//   correct     listTools following every nextCursor, call kb_stats; after the swap wait for
+//               notifications/tools/list_changed, re-list every page, call search_v2 and kb_stats
+//   first-page  one listTools() without a cursor (8 of 14 tools), then call kb_search
+//   cached      list every page, then after the swap call search_legacy from that cached list
+//   reconnect   list every page in a first session and end it; after the swap open a new session
+//               and call kb_stats without listing
+//
+// Protocol (as .ci/peers/py_client.py): prints `ready {json}`, waits (bounded) for the --go file,
+// prints `result {json}` and exits 0; a failure prints `error ...` and exits 1.
+//
+// Usage: node ts_client.mjs URL --name CLIENT_NAME --mode MODE --go FILE [--timeout 60]
+// NODE_PATH=<prefix>/node_modules resolves the SDK.
+import { existsSync } from 'node:fs';
+import { load } from './kb_catalog.mjs';
+
+const { Client } = await load('@modelcontextprotocol/sdk/client/index.js');
+const { StreamableHTTPClientTransport } = await load('@modelcontextprotocol/sdk/client/streamableHttp.js');
+const { ToolListChangedNotificationSchema } = await load('@modelcontextprotocol/sdk/types.js');
+
+const MAX_PAGES = 10;
+const MODES = ['correct', 'first-page', 'cached', 'reconnect'];
+
+function parse(argv) {
+  const a = { url: null, name: null, mode: null, go: null, timeout: 60 };
+  const rest = [...argv];
+  while (rest.length) {
+    const k = rest.shift();
+    if (k === '--name') a.name = rest.shift();
+    else if (k === '--mode') a.mode = rest.shift();
+    else if (k === '--go') a.go = rest.shift();
+    else if (k === '--timeout') a.timeout = Number(rest.shift());
+    else if (!a.url && !k.startsWith('--')) a.url = k;
+    else throw new Error(`unknown argument ${k}`);
+  }
+  if (!a.url || !a.name || !MODES.includes(a.mode) || !a.go || !(a.timeout > 0)) {
+    throw new Error(`usage: URL --name NAME --mode ${MODES.join('|')} --go FILE [--timeout S]`);
+  }
+  return a;
+}
+
+const say = (kind, data) => console.log(`${kind} ${JSON.stringify(data)}`);
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const expect = (cond, what) => {
+  if (!cond) throw new Error(what);
+};
+
+async function waitFor(what, cond, deadline) {
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within the deadline`);
+    await sleep(50);
+  }
+}
+
+// One SDK session with a list_changed latch.
+async function open(url, name) {
+  const client = new Client({ name, version: '1.0.0' }, { capabilities: {} });
+  const state = { changed: false };
+  client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
+    state.changed = true;
+  });
+  const transport = new StreamableHTTPClientTransport(new URL(url));
+  await client.connect(transport);
+  const close = async () => {
+    await transport.terminateSession().catch(() => {});
+    await client.close();
+  };
+  return { client, state, close };
+}
+
+async function listTools(client, follow) {
+  const names = [];
+  let cursor;
+  let pages = 0;
+  for (;;) {
+    const r = await client.listTools(cursor === undefined ? undefined : { cursor });
+    pages += 1;
+    names.push(...r.tools.map((t) => t.name));
+    cursor = r.nextCursor;
+    if (!follow || cursor === undefined) return { names, pages };
+    if (pages >= MAX_PAGES) throw new Error(`more than ${MAX_PAGES} pages`);
+  }
+}
+
+// [isError, first text]; a JSON-RPC error (the TS server's unknown tool) is an error too.
+async function call(client, tool) {
+  try {
+    const r = await client.callTool({ name: tool, arguments: { q: 'proxy e2e' } });
+    const text = (r.content || []).find((c) => typeof c.text === 'string')?.text ?? '';
+    return [Boolean(r.isError), text.slice(0, 200)];
+  } catch (e) {
+    return [true, String(e).slice(0, 200)];
+  }
+}
+
+async function run(a) {
+  const deadline = Date.now() + a.timeout * 1000;
+  const out = { mode: a.mode, name: a.name };
+  const s = await open(a.url, a.name);
+  try {
+    if (a.mode === 'first-page') {
+      const { names, pages } = await listTools(s.client, false);
+      expect(pages === 1 && names.length < 14, `first page: ${pages} pages, ${names.length} tools`);
+      out.first_page_tools = names.length;
+      out.kb_search = await call(s.client, 'kb_search');
+      say('ready', out);
+      await waitFor('go file', () => existsSync(a.go), deadline);
+      return out;
+    }
+    const before = await listTools(s.client, true);
+    expect(before.names.length === 14 && before.names.includes('search_legacy'), `before the swap: ${JSON.stringify(before)}`);
+    out.pages_before = before.pages;
+    out.kb_stats_before = await call(s.client, 'kb_stats');
+    expect(!out.kb_stats_before[0] && out.kb_stats_before[1] === 'ok', `kb_stats: ${out.kb_stats_before}`);
+    if (a.mode === 'correct') {
+      say('ready', out);
+      await waitFor('go file', () => existsSync(a.go), deadline);
+      await waitFor('notifications/tools/list_changed', () => s.state.changed, deadline);
+      const after = await listTools(s.client, true);
+      expect(after.names.length === 14 && after.names.includes('search_v2') && !after.names.includes('search_legacy'),
+        `after the swap: ${JSON.stringify(after)}`);
+      out.pages_after = after.pages;
+      out.search_v2 = await call(s.client, 'search_v2');
+      out.kb_stats_after = await call(s.client, 'kb_stats');
+      expect(!out.search_v2[0] && !out.kb_stats_after[0], `calls after the re-list: ${JSON.stringify(out)}`);
+      return out;
+    }
+    if (a.mode === 'cached') {
+      say('ready', out);
+      await waitFor('go file', () => existsSync(a.go), deadline);
+      out.search_legacy = await call(s.client, 'search_legacy');
+      expect(out.search_legacy[0], `search_legacy after the swap should fail: ${out.search_legacy}`);
+      return out;
+    }
+  } finally {
+    await s.close();
+  }
+  // reconnect: the first session has ended (DELETE); a new one calls without listing
+  say('ready', out);
+  await waitFor('go file', () => existsSync(a.go), deadline);
+  const again = await open(a.url, a.name);
+  try {
+    out.kb_stats_reconnected = await call(again.client, 'kb_stats');
+    expect(!out.kb_stats_reconnected[0] && out.kb_stats_reconnected[1] === 'ok', `kb_stats: ${out.kb_stats_reconnected}`);
+  } finally {
+    await again.close();
+  }
+  return out;
+}
+
+let args;
+try {
+  args = parse(process.argv.slice(2));
+} catch (e) {
+  console.error(String(e.message));
+  process.exit(2);
+}
+const backstop = setTimeout(() => {
+  console.log(`error ${args.name} (${args.mode}): hard deadline of ${args.timeout + 5} s`);
+  process.exit(1);
+}, (args.timeout + 5) * 1000);
+try {
+  const out = await run(args);
+  say('result', out);
+  clearTimeout(backstop);
+  process.exit(0);
+} catch (e) {
+  console.log(`error ${args.name} (${args.mode}): ${e?.stack || e}`.slice(0, 2000));
+  process.exit(1);
+}

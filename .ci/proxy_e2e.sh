@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Passive mode end to end (.ci/proxy_e2e.py): the official SDK clients (Python `mcp`
+# ClientSession, TypeScript SDK 1.x Client) through the exporter's proxy to a real SDK server
+# (Python `mcp` low-level Server, 14 tools 8 per page, a tool swap): correct clients clean, careless
+# ones (first page only, cached list, reconnect without re-list) flagged on their own `client`
+# label, a hostile client (garbage JSON, 100 MB body, 10,000 sessions, a foreign session id)
+# contained, the correct clients passing again after it.
+#
+# Usage: .ci/proxy_e2e.sh WORKDIR EXPORTER_BIN
+# Installs the pinned peers under WORKDIR with .ci/peers/install.sh (skipped when already there).
+# Bounded: the install and the run have deadlines.
+set -euo pipefail
+
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+ci_args "$@"
+here=$(cd "$(dirname "$0")" && pwd)
+started=$(date +%s)
+log() { printf '[proxy_e2e %3ss] %s\n' "$(($(date +%s) - started))" "$*"; }
+
+peer_env=$(timeout 1800 bash "$here/peers/install.sh" "$root")
+eval "$peer_env"
+log "setup took $(($(date +%s) - started)) s"
+
+run_started=$(date +%s)
+timeout -k 10 420 "$PEER_PY" "$here/proxy_e2e.py" --work "$root/proxy_e2e" --bin "$bin" \
+  --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
+log "PASS proxy e2e: run took $(($(date +%s) - run_started)) s"
