@@ -48,6 +48,7 @@ PEERS = base.PEERS
 PROXY = "kb"
 MAX_SESSIONS = 5000
 HOSTILE_SESSIONS = 10_000
+UPSTREAM_MAX_SESSIONS = 7_000  # over MAX_SESSIONS, under HOSTILE_SESSIONS
 HOSTILE_BODY = 100 * 1024 * 1024
 GRACE_S = 2  # cursor_grace and relist_grace in this run's proxy
 CLIENT_TIMEOUT = 60  # each client's own deadline (s)
@@ -374,6 +375,9 @@ def hostile(port: int, path: str, base_url: str) -> None:
         for k, v in o.items():
             others[k] = others.get(k, 0) + v
     log(f"hostile: {opened} of {HOSTILE_SESSIONS} sessions opened in {time.monotonic() - t0:.1f} s, other answers {others}")
+    if opened != HOSTILE_SESSIONS:
+        raise Failure(f"hostile: {opened} of {HOSTILE_SESSIONS} sessions opened (other answers {others}): the proxy "
+                      f"did not end the sessions it dropped, so the server's cap ({UPSTREAM_MAX_SESSIONS}) filled up")
 
     def bounded() -> list[str]:
         m = Metrics(base_url)
@@ -400,12 +404,13 @@ def main() -> int:
     proxy_url = f"http://127.0.0.1:{ports['proxy']}/mcp"
     base_url = f"http://127.0.0.1:{ports['exporter']}"
 
-    # Room for the hostile client's sessions at the server: the proxy stops tracking the sessions
-    # over its max_sessions but does not end them upstream, so at the SDK's default cap (10,000)
-    # the hostile client would fill the server and lock the correct clients out (docs/proxy.md,
-    # "Limits").
+    # The server's session cap sits between the proxy's max_sessions and the hostile client's
+    # sessions: the proxy ends at the upstream every session it drops from tracking, so the
+    # hostile client never holds more than max_sessions there and every one of its sessions
+    # opens (without that, sessions past the cap would be refused and the correct clients
+    # after it locked out).
     srv = base.start("upstream", [py, str(PEERS / "py_modern_server.py"), str(ports["upstream"]), "--page-size", "8",
-                                  "--max-sessions", str(2 * HOSTILE_SESSIONS + 100)], work)
+                                  "--max-sessions", str(UPSTREAM_MAX_SESSIONS)], work)
     base.wait_port("upstream", ports["upstream"], srv, 60)
 
     config = work / "exporter.yml"

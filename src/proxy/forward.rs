@@ -262,7 +262,7 @@ impl Shared {
         if let (Some(id), true) = (&new_session, session_id.is_none())
             && status.is_success()
         {
-            table.touch(id, &ex.client, now);
+            table.touch(id, &ex.client, now).upstream = true;
             ex.key = Some(id.clone());
         }
         if let Some(id) = session_id {
@@ -285,6 +285,7 @@ impl Shared {
                 for r in &ex.requests {
                     ex.client.series.request(r.method);
                 }
+                self.wake_if_dropped(&table);
                 return ex;
             }
         };
@@ -338,7 +339,15 @@ impl Shared {
                 Asked::Initialize | Asked::Other => {}
             }
         }
+        self.wake_if_dropped(&table);
         ex
+    }
+
+    /// Have the sweeper end at the upstream the sessions this exchange made the table drop.
+    fn wake_if_dropped(&self, table: &super::sessions::Table) {
+        if table.has_to_close() {
+            self.dropped.notify_one();
+        }
     }
 
     /// Decide off the request path whether a call is stale (the catalog may walk first).

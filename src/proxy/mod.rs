@@ -64,6 +64,8 @@ pub(crate) struct Shared {
     metrics: Arc<ProxyMetrics>,
     labels: ClientLabels,
     sessions: Mutex<Table>,
+    /// Woken when the table dropped an upstream session that is to be ended there.
+    dropped: tokio::sync::Notify,
     catalog: Arc<Catalog>,
     http: reqwest::Client,
     /// Itself, for tasks spawned from a handler.
@@ -99,6 +101,7 @@ impl Proxy {
                 metrics.clone(),
             ),
             sessions: Mutex::new(Table::new(config.max_sessions, metrics.clone())),
+            dropped: tokio::sync::Notify::new(),
             catalog: Arc::new(Catalog::default()),
             metrics,
             http,
@@ -165,18 +168,55 @@ async fn sweep(sh: Arc<Shared>, mut stop: watch::Receiver<bool>) {
         .min(c.relist_grace)
         .max(Duration::from_millis(50));
     loop {
-        tokio::select! {
-            _ = tokio::time::sleep(period) => {}
+        // A dropped upstream session wakes this at once (not only the next tick), so a flood of
+        // new sessions is met by DELETEs as it comes and the upstream's count stays near the cap.
+        let tick = tokio::select! {
+            _ = tokio::time::sleep(period) => true,
+            _ = sh.dropped.notified() => false,
             _ = stop.wait_for(|s| *s) => return,
-        }
-        let now = Instant::now();
-        sh.sessions.lock().expect("sessions lock").sweep(
-            now,
-            c.session_idle_timeout,
-            c.cursor_grace,
-            c.relist_grace,
-        );
+        };
+        let to_close = {
+            let mut table = sh.sessions.lock().expect("sessions lock");
+            if tick {
+                table.sweep(
+                    Instant::now(),
+                    c.session_idle_timeout,
+                    c.cursor_grace,
+                    c.relist_grace,
+                );
+            }
+            table.take_to_close()
+        };
+        end_upstream(&sh, to_close).await;
     }
+}
+
+/// Most upstream sessions ended at once, and most ended per sweep: the rest are left to the
+/// upstream's own idle expiry (a flood of evictions must not turn into a flood of requests).
+const END_CONCURRENCY: usize = 16;
+const END_PER_SWEEP: usize = 2_000;
+/// Time one `DELETE` of a dropped session may take.
+const END_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// End at the upstream the sessions the proxy stopped tracking (see [`sessions`]). Best effort:
+/// the client's credentials are never kept, so an upstream that wants them for `DELETE` refuses
+/// and expires the session itself.
+async fn end_upstream(sh: &Shared, ids: Vec<Box<str>>) {
+    use futures_util::StreamExt as _;
+    futures_util::stream::iter(ids.into_iter().take(END_PER_SWEEP))
+        .for_each_concurrent(END_CONCURRENCY, |id| async move {
+            let sent = sh
+                .http
+                .delete(sh.config.upstream.clone())
+                .header("mcp-session-id", &*id)
+                .timeout(END_TIMEOUT)
+                .send()
+                .await;
+            if let Err(e) = sent {
+                tracing::debug!(proxy = %sh.config.name, error = %crate::text::bounded(&e.without_url().to_string(), 200), "ending a dropped session upstream failed");
+            }
+        })
+        .await;
 }
 
 /// The running proxies, by name: what `app` applies configurations to and the status page reads.

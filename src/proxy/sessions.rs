@@ -8,6 +8,11 @@
 //! room (a hostile client opening sessions cannot grow memory), and a periodic sweep ends
 //! sessions idle longer than `session_idle_timeout` and settles the deadlines that passed
 //! (a cursor not followed within `cursor_grace`, no re-list within `relist_grace`).
+//!
+//! A legacy session the proxy stops tracking (evicted or idle) is also ended at the upstream
+//! (queued here, sent as `DELETE` by the proxy): otherwise a client opening sessions without end
+//! would fill the upstream's own session cap through the proxy and lock every other client out.
+//! The upstream then holds at most `max_sessions` sessions opened through the proxy.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +24,9 @@ use crate::telemetry::proxy::{ClientEvent, Ended, ProxyMetrics};
 /// One tracked session.
 pub struct Session {
     pub client: Arc<Client>,
+    /// The key is a session the upstream issued (`Mcp-Session-Id`), not a modern identity: it
+    /// is ended at the upstream when the proxy stops tracking it.
+    pub upstream: bool,
     pub started: Instant,
     pub last_seen: Instant,
     /// tools/list requests (pages asked for).
@@ -44,6 +52,7 @@ impl Session {
     fn new(client: Arc<Client>, now: Instant) -> Self {
         Session {
             client,
+            upstream: false,
             started: now,
             last_seen: now,
             lists: 0,
@@ -86,6 +95,9 @@ pub struct Table {
     map: HashMap<Box<str>, Session>,
     max: usize,
     metrics: Arc<ProxyMetrics>,
+    /// Upstream sessions dropped from tracking, to be ended at the upstream (see the module
+    /// docs); drained by [`Table::take_to_close`] after every change, so it stays short.
+    to_close: Vec<Box<str>>,
 }
 
 impl Table {
@@ -94,6 +106,7 @@ impl Table {
             map: HashMap::new(),
             max: max.max(1),
             metrics,
+            to_close: Vec::new(),
         }
     }
 
@@ -143,16 +156,31 @@ impl Table {
         }
     }
 
-    /// Stop tracking `key` (if tracked), counting why.
+    /// Stop tracking `key` (if tracked), counting why. An upstream session dropped by the
+    /// proxy (evicted, idle) is queued to be ended there too; one the client or the upstream
+    /// ended is not.
     pub fn end(&mut self, key: &str, why: Ended) -> bool {
-        match self.map.remove(key) {
-            Some(s) => {
+        match self.map.remove_entry(key) {
+            Some((key, s)) => {
                 s.client.series.sessions(-1);
                 self.metrics.ended(why);
+                if s.upstream && matches!(why, Ended::Evicted | Ended::Idle) {
+                    self.to_close.push(key);
+                }
                 true
             }
             None => false,
         }
+    }
+
+    /// Whether upstream sessions wait to be ended there.
+    pub fn has_to_close(&self) -> bool {
+        !self.to_close.is_empty()
+    }
+
+    /// The upstream sessions dropped since the last call, to end at the upstream.
+    pub fn take_to_close(&mut self) -> Vec<Box<str>> {
+        std::mem::take(&mut self.to_close)
     }
 
     /// Settle what passed by `now`: sessions idle past `idle`, cursors not followed within
@@ -234,5 +262,31 @@ mod tests {
             text.contains("mcp_proxy_sessions{proxy=\"p\",client=\"a\"} 0"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn dropped_upstream_sessions_are_queued_to_end_there_and_identities_are_not() {
+        let t = Telemetry::new();
+        let m = t.add_proxy("p");
+        let c = ClientLabels::new(5, vec![], m.clone()).get(Some("a"));
+        let mut table = Table::new(2, m);
+        let t0 = Instant::now();
+        table.touch("s0", &c, t0).upstream = true;
+        table.touch("client:a:0", &c, t0);
+        table.touch("s1", &c, t0 + Duration::from_secs(1)).upstream = true;
+        table.touch("s2", &c, t0 + Duration::from_secs(2)).upstream = true;
+        let closed: Vec<_> = table.take_to_close().into_iter().map(String::from).collect();
+        assert_eq!(closed, ["s0"], "the idlest upstream session is ended there");
+        table.end("s1", Ended::Deleted);
+        assert!(table.take_to_close().is_empty(), "a client's DELETE is not sent again");
+        table.sweep(
+            t0 + Duration::from_secs(100),
+            Duration::from_secs(10),
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        );
+        let closed: Vec<_> = table.take_to_close().into_iter().map(String::from).collect();
+        assert_eq!(closed, ["s2"], "an idle upstream session is ended there");
+        assert!(table.take_to_close().is_empty());
     }
 }
