@@ -275,17 +275,28 @@ mod tests {
         table.touch("client:a:0", &c, t0);
         table.touch("s1", &c, t0 + Duration::from_secs(1)).upstream = true;
         table.touch("s2", &c, t0 + Duration::from_secs(2)).upstream = true;
-        let closed: Vec<_> = table.take_to_close().into_iter().map(String::from).collect();
+        let closed: Vec<_> = table
+            .take_to_close()
+            .into_iter()
+            .map(String::from)
+            .collect();
         assert_eq!(closed, ["s0"], "the idlest upstream session is ended there");
         table.end("s1", Ended::Deleted);
-        assert!(table.take_to_close().is_empty(), "a client's DELETE is not sent again");
+        assert!(
+            table.take_to_close().is_empty(),
+            "a client's DELETE is not sent again"
+        );
         table.sweep(
             t0 + Duration::from_secs(100),
             Duration::from_secs(10),
             Duration::from_secs(1),
             Duration::from_secs(1),
         );
-        let closed: Vec<_> = table.take_to_close().into_iter().map(String::from).collect();
+        let closed: Vec<_> = table
+            .take_to_close()
+            .into_iter()
+            .map(String::from)
+            .collect();
         assert_eq!(closed, ["s2"], "an idle upstream session is ended there");
         assert!(table.take_to_close().is_empty());
     }
