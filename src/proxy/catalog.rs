@@ -21,7 +21,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::config::Endpoint;
 use crate::mcp::{Client, Era, Inbox, McpError};
-use crate::probe::toolset::{kept_name, tool_fingerprint};
+use crate::probe::toolset::kept_name;
 use crate::probe::walker::{self, Pager, WalkLimits};
 use crate::telemetry::proxy::ProxyMetrics;
 
@@ -239,7 +239,6 @@ impl Catalog {
                     let mut pager = CatalogPager {
                         client: client.clone(),
                         defs: Vec::new(),
-                        kept: 0,
                     };
                     let report = walker::walk(&mut pager, LIMITS).await;
                     match report.result {
@@ -288,12 +287,24 @@ async fn connect(upstream: &url::Url) -> Result<Client, McpError> {
 struct CatalogPager {
     client: Arc<Client>,
     defs: Vec<(Box<str>, u64, Option<Value>)>,
-    kept: usize,
 }
 
 impl Pager for CatalogPager {
     fn drops_invalid_header_annotations(&self) -> bool {
         self.client.era() == Era::Modern
+    }
+
+    /// The walker's own parse of each listed tool: its fingerprint and `inputSchema` are kept
+    /// (the walker caps tools per walk, so `defs` is bounded too).
+    fn definition(&mut self, fingerprint: u64, tool: &Value) {
+        let Some(name) = tool.get("name").and_then(Value::as_str) else {
+            return;
+        };
+        self.defs.push((
+            kept_name(name).0,
+            fingerprint,
+            tool.get("inputSchema").cloned(),
+        ));
     }
 
     async fn page(
@@ -308,25 +319,6 @@ impl Pager for CatalogPager {
         )
         .await
         .map_err(|_| McpError::new(crate::mcp::Reason::Timeout, "tools/list timed out"))??;
-        for tool in page
-            .get("tools")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            let Some(name) = tool.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            if self.kept >= walker::MAX_TOOLS_PER_WALK {
-                break;
-            }
-            self.kept += 1;
-            self.defs.push((
-                kept_name(name).0,
-                tool_fingerprint(tool),
-                tool.get("inputSchema").cloned(),
-            ));
-        }
         Ok((page, bytes))
     }
 }
