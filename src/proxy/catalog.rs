@@ -25,6 +25,10 @@ use crate::probe::toolset::kept_name;
 use crate::probe::walker::{self, Pager, WalkLimits};
 use crate::telemetry::proxy::ProxyMetrics;
 
+/// Least age of the last walk before a call of an unknown tool walks the upstream again (a
+/// tool added since, without `list_changed`, is judged against a walk at most this old).
+pub const UNKNOWN_TOOL_REWALK: Duration = Duration::from_secs(5);
+
 /// Bytes of schemas (current and previous) one catalog keeps; past it a tool's schema is not
 /// kept and its calls are never judged stale-schema.
 pub const MAX_SCHEMA_BYTES: usize = 2 * 1024 * 1024;
@@ -124,8 +128,8 @@ impl Catalog {
     }
 
     /// Whether a call of `tool` with `arguments` made at `at` is stale; walks first when the
-    /// catalog is older than the call and either the tool is unknown or a `list_changed` passed
-    /// since the last walk (bounded by `wait`).
+    /// catalog is older than the call and either a `list_changed` passed since the last walk or
+    /// the tool is unknown and the last walk is [`UNKNOWN_TOOL_REWALK`] old (bounded by `wait`).
     pub async fn judge(
         &self,
         tool: &str,
@@ -136,7 +140,11 @@ impl Catalog {
         let needs_walk = {
             let s = self.state.read().expect("catalog lock");
             let outdated = self.pending.load(std::sync::atomic::Ordering::Relaxed);
-            (outdated || !s.tools.contains_key(tool)) && s.walked_at.is_some_and(|w| w < at)
+            // An unknown tool walks again only when the last walk is not recent: a client that
+            // keeps calling a removed tool (what this detects) must not keep the upstream busy.
+            let unknown = !s.tools.contains_key(tool)
+                && s.walked_at.is_some_and(|w| w.elapsed() >= UNKNOWN_TOOL_REWALK);
+            (outdated || unknown) && s.walked_at.is_some_and(|w| w < at)
         };
         if needs_walk {
             let mut walks = self.walks.subscribe();

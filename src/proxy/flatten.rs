@@ -100,7 +100,24 @@ struct FlattenPager<'a> {
 }
 
 impl Pager for FlattenPager<'_> {
+    /// One page, the whole exchange (answer head and body) bounded by [`PAGE_TIMEOUT`]: an SSE
+    /// answer that only ever sends keep-alives ends here, not at the byte budget.
     async fn page(
+        &mut self,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
+        tokio::time::timeout(PAGE_TIMEOUT, self.page_within(cursor, max_bytes))
+            .await
+            .map_err(|_| McpError::new(Reason::Timeout, "tools/list timed out"))?
+    }
+}
+
+/// Time one page of a flattened listing may take, head to last byte.
+const PAGE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl FlattenPager<'_> {
+    async fn page_within(
         &mut self,
         cursor: Option<&str>,
         max_bytes: usize,
@@ -111,21 +128,11 @@ impl Pager for FlattenPager<'_> {
         }
         let body =
             json!({"jsonrpc": "2.0", "id": FLATTEN_ID, "method": "tools/list", "params": params});
-        let mut url = self.sh.config.upstream.clone();
-        url.set_path(self.parts.uri.path());
-        url.set_query(self.parts.uri.query());
-        let mut req = self.sh.http.post(url).body(body.to_string());
-        for (name, value) in &self.parts.headers {
-            if !super::forward::hop_by_hop(name) && name != header::CONTENT_LENGTH {
-                req = req.header(name, value);
-            }
-        }
+        let req = super::forward::upstream_request(&self.sh, Method::POST, self.parts)
+            .body(body.to_string());
         let transport =
             |e: reqwest::Error| McpError::new(Reason::Transport, e.without_url().to_string());
-        let resp = tokio::time::timeout(std::time::Duration::from_secs(10), req.send())
-            .await
-            .map_err(|_| McpError::new(Reason::Timeout, "tools/list timed out"))?
-            .map_err(transport)?;
+        let resp = req.send().await.map_err(transport)?;
         if !resp.status().is_success() {
             return Err(McpError::new(
                 if resp.status().is_server_error() {

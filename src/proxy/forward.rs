@@ -35,6 +35,31 @@ const INTERNAL_ERROR: i64 = -32603;
 
 /// Headers that belong to one hop, never forwarded (RFC 9110 § 7.6.1), plus `host`, and
 /// `accept-encoding`: the proxy must read the JSON-RPC it forwards, so answers come uncompressed.
+/// Longest session id tracked (bytes).
+const MAX_SESSION_ID_BYTES: usize = 256;
+/// Calls judged at once (each holds its arguments while the catalog may walk); past this a
+/// call is not judged rather than queued.
+pub(super) const MAX_JUDGING: usize = 256;
+
+/// The client's request as it goes upstream: same path, query and end-to-end headers (the
+/// body's length is the new body's). Forwarding and `flatten_pages` both send this.
+pub(super) fn upstream_request(
+    sh: &Shared,
+    method: Method,
+    parts: &axum::http::request::Parts,
+) -> reqwest::RequestBuilder {
+    let mut url = sh.config.upstream.clone();
+    url.set_path(parts.uri.path());
+    url.set_query(parts.uri.query());
+    let mut req = sh.http.request(method, url);
+    for (name, value) in &parts.headers {
+        if !hop_by_hop(name) && name != header::CONTENT_LENGTH {
+            req = req.header(name, value);
+        }
+    }
+    req
+}
+
 pub(super) fn hop_by_hop(name: &HeaderName) -> bool {
     matches!(
         name.as_str(),
@@ -127,15 +152,7 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
         Ok(answer) => return answer,
         Err(exchange) => exchange,
     };
-    let mut url = sh.config.upstream.clone();
-    url.set_path(parts.uri.path());
-    url.set_query(parts.uri.query());
-    let mut upstream = sh.http.request(parts.method.clone(), url);
-    for (name, value) in &parts.headers {
-        if !hop_by_hop(name) && name != header::CONTENT_LENGTH {
-            upstream = upstream.header(name, value);
-        }
-    }
+    let mut upstream = upstream_request(&sh, parts.method.clone(), &parts);
     if let Some(b) = body {
         upstream = upstream.body(b);
     }
@@ -226,7 +243,10 @@ impl Shared {
             (None, name) => self.labels.get(name.as_deref()),
         };
         let key = match session_id {
-            Some(id) => Some(id.to_string()),
+            Some(id) if id.len() <= MAX_SESSION_ID_BYTES => Some(id.to_string()),
+            // A longer id (the spec's are a UUID or a hash) is forwarded, not tracked: what a
+            // session costs here stays bounded whatever a client sends.
+            Some(_) => None,
             // No session (modern era, or a request before `initialize` answered): one identity
             // per reported name and credentials.
             None if requests.iter().any(|r| r.asked != Asked::Initialize) => {
@@ -303,7 +323,7 @@ impl Shared {
                                 && d == digest
                             {
                                 session.cursor = None;
-                                session.cursors_followed += 1;
+                                session.cursors_followed = session.cursors_followed.saturating_add(1);
                                 ex.client
                                     .series
                                     .event(crate::telemetry::proxy::ClientEvent::CursorFollowed);
@@ -319,7 +339,7 @@ impl Shared {
                     }
                 }
                 Asked::ToolsCall { tool, arguments } => {
-                    session.tool_calls += 1;
+                    session.tool_calls = session.tool_calls.saturating_add(1);
                     session.cursor_abandoned();
                     session.relist_missed();
                     if session.lists == 0 && !session.reconnect_without_list {
@@ -362,7 +382,11 @@ impl Shared {
         let Some(me) = self.me.upgrade() else {
             return;
         };
+        let Ok(permit) = self.judging.clone().try_acquire_owned() else {
+            return;
+        };
         tokio::spawn(async move {
+            let _permit = permit;
             use super::catalog::Verdict;
             let verdict = me
                 .catalog
@@ -378,13 +402,13 @@ impl Shared {
                 Verdict::StaleTool => {
                     client.series.stale_tool(&label);
                     if let Some(s) = session {
-                        s.stale_tool_calls += 1;
+                        s.stale_tool_calls = s.stale_tool_calls.saturating_add(1);
                     }
                 }
                 _ => {
                     client.series.stale_schema(&label);
                     if let Some(s) = session {
-                        s.stale_schema_calls += 1;
+                        s.stale_schema_calls = s.stale_schema_calls.saturating_add(1);
                     }
                 }
             }
@@ -419,7 +443,7 @@ impl Shared {
                         }
                     }
                     Err(_) if cursor.is_some() => {
-                        s.cursor_errors += 1;
+                        s.cursor_errors = s.cursor_errors.saturating_add(1);
                         ex.client
                             .series
                             .event(crate::telemetry::proxy::ClientEvent::CursorError);

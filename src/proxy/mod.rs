@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     sessions: Mutex<Table>,
     /// Woken when the table dropped an upstream session that is to be ended there.
     dropped: tokio::sync::Notify,
+    /// Permits of the calls being judged stale or not (see `forward::MAX_JUDGING`).
+    judging: Arc<tokio::sync::Semaphore>,
     catalog: Arc<Catalog>,
     http: reqwest::Client,
     /// Itself, for tasks spawned from a handler.
@@ -102,6 +104,7 @@ impl Proxy {
             ),
             sessions: Mutex::new(Table::new(config.max_sessions, metrics.clone())),
             dropped: tokio::sync::Notify::new(),
+            judging: Arc::new(tokio::sync::Semaphore::new(forward::MAX_JUDGING)),
             catalog: Arc::new(Catalog::default()),
             metrics,
             http,

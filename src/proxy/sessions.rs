@@ -9,10 +9,12 @@
 //! sessions idle longer than `session_idle_timeout` and settles the deadlines that passed
 //! (a cursor not followed within `cursor_grace`, no re-list within `relist_grace`).
 //!
-//! A legacy session the proxy stops tracking (evicted or idle) is also ended at the upstream
-//! (queued here, sent as `DELETE` by the proxy): otherwise a client opening sessions without end
-//! would fill the upstream's own session cap through the proxy and lock every other client out.
-//! The upstream then holds at most `max_sessions` sessions opened through the proxy.
+//! A legacy session evicted at the cap is also ended at the upstream (queued here, sent as
+//! `DELETE` by the proxy): otherwise a client opening sessions without end would fill the
+//! upstream's own session cap through the proxy and lock every other client out. The upstream
+//! then holds at most `max_sessions` sessions opened through the proxy. A session only idle is
+//! forgotten, not ended: a client may hold a quiet GET stream for hours, and `last_seen` moves
+//! only with requests.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -82,7 +84,7 @@ impl Session {
     /// A tools/call (or the grace) came before the re-list a forwarded list_changed asked for.
     pub fn relist_missed(&mut self) {
         if self.relist_due.take().is_some() {
-            self.without_relist += 1;
+            self.without_relist = self.without_relist.saturating_add(1);
             self.client
                 .series
                 .event(ClientEvent::NoRelistAfterListChanged);
@@ -156,15 +158,14 @@ impl Table {
         }
     }
 
-    /// Stop tracking `key` (if tracked), counting why. An upstream session dropped by the
-    /// proxy (evicted, idle) is queued to be ended there too; one the client or the upstream
-    /// ended is not.
+    /// Stop tracking `key` (if tracked), counting why. An upstream session evicted at the cap is
+    /// queued to be ended there too; one idle, or one the client or the upstream ended, is not.
     pub fn end(&mut self, key: &str, why: Ended) -> bool {
         match self.map.remove_entry(key) {
             Some((key, s)) => {
                 s.client.series.sessions(-1);
                 self.metrics.ended(why);
-                if s.upstream && matches!(why, Ended::Evicted | Ended::Idle) {
+                if s.upstream && why == Ended::Evicted {
                     self.to_close.push(key);
                 }
                 true
@@ -292,12 +293,9 @@ mod tests {
             Duration::from_secs(1),
             Duration::from_secs(1),
         );
-        let closed: Vec<_> = table
-            .take_to_close()
-            .into_iter()
-            .map(String::from)
-            .collect();
-        assert_eq!(closed, ["s2"], "an idle upstream session is ended there");
-        assert!(table.take_to_close().is_empty());
+        assert!(
+            table.take_to_close().is_empty(),
+            "an idle session is forgotten, not ended: its client may hold a quiet stream"
+        );
     }
 }

@@ -27,6 +27,8 @@
 //! findings are capped at [`MAX_FINDINGS`] per tool and everything here is bounded by the two
 //! definitions' size, so a hostile definition costs time linear in its bytes and never panics.
 
+use std::collections::HashSet;
+
 use serde_json::{Map, Value};
 
 use super::paths::{self, Path};
@@ -192,7 +194,10 @@ fn annotations(out: &mut Classification, path: &Path, b: Option<&Value>, a: Opti
             "readOnlyHint" if hint(b, key) == Some(true) && hint(a, key) != Some(true) => {
                 out.push(&p, "read_only_dropped", Class::Breaking, bv, av)
             }
-            "destructiveHint" if hint(b, key) != Some(true) && hint(a, key) == Some(true) => {
+            // The spec's default is `true`: a dropped `false` makes the tool destructive too.
+            "destructiveHint"
+                if hint(b, key).unwrap_or(true) == false && hint(a, key).unwrap_or(true) =>
+            {
                 out.push(&p, "destructive_set", Class::Breaking, bv, av)
             }
             _ => out.push(&p, "annotation_changed", Class::Compatible, bv, av),
@@ -460,10 +465,7 @@ fn allowed_values(
         }
         (None, Some(_)) => (true, false),
         (Some(_), None) => (false, true),
-        (Some(Ok(b)), Some(Ok(a))) => (
-            b.iter().any(|v| !a.contains(v)),
-            a.iter().any(|v| !b.contains(v)),
-        ),
+        (Some(Ok(b)), Some(Ok(a))) => one_sided(b, a),
         (None, None) => return,
     };
     let (rule, effect) = match (removed, added) {
@@ -515,6 +517,23 @@ fn types(out: &mut Classification, p: &Path, bv: Option<&Value>, av: Option<&Val
     out.push(p, rule, effect.class(dir), bv, av);
 }
 
+/// Whether `b` has values `a` lacks, and `a` values `b` lacks. Small lists compare values;
+/// large ones compare their JSON text in hash sets, so a huge enum costs linear time.
+fn one_sided(b: &[&Value], a: &[&Value]) -> (bool, bool) {
+    if b.len().saturating_mul(a.len()) <= MAX_RENAME_COMPARISONS {
+        return (
+            b.iter().any(|v| !a.contains(v)),
+            a.iter().any(|v| !b.contains(v)),
+        );
+    }
+    let text = |l: &[&Value]| l.iter().map(|v| v.to_string()).collect::<HashSet<String>>();
+    let (bt, at) = (text(b), text(a));
+    (
+        bt.iter().any(|v| !at.contains(v)),
+        at.iter().any(|v| !bt.contains(v)),
+    )
+}
+
 fn names(v: Option<&Value>) -> Result<Vec<&str>, ()> {
     match v {
         None => Ok(Vec::new()),
@@ -528,7 +547,9 @@ fn required(out: &mut Classification, p: &Path, bv: Option<&Value>, av: Option<&
         out.push(p, "not_a_name_list", Class::Unknown, bv, av);
         return;
     };
-    for n in a.iter().filter(|n| !b.contains(n)) {
+    let (bset, aset): (HashSet<&str>, HashSet<&str>) =
+        (b.iter().copied().collect(), a.iter().copied().collect());
+    for n in a.iter().filter(|n| !bset.contains(*n)) {
         let v = Value::String((*n).to_string());
         out.push(
             p,
@@ -538,7 +559,7 @@ fn required(out: &mut Classification, p: &Path, bv: Option<&Value>, av: Option<&
             Some(&v),
         );
     }
-    for n in b.iter().filter(|n| !a.contains(n)) {
+    for n in b.iter().filter(|n| !aset.contains(*n)) {
         let v = Value::String((*n).to_string());
         out.push(
             p,
@@ -549,6 +570,9 @@ fn required(out: &mut Classification, p: &Path, bv: Option<&Value>, av: Option<&
         );
     }
 }
+
+/// Most property-schema comparisons a rename search may make in one object.
+const MAX_RENAME_COMPARISONS: usize = 4096;
 
 fn properties(
     out: &mut Classification,
@@ -579,7 +603,17 @@ fn properties(
         ),
     };
     let added: Vec<(&String, &Value)> = a.iter().filter(|(k, _)| !b.contains_key(*k)).collect();
-    let required_after = names(ao.get("required")).unwrap_or_default();
+    let required_after: HashSet<&str> = names(ao.get("required"))
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let required_before: HashSet<&str> = names(bo.get("required"))
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    // A rename is looked for only while it stays cheap: past this many comparisons a removed
+    // property is reported removed (breaking either way), so a huge schema cannot cost time.
+    let look_for_renames = b.len().saturating_mul(added.len()) <= MAX_RENAME_COMPARISONS;
     for (name, bs) in b {
         let pp = p.key(name);
         match a.get(name) {
@@ -588,6 +622,7 @@ fn properties(
                 // Removed; renamed when a new property has the same schema.
                 let renamed = added
                     .iter()
+                    .filter(|_| look_for_renames)
                     .find(|(_, s)| *s == bs)
                     .map(|(n, _)| Value::String((*n).clone()));
                 let rule = if renamed.is_some() {
@@ -601,8 +636,20 @@ fn properties(
         }
     }
     for (name, s) in added {
+        if dir == Dir::Input && required_before.contains(name.as_str()) {
+            // Required before without a schema (anything went), constrained now: old callers'
+            // values may no longer fit, and `required` itself did not change.
+            out.push(
+                &p.key(name),
+                "required_property_constrained",
+                Class::Breaking,
+                None,
+                Some(s),
+            );
+            continue;
+        }
         // A required new input property is reported (breaking) by `required`.
-        if dir == Dir::Input && required_after.contains(&name.as_str()) && !b.contains_key(name) {
+        if dir == Dir::Input && required_after.contains(name.as_str()) {
             continue;
         }
         out.push(

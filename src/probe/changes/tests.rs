@@ -229,6 +229,24 @@ fn corpus() -> Vec<Case> {
             Some(("destructive_set", "$.annotations.destructiveHint")),
         ),
         case(
+            // destructiveHint defaults to true: dropping an explicit false makes the tool
+            // destructive.
+            "destructive_hint_false_dropped_is_breaking",
+            peer_ro.clone(),
+            with(&peer_ro, "/annotations/destructiveHint", Value::Null),
+            Some(Breaking),
+            Some(("destructive_set", "$.annotations.destructiveHint")),
+        ),
+        case(
+            // `q` was required with no schema (anything went); now it must be an integer.
+            "required_property_given_a_schema_is_breaking",
+            json!({"name": "t", "inputSchema": {"type": "object", "required": ["q"]}}),
+            json!({"name": "t", "inputSchema": {"type": "object",
+                "properties": {"q": {"type": "integer"}}, "required": ["q"]}}),
+            Some(Breaking),
+            Some(("required_property_constrained", "$.inputSchema.properties.q")),
+        ),
+        case(
             "read_only_hint_gained_is_compatible",
             peer.clone(),
             with(&peer, "/annotations/readOnlyHint", json!(true)),
@@ -855,7 +873,8 @@ fn findings_are_capped_and_keep_the_worst() {
     let many: serde_json::Map<String, Value> = (0..100)
         .map(|i| (format!("p{i}"), json!({"type": "string"})))
         .collect();
-    let b = json!({"name": "t", "inputSchema": {"type": "object", "properties": {}}});
+    let b = json!({"name": "t", "inputSchema": {"type": "object", "properties": {}},
+        "annotations": {"destructiveHint": false}});
     let mut a = b.clone();
     a["inputSchema"]["properties"] = Value::Object(many);
     a["annotations"] = json!({"destructiveHint": true});
