@@ -18,8 +18,9 @@ pub const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:10119";
 
 /// Most distinct `client` label values one proxy may be configured to keep.
 const MAX_CLIENTS_LIMIT: i64 = 1000;
-/// Most client sessions one proxy may be configured to track.
-const MAX_SESSIONS_LIMIT: i64 = 1_000_000;
+/// Most client sessions one proxy may be configured to track: at the cap each new session scans
+/// the table for the idlest, under the table's lock, so the cap bounds that scan too.
+const MAX_SESSIONS_LIMIT: i64 = 100_000;
 
 /// Where a client's `client` label value comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,6 +244,20 @@ fn one(v: &Validator<'_>, p: &str, r: RawProxy) -> Result<McpProxyConfig, Config
         }
     }
     if let Some(list) = r.flatten_pages {
+        // Matched against `client` label values, which are made safe first: a name that would
+        // change on the way could never match.
+        if let Some((i, n)) = list
+            .iter()
+            .enumerate()
+            .find(|(_, n)| n.is_empty() || crate::proxy::labels::safe(n) != **n)
+        {
+            return Err(v.err(
+                format!("{p}.flatten_pages[{i}]"),
+                format!(
+                    "{n:?} is not a client label value (letters, digits, `._-/@+:` and space, at most 64 bytes)"
+                ),
+            ));
+        }
         c.flatten_pages = list;
     }
     if let Some(raw) = r.max_request_bytes {
@@ -303,6 +318,11 @@ mod tests {
         let e = err(&format!("{base}    max_sessions: 0\n"));
         assert!(
             e.contains("test.yml") && e.contains("proxies[0].max_sessions"),
+            "{e}"
+        );
+        let e = err(&format!("{base}    flatten_pages: [ok, \"a<b\"]\n"));
+        assert!(
+            e.contains("test.yml") && e.contains("proxies[0].flatten_pages[1]"),
             "{e}"
         );
         let e = err(&format!("{base}    bogus: 1\n"));

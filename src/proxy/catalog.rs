@@ -143,7 +143,8 @@ impl Catalog {
             // An unknown tool walks again only when the last walk is not recent: a client that
             // keeps calling a removed tool (what this detects) must not keep the upstream busy.
             let unknown = !s.tools.contains_key(tool)
-                && s.walked_at.is_some_and(|w| w.elapsed() >= UNKNOWN_TOOL_REWALK);
+                && s.walked_at
+                    .is_some_and(|w| w.elapsed() >= UNKNOWN_TOOL_REWALK);
             (outdated || unknown) && s.walked_at.is_some_and(|w| w < at)
         };
         if needs_walk {

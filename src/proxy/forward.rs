@@ -189,7 +189,13 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
     }
     let kind = match crate::mcp::http::content_kind(resp.headers()) {
         crate::mcp::http::ContentKind::EventStream => Kind::Sse(SseReader::default()),
-        crate::mcp::http::ContentKind::Json => Kind::Json(JsonBody::default()),
+        crate::mcp::http::ContentKind::Json => {
+            let keep = exchange
+                .requests
+                .iter()
+                .any(|r| matches!(r.asked, Asked::ToolsList { .. }));
+            Kind::Json(JsonBody::new(keep, resp.content_length()))
+        }
         _ => Kind::None,
     };
     let observed = Observed {
@@ -323,7 +329,8 @@ impl Shared {
                                 && d == digest
                             {
                                 session.cursor = None;
-                                session.cursors_followed = session.cursors_followed.saturating_add(1);
+                                session.cursors_followed =
+                                    session.cursors_followed.saturating_add(1);
                                 ex.client
                                     .series
                                     .event(crate::telemetry::proxy::ClientEvent::CursorFollowed);
@@ -491,17 +498,35 @@ impl Observer {
                     self.sh.on_answer(&self.exchange, m);
                 }
             }
-            Kind::Json(b) => b.push(chunk),
+            Kind::Json(b) => {
+                if b.push(chunk) {
+                    self.settle_json();
+                }
+            }
             Kind::None => {}
         }
     }
 
-    fn finish(self) {
-        if let Kind::Json(b) = &self.kind {
-            for m in b.messages() {
-                self.sh.on_answer(&self.exchange, m);
+    /// A JSON answer is complete: account what it answered (once).
+    fn settle_json(&mut self) {
+        let Kind::Json(b) = std::mem::replace(&mut self.kind, Kind::None) else {
+            return;
+        };
+        let messages = b.messages();
+        if messages.is_empty() {
+            // Not kept (or not JSON-RPC): its end still times every request it answered.
+            let took = self.exchange.started.elapsed();
+            for r in &self.exchange.requests {
+                self.sh.metrics.duration(r.method, took);
             }
         }
+        for m in messages {
+            self.sh.on_answer(&self.exchange, m);
+        }
+    }
+
+    fn finish(mut self) {
+        self.settle_json();
     }
 }
 

@@ -122,26 +122,47 @@ fn trim_eol(line: &[u8]) -> &[u8] {
     &line[..end]
 }
 
-/// A whole JSON body, kept up to [`MAX_OBSERVED_BYTES`].
+/// A JSON answer on its way through: kept (up to [`MAX_OBSERVED_BYTES`]) only when its content
+/// matters (it answers a `tools/list`), otherwise only its end is noticed. With a
+/// `Content-Length`, the body is complete when its last chunk is seen, before that chunk is
+/// handed on, so the accounting is done before the client can send its next request.
 #[derive(Default)]
 pub struct JsonBody {
     bytes: Vec<u8>,
+    keep: bool,
     over: bool,
+    expected: Option<u64>,
+    seen: u64,
 }
 
 impl JsonBody {
-    pub fn push(&mut self, chunk: &[u8]) {
-        if self.over || self.bytes.len() + chunk.len() > MAX_OBSERVED_BYTES {
-            self.over = true;
-            self.bytes = Vec::new();
-            return;
+    /// A body of `expected` bytes (its `Content-Length`, when it has one); `keep`: its content
+    /// is read, not only its end.
+    pub fn new(keep: bool, expected: Option<u64>) -> Self {
+        JsonBody {
+            keep,
+            expected,
+            ..JsonBody::default()
         }
-        self.bytes.extend_from_slice(chunk);
     }
 
-    /// The messages of the body, when it was whole JSON-RPC.
+    /// Feed a chunk; true when it completed the body (its `Content-Length` reached).
+    pub fn push(&mut self, chunk: &[u8]) -> bool {
+        self.seen += chunk.len() as u64;
+        if self.keep && !self.over {
+            if self.bytes.len() + chunk.len() > MAX_OBSERVED_BYTES {
+                self.over = true;
+                self.bytes = Vec::new();
+            } else {
+                self.bytes.extend_from_slice(chunk);
+            }
+        }
+        self.expected.is_some_and(|n| self.seen >= n)
+    }
+
+    /// The messages of the body, when it was kept and whole JSON-RPC.
     pub fn messages(&self) -> Vec<Incoming> {
-        if self.over {
+        if self.over || !self.keep {
             return Vec::new();
         }
         jsonrpc::decode(&self.bytes).unwrap_or_default()
@@ -219,6 +240,25 @@ pub fn cursor_digest(cursor: &str) -> u64 {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_json_answer_is_complete_at_its_length_and_kept_only_when_it_matters() {
+        let body = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"nextCursor":"c"}}"#;
+        let (head, last) = body.split_at(body.len() - 3);
+        let mut kept = JsonBody::new(true, Some(body.len() as u64));
+        assert!(!kept.push(head), "not complete before its last chunk");
+        assert!(
+            kept.push(last),
+            "complete with its last chunk, before it is handed on"
+        );
+        assert_eq!(kept.messages().len(), 1);
+        let mut passed = JsonBody::new(false, None);
+        assert!(
+            !passed.push(body),
+            "no length: complete only at the stream's end"
+        );
+        assert!(passed.messages().is_empty() && passed.bytes.is_empty());
+    }
 
     #[test]
     fn sse_events_are_decoded_whatever_the_chunking() {

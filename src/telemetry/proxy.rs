@@ -146,14 +146,20 @@ impl ClientSeries {
     }
 }
 
+/// Most `tool` values one client's stale counters keep: the catalog bounds the names it hands
+/// out at any time, but names churn over days, and a counter's series must not grow with them.
+/// Past it, a new name counts under `other`.
+const MAX_TOOLS_PER_CLIENT: usize = 500;
+
 fn bump(counts: &ToolCounts, tool: &str) {
     let mut c = counts.lock().expect("metrics lock poisoned");
-    match c.get_mut(tool) {
-        Some(n) => *n += 1,
-        None => {
-            c.insert(tool.into(), 1);
-        }
-    }
+    let tool = if c.contains_key(tool) || c.len() < MAX_TOOLS_PER_CLIENT {
+        tool
+    } else {
+        "other"
+    };
+    let n = c.entry(tool.into()).or_insert(0);
+    *n = n.saturating_add(1);
 }
 
 /// The series of one proxy.

@@ -244,7 +244,10 @@ fn corpus() -> Vec<Case> {
             json!({"name": "t", "inputSchema": {"type": "object",
                 "properties": {"q": {"type": "integer"}}, "required": ["q"]}}),
             Some(Breaking),
-            Some(("required_property_constrained", "$.inputSchema.properties.q")),
+            Some((
+                "required_property_constrained",
+                "$.inputSchema.properties.q",
+            )),
         ),
         case(
             "read_only_hint_gained_is_compatible",
