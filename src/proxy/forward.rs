@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::Stream;
@@ -52,12 +52,27 @@ pub(super) fn upstream_request(
     url.set_path(parts.uri.path());
     url.set_query(parts.uri.query());
     let mut req = sh.http.request(method, url);
-    for (name, value) in &parts.headers {
-        if !hop_by_hop(name) && name != header::CONTENT_LENGTH {
+    for (name, value) in end_to_end(&parts.headers) {
+        if name != header::CONTENT_LENGTH {
             req = req.header(name, value);
         }
     }
     req
+}
+
+/// The headers a proxy passes on: not hop-by-hop, and not named in `Connection` (RFC 9110 7.6.1).
+fn end_to_end(headers: &HeaderMap) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
+    let named: Vec<String> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .take(32)
+        .collect();
+    headers
+        .iter()
+        .filter(move |(n, _)| !hop_by_hop(n) && !named.iter().any(|t| t == n.as_str()))
 }
 
 pub(super) fn hop_by_hop(name: &HeaderName) -> bool {
@@ -182,10 +197,8 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
         exchange,
     );
     let mut out = Response::builder().status(status.as_u16());
-    for (name, value) in resp.headers() {
-        if !hop_by_hop(name) {
-            out = out.header(name.as_str(), value.as_bytes());
-        }
+    for (name, value) in end_to_end(resp.headers()) {
+        out = out.header(name, value);
     }
     let kind = match crate::mcp::http::content_kind(resp.headers()) {
         crate::mcp::http::ContentKind::EventStream => Kind::Sse(SseReader::default()),
@@ -564,5 +577,25 @@ impl Drop for Observed {
         if let Some(o) = self.obs.take() {
             o.finish();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_stay_behind() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("close, X-Hop"));
+        h.insert("x-hop", HeaderValue::from_static("1"));
+        h.insert(
+            header::TRANSFER_ENCODING,
+            HeaderValue::from_static("chunked"),
+        );
+        h.insert("mcp-session-id", HeaderValue::from_static("s"));
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer t"));
+        let kept: Vec<&str> = end_to_end(&h).map(|(n, _)| n.as_str()).collect();
+        assert_eq!(kept, ["mcp-session-id", "authorization"]);
     }
 }
