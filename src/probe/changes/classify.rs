@@ -195,9 +195,7 @@ fn annotations(out: &mut Classification, path: &Path, b: Option<&Value>, a: Opti
                 out.push(&p, "read_only_dropped", Class::Breaking, bv, av)
             }
             // The spec's default is `true`: a dropped `false` makes the tool destructive too.
-            "destructiveHint"
-                if hint(b, key).unwrap_or(true) == false && hint(a, key).unwrap_or(true) =>
-            {
+            "destructiveHint" if !hint(b, key).unwrap_or(true) && hint(a, key).unwrap_or(true) => {
                 out.push(&p, "destructive_set", Class::Breaking, bv, av)
             }
             _ => out.push(&p, "annotation_changed", Class::Compatible, bv, av),
