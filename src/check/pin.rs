@@ -107,10 +107,7 @@ impl Pager for Collect<'_> {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> Result<(Value, usize), crate::mcp::McpError> {
-        let params = cursor.map(|c| serde_json::json!({ "cursor": c }));
-        self.session
-            .request_within("tools/list", params, max_bytes)
-            .await
+        self.session.tools_list_page(cursor, max_bytes).await
     }
 }
 

@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{Checker, Status, WalkSummary};
 use crate::config::valid_tool_name;
@@ -79,11 +79,7 @@ impl Pager for Recorder<'_> {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> Result<(Value, usize), McpError> {
-        let params = cursor.map(|c| json!({ "cursor": c }));
-        let (page, bytes) = self
-            .session
-            .request_within("tools/list", params, max_bytes)
-            .await?;
+        let (page, bytes) = self.session.tools_list_page(cursor, max_bytes).await?;
         let named = page
             .get("tools")
             .and_then(Value::as_array)

@@ -267,6 +267,22 @@ impl Client {
         }
     }
 
+    /// One page of `tools/list` (at `cursor`), its answer bounded by `max_bytes`: what every
+    /// walker pager asks for.
+    pub async fn tools_list_page(
+        &self,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
+        match self {
+            Client::Legacy(s) => s.tools_list_page(cursor, max_bytes).await,
+            Client::Modern(c) => {
+                let params = cursor.map(|c| serde_json::json!({ "cursor": c }));
+                c.request_within("tools/list", params, max_bytes).await
+            }
+        }
+    }
+
     /// `tools/call` with `params`; in the modern era the tool's `x-mcp-header` parameters
     /// (`annotated`) are mirrored into `Mcp-Param-*` headers, as Streamable HTTP clients must.
     pub async fn call_tool(

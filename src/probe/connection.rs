@@ -116,11 +116,10 @@ impl Pager for ClientPager {
         max_bytes: usize,
     ) -> Result<(serde_json::Value, usize), McpError> {
         self.metrics.tools_list_request();
-        let params = cursor.map(|c| serde_json::json!({ "cursor": c }));
         timed(
             &self.metrics,
             "tools/list",
-            self.client.request_within("tools/list", params, max_bytes),
+            self.client.tools_list_page(cursor, max_bytes),
         )
         .await
     }

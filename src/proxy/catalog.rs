@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{Notify, watch};
 
 use crate::config::Endpoint;
@@ -321,10 +321,9 @@ impl Pager for CatalogPager {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> Result<(Value, usize), McpError> {
-        let params = cursor.map(|c| json!({ "cursor": c }));
         let (page, bytes) = tokio::time::timeout(
             REQUEST_TIMEOUT,
-            self.client.request_within("tools/list", params, max_bytes),
+            self.client.tools_list_page(cursor, max_bytes),
         )
         .await
         .map_err(|_| McpError::new(crate::mcp::Reason::Timeout, "tools/list timed out"))??;
@@ -335,6 +334,7 @@ impl Pager for CatalogPager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[tokio::test]
     async fn changed_tools_keep_their_previous_schema_and_labels_are_bounded() {
