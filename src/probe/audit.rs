@@ -87,6 +87,11 @@ impl Audit {
 }
 
 /// Watches the freshness promises of consecutive listings.
+///
+/// A listing that differs from a previous one still promised fresh is only a suspect: the
+/// server changes its list and then sends `list_changed`, so a walk may see the new list a moment
+/// before the notification arrives. The promise counts as broken when no `list_changed` arrived
+/// within `notification_grace` of that listing (the same grace unannounced changes get).
 #[derive(Default)]
 pub struct TtlWatch {
     last: Option<Promise>,
@@ -94,6 +99,9 @@ pub struct TtlWatch {
     /// started): a `list_changed` may have been sent and lost, so a change is not held against
     /// the server's promise.
     gap: bool,
+    /// A change seen inside a promise, waiting out the grace: its deadline, the promise's ttl,
+    /// and the `list_changed` count when it was seen.
+    suspect: Option<(Instant, Duration, u64)>,
 }
 
 struct Promise {
@@ -104,17 +112,19 @@ struct Promise {
 
 impl TtlWatch {
     /// A complete listing with `fingerprint`, requested at `requested` and promising `ttl`, with
-    /// `notifications` list_changed received when it completed. Returns true when it differs
-    /// from the previous listing although that one was still promised fresh when this one was
-    /// requested and no `list_changed` came in between: the change certainly happened within the
-    /// promise. (Requested after the promise ran out, the change cannot be placed: not counted.)
+    /// `notifications` list_changed received when it completed. When it differs from the
+    /// previous listing although that one was still promised fresh when this one was requested
+    /// and no `list_changed` came in between, the change happened within the promise: a suspect
+    /// until `grace` has passed (see [`TtlWatch::grace_over`]). (Requested after the promise ran
+    /// out, the change cannot be placed: not held against it.)
     pub fn listing(
         &mut self,
         fingerprint: u64,
         requested: Instant,
         ttl: Duration,
         notifications: u64,
-    ) -> bool {
+        grace: Duration,
+    ) {
         let heard_all = !std::mem::take(&mut self.gap);
         let broken = heard_all
             && self.last.as_ref().is_some_and(|p| {
@@ -122,18 +132,33 @@ impl TtlWatch {
                     && requested < p.fresh_until
                     && notifications == p.notifications
             });
+        if broken && self.suspect.is_none() {
+            self.suspect = Some((Instant::now() + grace, ttl, notifications));
+        }
         self.last = Some(Promise {
             fingerprint,
             fresh_until: requested + ttl,
             notifications,
         });
-        broken
+    }
+
+    /// When the suspect change's grace ends.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.suspect.map(|(at, _, _)| at)
+    }
+
+    /// The grace of the suspect change is over: the promise (its ttl) was broken when no
+    /// `list_changed` came since (`notifications_now` unchanged).
+    pub fn grace_over(&mut self, notifications_now: u64) -> Option<Duration> {
+        let (_, ttl, heard) = self.suspect.take()?;
+        (notifications_now == heard).then_some(ttl)
     }
 
     /// The notification channel was lost (or the session ended): until the next listing, a
     /// change may have been announced where the client could not hear it.
     pub fn channel_gap(&mut self) {
         self.gap = true;
+        self.suspect = None;
     }
 }
 
@@ -170,32 +195,48 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn ttl_promises_are_broken_only_by_unannounced_changes_within_them() {
         let ttl = Duration::from_secs(60);
+        let grace = Duration::from_secs(5);
         let mut w = TtlWatch::default();
         let t0 = Instant::now();
-        assert!(!w.listing(1, t0, ttl, 0), "nothing to compare with");
-        assert!(
-            !w.listing(1, t0 + Duration::from_secs(10), ttl, 0),
-            "unchanged"
+        // A listing, then the grace over with `heard` list_changed: the ttl when broken.
+        let mut judge = |w: &mut TtlWatch, fp, at: u64, ttl, seen, heard| {
+            w.listing(fp, t0 + Duration::from_secs(at), ttl, seen, grace);
+            w.deadline().and_then(|_| w.grace_over(heard))
+        };
+        assert_eq!(
+            judge(&mut w, 1, 0, ttl, 0, 0),
+            None,
+            "nothing to compare with"
         );
-        assert!(
-            w.listing(2, t0 + Duration::from_secs(20), ttl, 0),
+        assert_eq!(judge(&mut w, 1, 10, ttl, 0, 0), None, "unchanged");
+        assert_eq!(
+            judge(&mut w, 2, 20, ttl, 0, 0),
+            Some(ttl),
             "changed, fresh, silent"
         );
-        assert!(
-            !w.listing(3, t0 + Duration::from_secs(30), ttl, 1),
-            "announced"
+        assert_eq!(
+            judge(&mut w, 3, 25, ttl, 0, 1),
+            None,
+            "the list_changed came within the grace, after the walk saw the change"
         );
-        assert!(
-            !w.listing(4, t0 + Duration::from_secs(200), ttl, 1),
-            "promise ran out"
+        assert_eq!(judge(&mut w, 4, 30, ttl, 1, 1), None, "announced");
+        assert_eq!(judge(&mut w, 5, 200, ttl, 1, 1), None, "promise ran out");
+        assert_eq!(
+            judge(&mut w, 6, 201, Duration::ZERO, 1, 1),
+            Some(Duration::ZERO),
+            "within 5's"
         );
-        assert!(
-            w.listing(5, t0 + Duration::from_secs(201), Duration::ZERO, 1),
-            "within 4's"
-        );
-        assert!(
-            !w.listing(6, t0 + Duration::from_secs(202), ttl, 1),
+        assert_eq!(
+            judge(&mut w, 7, 202, ttl, 1, 1),
+            None,
             "ttl 0 promises nothing"
+        );
+        w.listing(8, t0 + Duration::from_secs(210), ttl, 1, grace);
+        assert!(w.deadline().is_some(), "a suspect");
+        w.channel_gap();
+        assert!(
+            w.deadline().is_none(),
+            "a lost channel may have lost the notification"
         );
     }
 }

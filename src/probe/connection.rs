@@ -484,6 +484,11 @@ impl Connection {
                         self.events.unannounced(self.config.notification_grace);
                     }
                 }
+                _ = sleep_opt(self.ttl.deadline()) => {
+                    if let Some(ttl) = self.ttl.grace_over(inbox.list_changed_count()) {
+                        self.events.ttl_violation(ttl);
+                    }
+                }
                 _ = sleep_opt(probe_at) => {
                     let Some(i) = probes.take_due() else { continue };
                     let p = self.probes[i].clone();
@@ -562,12 +567,13 @@ impl Connection {
             return false;
         };
         let ttl = walk.cache.unwrap_or_default().hint.ttl;
-        if self
-            .ttl
-            .listing(walk.tools.fingerprint(), requested, ttl, notifications)
-        {
-            self.events.ttl_violation(ttl);
-        }
+        self.ttl.listing(
+            walk.tools.fingerprint(),
+            requested,
+            ttl,
+            notifications,
+            self.config.notification_grace,
+        );
         if trigger.refreshes_cache() {
             let unchanged = self.cache.as_ref() == Some(&walk.tools);
             self.events.cache_replaced(trigger, &walk.tools, unchanged);
