@@ -199,7 +199,7 @@ mod tests {
         let mut w = TtlWatch::default();
         let t0 = Instant::now();
         // A listing, then the grace over with `heard` list_changed: the ttl when broken.
-        let mut judge = |w: &mut TtlWatch, fp, at: u64, ttl, seen, heard| {
+        let judge = |w: &mut TtlWatch, fp, at: u64, ttl, seen, heard| {
             w.listing(fp, t0 + Duration::from_secs(at), ttl, seen, grace);
             w.deadline().and_then(|_| w.grace_over(heard))
         };
