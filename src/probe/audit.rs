@@ -106,6 +106,7 @@ pub struct TtlWatch {
 
 struct Promise {
     fingerprint: u64,
+    requested: Instant,
     fresh_until: Instant,
     notifications: u64,
 }
@@ -125,6 +126,12 @@ impl TtlWatch {
         notifications: u64,
         grace: Duration,
     ) {
+        if self.last.as_ref().is_some_and(|p| requested < p.requested) {
+            // A walk started before the last listing's ended after it (an audit overtaken by a
+            // notification walk): it may hold the list before, or half of each; a newer listing
+            // is already known, so this one says nothing about the promise.
+            return;
+        }
         let heard_all = !std::mem::take(&mut self.gap);
         let broken = heard_all
             && self.last.as_ref().is_some_and(|p| {
@@ -137,6 +144,7 @@ impl TtlWatch {
         }
         self.last = Some(Promise {
             fingerprint,
+            requested,
             fresh_until: requested + ttl,
             notifications,
         });
@@ -230,6 +238,11 @@ mod tests {
             judge(&mut w, 7, 202, ttl, 1, 1),
             None,
             "ttl 0 promises nothing"
+        );
+        assert_eq!(
+            judge(&mut w, 9, 200, ttl, 1, 1),
+            None,
+            "a walk requested before the last listing's, finished after it, is not compared"
         );
         w.listing(8, t0 + Duration::from_secs(210), ttl, 1, grace);
         assert!(w.deadline().is_some(), "a suspect");
