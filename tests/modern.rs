@@ -145,23 +145,30 @@ async fn auto_against_a_dual_lab_is_modern_with_listen_stream_and_discover_liven
     );
     assert_eq!(counter(&s, "mcp_probe_ping_failures_total", "kb"), 0.0);
     assert_eq!(promise(&s, "kb"), (60.0, 1.0, 0.0), "{}", s.text);
-    // One legacy `initialize`, not the probe's own: the check of what a 2025-era client of the
-    // same URL would hear (it gets a GET stream here).
-    assert_eq!(
-        lab.initializes("kb"),
-        1,
-        "only the legacy-path check initializes"
-    );
+    // One legacy `initialize`, not the probe's own: the legacy session connection 0 keeps to
+    // measure what a 2025-era client of the same URL hears (it gets a GET stream here).
     let s = h
-        .until("the legacy path checked", |s| {
+        .until("the legacy session opened", |_| lab.initializes("kb") == 1)
+        .await;
+    assert!(
+        s.get("mcp_probe_legacy_path_hears_changes", &[t("kb"), C0])
+            .is_none(),
+        "declared and streaming: unknown until a change tests it\n{}",
+        s.text
+    );
+    lab.churn();
+    let s = h
+        .until("the change measured on the legacy stream", |s| {
             s.get("mcp_probe_legacy_path_hears_changes", &[t("kb"), C0])
                 .is_some()
         })
         .await;
     assert_eq!(
         s.v("mcp_probe_legacy_path_hears_changes", &[t("kb"), C0]),
-        1.0
+        1.0,
+        "the lab announces on the legacy GET stream too"
     );
+    assert_eq!(lab.initializes("kb"), 1, "the legacy session is kept");
     assert!(lab.modern_requests("kb") >= 3);
 }
 
@@ -226,6 +233,34 @@ async fn unannounced_change_within_the_ttl_is_drift_unannounced_and_a_ttl_violat
         counter(&s, "mcp_probe_list_changed_notifications_total", "lossy"),
         0.0
     );
+    // It declares listChanged: the unannounced change is a promise broken, a stale verdict.
+    let s = h
+        .until("the stale verdict", |s| {
+            counter(s, "mcp_probe_tool_cache_stale", "lossy") == 1.0
+        })
+        .await;
+    assert_eq!(counter(&s, "mcp_probe_tool_cache_promised", "lossy"), 1.0);
+    // The gateway drops the legacy GET stream's notification too: measured, 2025 clients are
+    // deaf to this change.
+    let s = h
+        .until("the legacy path measured", |s| {
+            s.get("mcp_probe_legacy_path_hears_changes", &[t("lossy"), C0])
+                .is_some()
+        })
+        .await;
+    assert_eq!(
+        s.v("mcp_probe_legacy_path_hears_changes", &[t("lossy"), C0]),
+        0.0,
+        "{}",
+        s.text
+    );
+    let snap = h.supervisor.status().snapshot();
+    let c0 = &snap.targets[0].connections[0];
+    assert_eq!(
+        c0.legacy_clients.as_ref().map(|l| l.cause),
+        Some("stream_silent")
+    );
+    assert!(snap.targets[0].stale);
 }
 
 /// A server that promises nothing (`ttlMs: 0`) cannot break a promise: the unannounced change
@@ -247,6 +282,96 @@ async fn ttl_zero_promises_nothing_so_no_violation_but_still_unannounced() {
     // it unannounced ends: once it is unannounced, a violation would have been counted.
     let s = unannounced(&h, "nottl").await;
     assert_eq!(counter(&s, "mcp_probe_ttl_violations_total", "nottl"), 0.0);
+    // A declared listChanged is a promise of its own: broken even when ttlMs 0 spares clients.
+    h.until("the stale verdict", |s| {
+        counter(s, "mcp_probe_tool_cache_stale", "nottl") == 1.0
+    })
+    .await;
+}
+
+/// F2 in the modern era: no listChanged, `ttlMs` 0 (the defaults of fastmcp, rmcp and the Python
+/// SDK's low-level server). It promises nothing: its clients must re-list before every use, so
+/// no correct client is stale. The facts stay (drift of a notification-driven cache, the
+/// unannounced change); the verdict is `no_promise`, never stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_modern_a_server_that_promises_nothing_is_no_promise_never_stale() {
+    let b = Behaviour {
+        ttl_ms: 0,
+        ..scenario("no-list-changed")
+    };
+    let (lab, h) = start("silent", b).await;
+    let s = modern_and_walked(&h, "silent").await;
+    assert_eq!(
+        s.v("mcp_probe_list_changed_capable", &[t("silent"), C0]),
+        0.0
+    );
+    let s = h
+        .until("the contract judged", |s| {
+            s.get("mcp_probe_tool_cache_promised", &[t("silent"), C0]) == Some(0.0)
+        })
+        .await;
+    assert_eq!(counter(&s, "mcp_probe_tool_cache_stale", "silent"), 0.0);
+    lab.churn();
+    let s = unannounced(&h, "silent").await;
+    assert_eq!(drift(&s, "silent", "missing"), 1.0, "the fact stays");
+    let later = checks(&s, "silent") + 2.0;
+    let s = h
+        .until("two more audits", |s| checks(s, "silent") >= later)
+        .await;
+    assert_eq!(
+        counter(&s, "mcp_probe_tool_cache_stale", "silent"),
+        0.0,
+        "no promise was broken\n{}",
+        s.text
+    );
+    assert_eq!(counter(&s, "mcp_probe_ttl_violations_total", "silent"), 0.0);
+    let snap = h.supervisor.status().snapshot();
+    let target = &snap.targets[0];
+    assert_eq!(target.severity.as_str(), "no_promise", "{:?}", target.causes);
+    assert!(!target.stale);
+    assert!(
+        target.causes[0].contains("re-list before every use"),
+        "{:?}",
+        target.causes
+    );
+    assert_eq!(target.connections[0].contract.promise, Some("none"));
+    // Its legacy path declares no listChanged either: 2025-era clients cache and stay stale.
+    let s = h
+        .until("the legacy path judged", |s| {
+            s.get("mcp_probe_legacy_path_hears_changes", &[t("silent"), C0])
+                .is_some()
+        })
+        .await;
+    assert_eq!(
+        s.v("mcp_probe_legacy_path_hears_changes", &[t("silent"), C0]),
+        0.0
+    );
+}
+
+/// The same server seen by a client pinned to 2025-11-25 (F2, legacy form): a legacy client
+/// caches whatever was declared, so the silent change leaves it stale.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn f2_legacy_a_server_that_declares_no_list_changed_leaves_caching_clients_stale() {
+    let b = Behaviour {
+        ttl_ms: 0,
+        ..scenario("no-list-changed")
+    };
+    let (lab, h) = start_with("f2", b, pinned(ProtocolVersion::V2025_11_25)).await;
+    h.until("legacy session and initial walk", |s| {
+        session_info(s, "f2", "legacy", "2025-11-25") == Some(1.0)
+            && walks(s, "f2", "initial") == 1.0
+    })
+    .await;
+    lab.churn();
+    let s = h
+        .until("drift and the stale verdict", |s| {
+            drift(s, "f2", "extra") == 1.0
+                && counter(s, "mcp_probe_tool_cache_stale", "f2") == 1.0
+        })
+        .await;
+    assert_eq!(counter(&s, "mcp_probe_tool_cache_promised", "f2"), 0.0);
+    let snap = h.supervisor.status().snapshot();
+    assert_eq!(snap.targets[0].severity.as_str(), "stale");
 }
 
 /// `cacheScope: private` on every page: the listing is not shareable, and not mixed.

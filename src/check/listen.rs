@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use super::recorder::{classified, elapsed};
 use super::{Checker, Status};
-use crate::mcp::{Client, Inbox};
+use crate::mcp::{Client, Era, Inbox};
 use crate::probe::channel::{ChannelEvent, ChannelKeeper};
 use crate::probe::toolset::ToolSet;
 
 impl Checker<'_> {
-    /// Wait for list_changed (received at any time in this session) or a gap in the GET stream,
+    /// Wait for list_changed (received at any time in this session) or a gap in the channel,
     /// re-walk, and say what changed since the first walk. A notification or gap after which
     /// nothing changed keeps the wait going.
     pub(super) async fn listen(
@@ -62,10 +62,13 @@ impl Checker<'_> {
                         ));
                     }
                     let lost_stream = !stream_gone && stream.is_some_and(|s| !*s.open.borrow());
+                    let channel = self.session.channel_name();
                     if stream_gone {
-                        detail.push_str("; no GET stream was open to carry one");
+                        detail.push_str(&format!("; no {channel} was open to carry one"));
                     } else if lost_stream {
-                        detail.push_str("; the GET stream ended and could not be re-opened");
+                        detail.push_str(&format!(
+                            "; the {channel} ended and could not be re-opened"
+                        ));
                     }
                     self.audit_silence(first, detail, lost_stream).await;
                     return;
@@ -80,8 +83,9 @@ impl Checker<'_> {
                 Woke::Gap => {
                     gaps_seen = gaps.as_ref().map_or(0, |g| *g.borrow());
                     let heard = format!(
-                        "no notification, but the GET stream ended {} into the session and was \
+                        "no notification, but the {} ended {} into the session and was \
                          re-opened",
+                        self.session.channel_name(),
                         elapsed(at)
                     );
                     ("stream_gap", heard)
@@ -108,6 +112,7 @@ impl Checker<'_> {
                 return;
             };
             let drift = ToolSet::diff(&walk.tools, first);
+            self.saw_change |= !drift.is_empty();
             if drift.is_empty() && tokio::time::Instant::now() < deadline {
                 spurious += u32::from(matches!(woke, Woke::Notified));
                 continue;
@@ -193,7 +198,7 @@ impl Checker<'_> {
     /// failure when the server promised `listChanged` (F1), a warning when it never did (F2:
     /// clients can only learn by re-listing).
     ///
-    /// When the GET stream ended during the window, the notification may have gone out on it:
+    /// When the channel ended during the window, the notification may have gone out on it:
     /// a correct client re-opens the stream and re-lists after the gap, as the exporter does,
     /// so it catches up — a warning (F4), not a failure.
     async fn audit_silence(&mut self, first: Option<&ToolSet>, quiet: String, lost_stream: bool) {
@@ -211,22 +216,31 @@ impl Checker<'_> {
             );
             return;
         }
-        let declared = self
-            .report
-            .server
-            .as_ref()
-            .is_some_and(|s| s.tools_list_changed);
+        self.saw_change = true;
+        let contract = self.contract(walk.cache.unwrap_or_default().hint.ttl);
         let (status, why) = if lost_stream {
             (
                 Status::Warn,
                 "a notification sent meanwhile was lost with the stream; a correct client \
                  re-opens it and re-lists after the gap (F4)",
             )
-        } else if declared {
+        } else if contract.announces {
             (
                 Status::Fail,
                 "the server declares tools.listChanged, so clients wait for a notification that \
                  never came and keep calling a stale list (F1)",
+            )
+        } else if contract.era == Era::Modern && !contract.promised() {
+            (
+                Status::Info,
+                "the server promises nothing (no tools.listChanged, ttlMs 0): clients must \
+                 re-list before every use; a client that caches anyway is stale after each change",
+            )
+        } else if contract.era == Era::Modern {
+            (
+                Status::Warn,
+                "the server announces nothing: clients caching for its ttlMs serve the old list \
+                 until that runs out (a change inside it breaks the promise)",
             )
         } else {
             (

@@ -16,8 +16,10 @@
 //!
 //! The run (this file) drives the session and the checks; `options` is what was asked,
 //! `model` the report it fills, [`report`] its rendering, `listen` the wait for
-//! `list_changed`, `recorder` the walks it records and compares.
+//! `list_changed`, `recorder` the walks it records and compares, `legacy` what a 2025-era
+//! client of a modern server hears.
 
+mod legacy;
 mod listen;
 mod model;
 mod options;
@@ -32,12 +34,13 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::config::{Expect, ProbeConfig};
-use crate::mcp::client::{self, LegacyPath};
-use crate::mcp::{Client, Dialer, Era, HttpTransport, Inbox};
+use crate::mcp::{Client, Dialer, Era, Inbox};
 use crate::probe::changes::Definitions;
 use crate::probe::channel::{ChannelEvent, ChannelKeeper};
+use crate::probe::contract::Contract;
 use crate::probe::functional::{self, ProbeFailure};
 use crate::probe::toolset::ToolSet;
+use legacy::LegacyCheck;
 use listen::Listener;
 use recorder::{compare, elapsed, names};
 
@@ -107,22 +110,27 @@ pub async fn run(opts: &Options) -> Report {
     };
     let started = Instant::now();
     let stream = session_rows(&session, &inbox, opts, &mut report).await;
-    if let (true, Dialer::Http { transport, .. }, Era::Modern) =
-        (opts.legacy_clients, &dialer, session.era())
-    {
-        legacy_path_row(transport.clone(), opts, &mut report).await;
-    }
-    Checker {
+    let legacy = match (opts.legacy_clients, &dialer, session.era()) {
+        (true, Dialer::Http { transport, .. }, Era::Modern) => {
+            Some(LegacyCheck::open(transport.clone(), opts.timeout).await)
+        }
+        _ => None,
+    };
+    let changed = Checker {
         session: &session,
         definitions: Definitions::new(opts.max_listing_bytes.saturating_mul(2)),
         param_headers: Default::default(),
         inbox: &inbox,
         opts,
         started,
+        saw_change: false,
         report: &mut report,
     }
     .run(stream.as_ref())
     .await;
+    if let Some(legacy) = legacy {
+        legacy.row(changed, opts.timeout, &mut report).await;
+    }
     if let Some(s) = stream {
         s.task.abort();
     }
@@ -279,6 +287,7 @@ async fn session_rows(
         }
     };
     report.server = Some(ServerSummary {
+        channel: session.channel_name(),
         name: info.name,
         version: info.version,
         protocol_version: info.protocol_version,
@@ -287,31 +296,6 @@ async fn session_rows(
         notification_stream: Some(opened),
     });
     task
-}
-
-/// A modern server's legacy path: what a client still on the 2025 era hears of tool changes.
-async fn legacy_path_row(transport: Arc<HttpTransport>, opts: &Options, report: &mut Report) {
-    let (status, detail) = match client::legacy_path(transport, opts.timeout).await {
-        Ok(LegacyPath::Hears) => (
-            Status::Pass,
-            "the legacy (2025) path of this server delivers list_changed to its clients too".into(),
-        ),
-        Ok(LegacyPath::Deaf) => (
-            Status::Warn,
-            "the legacy (2025) path declares listChanged but answers GET with 405: clients on \
-             the 2025 era will never see tool list changes (only modern clients will)"
-                .into(),
-        ),
-        Ok(LegacyPath::NotServed) => (
-            Status::Info,
-            "the server turns legacy initialize down: it serves modern clients only".into(),
-        ),
-        Err(e) => (
-            Status::Info,
-            format!("the legacy path could not be checked: {e}"),
-        ),
-    };
-    report.row(status, "legacy_clients", detail);
 }
 
 /// The checks that run on an open session.
@@ -324,11 +308,14 @@ struct Checker<'a> {
     inbox: &'a Inbox,
     opts: &'a Options,
     started: Instant,
+    /// The list changed while the check listened (`--listen-for`).
+    saw_change: bool,
     report: &'a mut Report,
 }
 
 impl Checker<'_> {
-    async fn run(mut self, stream: Option<&Listener>) {
+    /// Returns whether the list changed while the check listened.
+    async fn run(mut self, stream: Option<&Listener>) -> bool {
         let tools_capable = self.report.server.as_ref().is_some_and(|s| s.tools);
         let first = if tools_capable {
             self.listing().await
@@ -353,6 +340,7 @@ impl Checker<'_> {
                 );
             }
         }
+        self.saw_change
     }
 
     /// First walk, duplicates, names, second walk. Returns the first walk's tools if complete.
@@ -406,6 +394,7 @@ impl Checker<'_> {
         };
         let first_tools = first_walk.tools.clone();
         self.param_headers = first_walk.param_headers.clone();
+        self.contract_row(first_walk.cache.unwrap_or_default().hint.ttl);
         let second = self.walk("second").await;
         let notified = self.inbox.list_changed_count() > notified_before;
         let (status, detail) = match &second.report.result {
@@ -417,6 +406,29 @@ impl Checker<'_> {
         };
         self.report.row(status, "stable_listing", detail);
         Some(first_tools)
+    }
+
+    /// What the server promises a caching client (docs/health.md): a promise made passes; a
+    /// 2026-07-28 server that promises nothing is information (its clients must re-list before
+    /// every use); a legacy one a warning (its clients cache anyway, F2).
+    fn contract_row(&mut self, ttl: std::time::Duration) {
+        let contract = self.contract(ttl);
+        let status = match (contract.promised(), contract.era) {
+            (true, _) => Status::Pass,
+            (false, Era::Modern) => Status::Info,
+            (false, Era::Legacy) => Status::Warn,
+        };
+        self.report.row(status, "contract", contract.words());
+    }
+
+    /// The server's contract with a caching client, `ttl` from a listing.
+    fn contract(&self, ttl: std::time::Duration) -> Contract {
+        let declared = self
+            .report
+            .server
+            .as_ref()
+            .is_some_and(|s| s.tools_list_changed);
+        Contract::new(self.session.era(), declared, ttl)
     }
 
     /// Liveness: `ping` (legacy), `server/discover` (modern, where ping is gone).

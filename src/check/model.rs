@@ -37,7 +37,7 @@ pub struct CheckRow {
     pub detail: String,
 }
 
-/// What `initialize` and the GET request told us.
+/// What `initialize` (or `server/discover`) and the notification channel told us.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerSummary {
     pub name: String,
@@ -47,7 +47,10 @@ pub struct ServerSummary {
     pub tools: bool,
     /// `capabilities.tools.listChanged` is true.
     pub tools_list_changed: bool,
-    /// The GET notification stream opened (`false`: 405 or an error; `null`: not tried).
+    /// What the notification channel is: `GET stream` (legacy), `listen stream`
+    /// (2026-07-28 `subscriptions/listen`), `session channel` (stdio, HTTP+SSE).
+    pub channel: &'static str,
+    /// The notification channel opened (`false`: refused or an error; `null`: not tried).
     pub notification_stream: Option<bool>,
 }
 

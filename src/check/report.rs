@@ -61,10 +61,11 @@ pub fn text(report: &Report) -> String {
             None => "not tried",
         };
         out.push_str(&format!(
-            "server {:?} {:?}, protocol {}, GET stream {stream}\n",
+            "server {:?} {:?}, protocol {}, {} {stream}\n",
             s.name,
             s.version,
-            clean(&s.protocol_version)
+            clean(&s.protocol_version),
+            s.channel
         ));
     }
     out.push('\n');
@@ -116,6 +117,7 @@ mod tests {
                 protocol_version: "2025-11-25".into(),
                 tools: true,
                 tools_list_changed: true,
+                channel: "GET stream",
                 notification_stream: Some(true),
             }),
             checks: vec![

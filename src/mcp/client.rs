@@ -381,32 +381,35 @@ impl Client {
     }
 }
 
-/// What a legacy-era client of a modern server hears of tool list changes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A legacy (2025-11-25) session opened on a modern server's URL: what its 2025-era clients get.
 pub enum LegacyPath {
     /// The server turns `initialize` down: it serves modern clients only.
     NotServed,
-    /// A legacy session gets a GET stream, or declares no `listChanged` (clients know to re-list).
-    Hears,
-    /// A legacy session declares `listChanged` but offers no GET stream (a stateless legacy
-    /// fallback answers GET with 405): legacy clients wait for notifications that never come.
-    Deaf,
+    /// The legacy session declares no `tools.listChanged`: its clients cache the list all the
+    /// same (the 2025 era has no other rule) and never hear a change.
+    DeclaresNone,
+    /// It declares `listChanged` but offers no GET stream (a stateless legacy fallback answers
+    /// GET with 405): its clients wait for notifications that never come.
+    NoStream,
+    /// It declares `listChanged` and its GET stream is open: whether a change arrives on it is
+    /// for the caller to measure (a server may declare and stream, and still announce on the
+    /// modern channel only).
+    Streaming {
+        session: Session,
+        stream: NotificationStream,
+    },
 }
 
-/// Ask a modern server what its legacy path gives a 2025-era client: open a legacy session on
-/// the same transport, try its GET stream, end the session. A transport failure is an error.
+/// Open a legacy session on a modern server's URL as a 2025-era client does: `initialize`, the
+/// GET stream, one `tools/list` page (some servers announce changes only to sessions that
+/// listed). A transport failure is an error; a session that is not kept is ended.
 pub async fn legacy_path(
     transport: Arc<HttpTransport>,
     timeout: Duration,
+    inbox: Arc<Inbox>,
 ) -> Result<LegacyPath, McpError> {
-    let (inbox, _requests) = Inbox::new();
-    let session = match Session::open(
-        transport,
-        ProtocolVersion::NEWEST_LEGACY,
-        Arc::new(inbox),
-        timeout,
-    )
-    .await
+    let session = match Session::open(transport, ProtocolVersion::NEWEST_LEGACY, inbox, timeout)
+        .await
     {
         Ok(s) => s,
         Err(e) if matches!(e.reason, Reason::Http4xx | Reason::JsonrpcError) => {
@@ -414,20 +417,23 @@ pub async fn legacy_path(
         }
         Err(e) => return Err(e),
     };
-    let heard = if session.info().list_changed {
-        match session.open_stream().await {
-            Ok(Some(_)) => LegacyPath::Hears,
-            Ok(None) => LegacyPath::Deaf,
-            Err(e) => {
-                session.close().await;
-                return Err(e);
-            }
-        }
+    let kept = if !session.info().list_changed {
+        Ok(LegacyPath::DeclaresNone)
     } else {
-        LegacyPath::Hears
+        match session.open_stream().await {
+            Ok(Some(stream)) => {
+                // A failed listing is no reason to stop listening: the stream is what counts.
+                let _ = session
+                    .tools_list_page(None, Limits::default().max_body_bytes)
+                    .await;
+                return Ok(LegacyPath::Streaming { session, stream });
+            }
+            Ok(None) => Ok(LegacyPath::NoStream),
+            Err(e) => Err(e),
+        }
     };
     session.close().await;
-    Ok(heard)
+    kept
 }
 
 /// The spec's signal that a server does not speak Streamable HTTP: the `initialize` POST is

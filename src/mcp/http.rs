@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use eventsource_stream::{Event, EventStreamError, Eventsource};
-use futures_util::{Stream, StreamExt};
+use futures_util::{FutureExt, Stream, StreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -674,9 +674,28 @@ async fn modern_status(resp: reqwest::Response) -> Result<Answer, McpError> {
 
 impl NotificationStream {
     /// Read until the stream ends, filing every message into `inbox`. Returns why it ended.
+    ///
+    /// Events already read are delivered as one burst (see [`Inbox::burst`]): the connection is
+    /// woken when the stream has nothing more at hand, or after [`MAX_BURST_EVENTS`].
     pub async fn run(mut self, inbox: &Inbox) -> StreamEnd {
+        let mut burst = inbox.burst();
+        let mut held = 0usize;
         let error = loop {
-            match self.events.next().await {
+            let ready = match self.events.next().now_or_never() {
+                Some(event) if held < MAX_BURST_EVENTS => {
+                    held += 1;
+                    event
+                }
+                ready => {
+                    burst.flush();
+                    held = 0;
+                    match ready {
+                        Some(event) => event,
+                        None => self.events.next().await,
+                    }
+                }
+            };
+            match ready {
                 None => break None,
                 Some(Err(e)) => break Some(e),
                 Some(Ok(event)) if event.data.is_empty() => {}
@@ -692,7 +711,7 @@ impl NotificationStream {
                                 {
                                     ended = true
                                 }
-                                m => inbox.deliver(m),
+                                m => burst.deliver(m),
                             }
                         }
                         if ended {
@@ -709,6 +728,10 @@ impl NotificationStream {
         }
     }
 }
+
+/// Most events of a notification stream delivered before the connection is woken, however
+/// fast they come: a burst is a few messages of one read, not a flood held back.
+const MAX_BURST_EVENTS: usize = 64;
 
 /// Why a GET stream ended: closed cleanly (`error` none) or broken; and the server's `retry` hint.
 #[derive(Debug)]

@@ -50,11 +50,29 @@ impl Inbox {
 
     /// File one server message that was not the response we were waiting for.
     pub fn deliver(&self, msg: Incoming) {
+        if self.file(msg) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Deliver messages already read together (one read of a stream), waking the connection
+    /// once, after the last: a server that changes its list in two steps sends two
+    /// `list_changed` back to back, and the walk they wake must count both, not start between
+    /// them and leave the second to wake a walk of its own.
+    pub fn burst(&self) -> Burst<'_> {
+        Burst {
+            inbox: self,
+            woken: false,
+        }
+    }
+
+    /// Count or queue `msg`; whether it was a `list_changed` (the connection wants waking).
+    fn file(&self, msg: Incoming) -> bool {
         match msg {
             Incoming::Notification { method, .. } => {
                 if method == "notifications/tools/list_changed" {
                     self.list_changed.fetch_add(1, Ordering::Relaxed);
-                    self.wake.notify_one();
+                    return true;
                 } else {
                     self.other_notifications.fetch_add(1, Ordering::Relaxed);
                 }
@@ -72,6 +90,7 @@ impl Inbox {
             // spec asks of late responses.
             Incoming::Response { .. } => {}
         }
+        false
     }
 
     /// Total `notifications/tools/list_changed` received so far.
@@ -87,6 +106,31 @@ impl Inbox {
     /// Wait until a list_changed notification arrives (returns at once if one came since the last wait).
     pub async fn list_changed(&self) {
         self.wake.notified().await
+    }
+}
+
+/// Messages delivered together; the connection is woken when the burst is flushed or dropped.
+pub struct Burst<'a> {
+    inbox: &'a Inbox,
+    woken: bool,
+}
+
+impl Burst<'_> {
+    pub fn deliver(&mut self, msg: Incoming) {
+        self.woken |= self.inbox.file(msg);
+    }
+
+    /// Wake the connection for what was delivered so far (before waiting for more).
+    pub fn flush(&mut self) {
+        if std::mem::take(&mut self.woken) {
+            self.inbox.wake.notify_one();
+        }
+    }
+}
+
+impl Drop for Burst<'_> {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 
@@ -106,6 +150,27 @@ mod tests {
         }
         inbox.list_changed().await; // the stored permit
         assert_eq!(inbox.list_changed_count(), 10_000);
+    }
+
+    #[tokio::test]
+    async fn a_burst_wakes_once_after_its_last_message() {
+        let (inbox, _rx) = Inbox::new();
+        let changed = || Incoming::Notification {
+            method: "notifications/tools/list_changed".into(),
+            params: None,
+        };
+        let mut burst = inbox.burst();
+        burst.deliver(changed());
+        assert!(
+            tokio::time::timeout(std::time::Duration::ZERO, inbox.list_changed())
+                .await
+                .is_err(),
+            "no wake before the burst ends"
+        );
+        burst.deliver(changed());
+        drop(burst);
+        inbox.list_changed().await;
+        assert_eq!(inbox.list_changed_count(), 2, "both counted at the wake");
     }
 
     #[tokio::test]

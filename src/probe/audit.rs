@@ -46,6 +46,11 @@ impl Audit {
             .map(|d| d.deadline)
     }
 
+    /// The current divergence went unannounced past its grace (counted).
+    pub fn unannounced(&self) -> bool {
+        self.divergence.as_ref().is_some_and(|d| d.counted)
+    }
+
     /// The cache matches the server again.
     pub fn matched(&mut self) {
         self.divergence = None;
@@ -99,9 +104,21 @@ pub struct TtlWatch {
     /// started): a `list_changed` may have been sent and lost, so a change is not held against
     /// the server's promise.
     gap: bool,
-    /// A change seen inside a promise, waiting out the grace: its deadline, the promise's ttl,
-    /// and the `list_changed` count when it was seen.
-    suspect: Option<(Instant, Duration, u64)>,
+    /// A change seen inside a promise, waiting out the grace.
+    suspect: Option<Suspect>,
+    /// A confirmed broken promise: until when a client that fetched the listing just before the
+    /// change still holds it (that listing's freshness ran out then).
+    broken_until: Option<Instant>,
+}
+
+/// A change seen inside a promise: when its grace ends, the promise's ttl and end, and the
+/// `list_changed` count when it was seen.
+#[derive(Clone, Copy)]
+struct Suspect {
+    deadline: Instant,
+    ttl: Duration,
+    fresh_until: Instant,
+    heard: u64,
 }
 
 struct Promise {
@@ -133,14 +150,21 @@ impl TtlWatch {
             return;
         }
         let heard_all = !std::mem::take(&mut self.gap);
-        let broken = heard_all
-            && self.last.as_ref().is_some_and(|p| {
-                p.fingerprint != fingerprint
-                    && requested < p.fresh_until
-                    && notifications == p.notifications
+        let broken = self.last.as_ref().filter(|p| {
+            heard_all
+                && p.fingerprint != fingerprint
+                && requested < p.fresh_until
+                && notifications == p.notifications
+        });
+        if let Some(p) = broken
+            && self.suspect.is_none()
+        {
+            self.suspect = Some(Suspect {
+                deadline: Instant::now() + grace,
+                ttl: p.fresh_until - p.requested,
+                fresh_until: p.fresh_until,
+                heard: notifications,
             });
-        if broken && self.suspect.is_none() {
-            self.suspect = Some((Instant::now() + grace, ttl, notifications));
         }
         self.last = Some(Promise {
             fingerprint,
@@ -152,14 +176,31 @@ impl TtlWatch {
 
     /// When the suspect change's grace ends.
     pub fn deadline(&self) -> Option<Instant> {
-        self.suspect.map(|(at, _, _)| at)
+        self.suspect.map(|s| s.deadline)
     }
 
     /// The grace of the suspect change is over: the promise (its ttl) was broken when no
     /// `list_changed` came since (`notifications_now` unchanged).
     pub fn grace_over(&mut self, notifications_now: u64) -> Option<Duration> {
-        let (_, ttl, heard) = self.suspect.take()?;
-        (notifications_now == heard).then_some(ttl)
+        let s = self.suspect.take()?;
+        if notifications_now != s.heard {
+            return None;
+        }
+        if s.fresh_until > Instant::now() {
+            self.broken_until = Some(s.fresh_until);
+        }
+        Some(s.ttl)
+    }
+
+    /// Until when a broken promise still leaves a correct client stale (see
+    /// [`TtlWatch::broken_over`]); `None` when none does.
+    pub fn broken_until(&self) -> Option<Instant> {
+        self.broken_until
+    }
+
+    /// The broken promise has run out: every client that held it has re-fetched by now.
+    pub fn broken_over(&mut self) {
+        self.broken_until = None;
     }
 
     /// The notification channel was lost (or the session ended): until the next listing, a
@@ -192,7 +233,9 @@ mod tests {
         tokio::time::advance(Duration::from_secs(2)).await;
         assert!(!a.diverged(2, 3), "changed again within the grace");
         assert_eq!(a.deadline(), Some(first));
+        assert!(!a.unannounced());
         assert!(a.grace_over(3));
+        assert!(a.unannounced());
         assert!(a.deadline().is_none(), "counted once");
         assert!(!a.diverged(2, 3));
         assert!(a.diverged(7, 3), "a later change is a new divergence");
@@ -231,8 +274,8 @@ mod tests {
         assert_eq!(judge(&mut w, 5, 200, ttl, 1, 1), None, "promise ran out");
         assert_eq!(
             judge(&mut w, 6, 201, Duration::ZERO, 1, 1),
-            Some(Duration::ZERO),
-            "within 5's"
+            Some(ttl),
+            "within 5's: the promise broken is 5's"
         );
         assert_eq!(
             judge(&mut w, 7, 202, ttl, 1, 1),
@@ -244,6 +287,13 @@ mod tests {
             None,
             "a walk requested before the last listing's, finished after it, is not compared"
         );
+        assert_eq!(
+            w.broken_until(),
+            Some(t0 + Duration::from_secs(260)),
+            "a client that fetched 5 holds it until its ttl runs out"
+        );
+        w.broken_over();
+        assert_eq!(w.broken_until(), None);
         w.listing(8, t0 + Duration::from_secs(210), ttl, 1, grace);
         assert!(w.deadline().is_some(), "a suspect");
         w.channel_gap();

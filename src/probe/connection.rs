@@ -37,15 +37,16 @@ use super::audit::{Audit, TtlWatch};
 use super::backoff::Backoff;
 use super::changes::TargetChanges;
 use super::channel::{ChannelEvent, ChannelKeeper};
+use super::contract::{Contract, Facts};
 use super::events::Events;
 use super::functional::{self, Failed, ProbeClock};
+use super::legacy_watch::{LegacyVerdict, LegacyWatch};
 use super::schedule::WalkSchedule;
 use super::status::ConnStatusHandle;
 use super::task::{OwnedTask, Slot, poll_slot, sleep_opt};
 use super::toolset::{Drift, ToolSet};
 use super::walker::{self, Pager, WalkLimits, WalkReport};
 use crate::config::{Endpoint, HttpTransportKind, ProbeConfig, Secret, TargetConfig};
-use crate::mcp::client::{self, LegacyPath};
 use crate::mcp::{
     Client, Dialer, Era, HttpTransport, Inbox, Limits, McpError, Reason, SseEndpoint, stdio,
 };
@@ -59,6 +60,19 @@ const LIVENESS_FAILURES_BEFORE_RECONNECT: u32 = 3;
 type ProbeRun = (usize, Duration, Result<(), Failed>);
 /// A finished walk: its trigger, report, duration and when it was requested.
 type WalkRun = (Trigger, WalkReport, Duration, tokio::time::Instant);
+
+/// The walk in flight, and the notifications it answers.
+#[derive(Clone, Copy)]
+struct Walking {
+    trigger: Trigger,
+    /// The `list_changed` count when it started: notifications already received then are
+    /// covered by it (a burst of them is one walk).
+    covers: u64,
+    /// For a notification walk: whether a re-walk that finds nothing new is noise (F14). Not
+    /// when its notifications arrived during the refresh before it: that one may have covered
+    /// them already.
+    noise_countable: bool,
+}
 
 /// Why a session ended.
 enum SessionEnd {
@@ -82,6 +96,12 @@ pub struct Connection {
     param_headers: walker::ParamHeaders,
     audit: Audit,
     ttl: TtlWatch,
+    /// The open session's era and whether it declares `tools.listChanged`.
+    declared: Option<(Era, bool)>,
+    /// `ttlMs` of the latest complete listing.
+    listing_ttl: Duration,
+    /// What a 2025-era client of this modern server hears (connection 0 of a modern session).
+    legacy: Option<LegacyWatch>,
     sessions: u64,
     /// Whether the current session has answered a request after connecting.
     alive: bool,
@@ -232,6 +252,9 @@ impl Connection {
             server: None,
             param_headers: Default::default(),
             ttl: TtlWatch::default(),
+            declared: None,
+            listing_ttl: Duration::ZERO,
+            legacy: None,
             sessions: 0,
             alive: false,
             start_delay: Duration::ZERO,
@@ -296,6 +319,8 @@ impl Connection {
                         Trigger::Reconnect
                     };
                     self.events.session_opened(&client, trigger);
+                    self.declared = Some((client.era(), client.info().list_changed));
+                    self.judge();
                     self.sessions += 1;
                     // Not up until this session answers a request after connecting.
                     self.alive = false;
@@ -304,6 +329,7 @@ impl Connection {
                         .run_session(&client, &inbox, trigger, &mut shutdown)
                         .await;
                     drop(responder);
+                    self.legacy = None;
                     if self.alive {
                         // The session worked: whatever ended it is news, not a storm.
                         backoff.reset();
@@ -368,19 +394,22 @@ impl Connection {
 
         let mut schedule = WalkSchedule::new(first);
         let mut walk: Slot<WalkRun> = None;
+        let mut walking: Option<Walking> = None;
+        // A notification arrived while a refresh walk was running.
+        let mut overlapped = false;
         let mut liveness: Slot<Result<Duration, McpError>> = None;
         let mut liveness_failures = 0u32;
         let mut seen_notifications = inbox.list_changed_count();
         let mut probes = ProbeClock::new(self.probes.len());
-        // Once per modern session on connection 0: what would a 2025-era client hear here?
-        let mut legacy_path: Slot<Result<LegacyPath, McpError>> = match (&self.dialer, client.era())
-        {
-            (Dialer::Http { transport, .. }, Era::Modern) if self.index == 0 => {
-                let (t, timeout) = (transport.clone(), self.config.request_timeout);
-                Some(Box::pin(
-                    async move { client::legacy_path(t, timeout).await },
-                ))
-            }
+        // Connection 0 of a modern session: what does a 2025-era client hear here?
+        self.legacy = match (&self.dialer, client.era()) {
+            (Dialer::Http { transport, .. }, Era::Modern) if self.index == 0 => Some(
+                LegacyWatch::start(
+                    transport.clone(),
+                    self.config.request_timeout,
+                    self.config.notification_grace,
+                ),
+            ),
             _ => None,
         };
         let mut probe: Slot<ProbeRun> = None;
@@ -405,6 +434,11 @@ impl Connection {
                 && let Some(trigger) = schedule.next()
             {
                 walk = Some(self.start_walk(client, trigger));
+                walking = Some(Walking {
+                    trigger,
+                    covers: inbox.list_changed_count(),
+                    noise_countable: !std::mem::take(&mut overlapped),
+                });
             }
             // Probes start once a complete listing tells the guard what the tools are.
             let probe_at = (probe.is_none() && self.server.is_some())
@@ -416,18 +450,28 @@ impl Connection {
                     let now = inbox.list_changed_count();
                     self.events.list_changed(now - seen_notifications);
                     seen_notifications = now;
-                    // Coalesce: whatever walk is pending covers this notification too.
-                    schedule.notified();
+                    let refreshing = walking.filter(|w| w.trigger.refreshes_cache());
+                    match refreshing {
+                        // Received before the refresh in flight started: it answers them.
+                        Some(w) if now <= w.covers => {}
+                        // Coalesce: whatever walk is pending covers this notification too.
+                        Some(_) => {
+                            overlapped = true;
+                            schedule.notified();
+                        }
+                        None => schedule.notified(),
+                    }
                 }
                 (trigger, report, elapsed, requested) = poll_slot(&mut walk) => {
                     walk = None;
+                    let noise_countable = walking.take().is_none_or(|w| w.noise_countable);
                     let expired = report.result.as_ref().err()
                         .and_then(|e| e.mcp_error())
                         .is_some_and(|e| e.reason == Reason::SessionExpired);
                     if report.answered > 0 {
                         self.confirm_alive();
                     }
-                    let complete = self.on_walk(trigger, report, elapsed, requested, schedule.refresh_pending(), inbox.list_changed_count());
+                    let complete = self.on_walk(trigger, report, elapsed, requested, schedule.refresh_pending(), inbox.list_changed_count(), noise_countable);
                     if expired {
                         return SessionEnd::Expired;
                     }
@@ -482,12 +526,19 @@ impl Connection {
                 _ = sleep_opt(self.audit.deadline()) => {
                     if self.audit.grace_over(inbox.list_changed_count()) {
                         self.events.unannounced(self.config.notification_grace);
+                        self.judge();
                     }
                 }
                 _ = sleep_opt(self.ttl.deadline()) => {
                     if let Some(ttl) = self.ttl.grace_over(inbox.list_changed_count()) {
                         self.events.ttl_violation(ttl);
+                        self.judge();
                     }
+                }
+                _ = sleep_opt(self.ttl.broken_until()) => {
+                    // Every client that held the broken promise has re-fetched by now.
+                    self.ttl.broken_over();
+                    self.judge();
                 }
                 _ = sleep_opt(probe_at) => {
                     let Some(i) = probes.take_due() else { continue };
@@ -501,9 +552,8 @@ impl Connection {
                         }
                     }
                 }
-                path = poll_slot(&mut legacy_path) => {
-                    legacy_path = None;
-                    self.events.legacy_path(path);
+                verdict = legacy_next(&mut self.legacy) => {
+                    self.events.legacy_path(verdict);
                 }
                 (i, elapsed, verdict) = poll_slot(&mut probe) => {
                     probe = None;
@@ -553,6 +603,7 @@ impl Connection {
     }
 
     /// Apply a finished walk. Returns whether it completed.
+    #[allow(clippy::too_many_arguments)]
     fn on_walk(
         &mut self,
         trigger: Trigger,
@@ -561,12 +612,14 @@ impl Connection {
         requested: tokio::time::Instant,
         notified_meanwhile: bool,
         notifications: u64,
+        noise_countable: bool,
     ) -> bool {
         self.events.walk_finished(trigger, &report, elapsed);
         let Ok(walk) = report.result else {
             return false;
         };
         let ttl = walk.cache.unwrap_or_default().hint.ttl;
+        self.listing_ttl = ttl;
         self.ttl.listing(
             walk.tools.fingerprint(),
             requested,
@@ -576,7 +629,8 @@ impl Connection {
         );
         if trigger.refreshes_cache() {
             let unchanged = self.cache.as_ref() == Some(&walk.tools);
-            self.events.cache_replaced(trigger, &walk.tools, unchanged);
+            self.events
+                .cache_replaced(trigger, &walk.tools, unchanged && noise_countable);
             self.cache = Some(walk.tools.clone());
         } else {
             self.events.audited();
@@ -589,6 +643,10 @@ impl Connection {
         }
         if let Some(shared) = &self.changes {
             shared.listing(self.index, &walk.tools);
+        }
+        let changed = self.server.as_ref().is_some_and(|s| *s != walk.tools);
+        if let (true, Some(legacy)) = (changed, &mut self.legacy) {
+            legacy.change_seen();
         }
         self.server = Some(walk.tools);
         self.param_headers = walk.param_headers;
@@ -606,7 +664,23 @@ impl Connection {
                 self.events.diverged(&drift);
             }
         }
+        self.judge();
         true
+    }
+
+    /// Judge the connection by its server's contract: what it promises a caching client, and
+    /// whether a promise is broken now (see [`super::contract`]).
+    fn judge(&mut self) {
+        let Some((era, announces)) = self.declared else {
+            return;
+        };
+        let contract = Contract::new(era, announces, self.listing_ttl);
+        let facts = Facts {
+            drift: !self.drift().is_empty(),
+            unannounced: self.audit.unannounced(),
+            ttl_broken: self.ttl.broken_until().is_some(),
+        };
+        self.events.judged(&contract, contract.stale(facts));
     }
 
     fn probe_done(&mut self, index: usize, elapsed: Duration, verdict: Result<(), Failed>) {
@@ -669,6 +743,14 @@ fn start_probe(
         let verdict = functional::judge(answer, &p.expect, p.timeout);
         (index, t.elapsed(), verdict)
     })
+}
+
+/// The next verdict of the legacy watch; pending forever without one.
+async fn legacy_next(watch: &mut Option<LegacyWatch>) -> LegacyVerdict {
+    match watch {
+        Some(w) => w.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn spawn_responder(

@@ -11,12 +11,13 @@ use std::time::Duration;
 use super::Trigger;
 use super::changes::ToolChange;
 use super::channel::ChannelEvent;
+use super::contract::Contract;
 use super::functional::Failed;
+use super::legacy_watch::LegacyVerdict;
 use super::repeats::{Repeats, name_list};
 use super::status::{ConnState, ConnStatusHandle};
 use super::toolset::{Drift, ToolSet};
 use super::walker::WalkReport;
-use crate::mcp::client::LegacyPath;
 use crate::mcp::{Client, McpError, Reason};
 use crate::telemetry::ConnMetrics;
 
@@ -39,6 +40,8 @@ pub struct Events {
     pub metrics: Arc<ConnMetrics>,
     status: ConnStatusHandle,
     logs: Logs,
+    /// The last verdict recorded: (promised, stale), so flips are logged once.
+    judged: Option<(bool, bool)>,
 }
 
 impl Events {
@@ -50,6 +53,7 @@ impl Events {
                 probes: (0..probes).map(|_| Repeats::default()).collect(),
                 ..Logs::default()
             },
+            judged: None,
         }
     }
 
@@ -304,23 +308,31 @@ impl Events {
         }
     }
 
-    /// What the server's legacy path gives a 2025-era client (checked once per modern session).
-    pub fn legacy_path(&self, path: Result<LegacyPath, McpError>) {
-        match path {
-            Ok(LegacyPath::NotServed) => self.metrics.legacy_path(None),
-            Ok(LegacyPath::Hears) => self.metrics.legacy_path(Some(true)),
-            Ok(LegacyPath::Deaf) => {
-                self.metrics.legacy_path(Some(false));
-                self.status.event(
-                    "legacy_clients_deaf",
-                    "the legacy (2025) path declares listChanged but offers no GET stream: \
-                     clients on the 2025 era will never see tool list changes",
-                );
-                tracing::info!(
-                    "legacy-era clients of this server never hear tool list changes (GET stream refused)"
-                );
+    /// What a 2025-era client of this modern server hears (measured by the legacy watch).
+    pub fn legacy_path(&self, verdict: LegacyVerdict) {
+        self.metrics.legacy_path(verdict.hears());
+        self.status.legacy_clients(verdict);
+        if verdict.hears() == Some(false) {
+            tracing::info!(cause = verdict.as_str(), "legacy-era clients of this server never hear tool list changes");
+        }
+    }
+
+    /// The connection judged by its server's contract: what is promised, and whether a promise
+    /// is broken now (a correct client holds a stale list). Logged when either flips.
+    pub fn judged(&mut self, contract: &Contract, stale: bool) {
+        self.metrics.contract(contract.promised(), stale);
+        self.status.contract(contract, stale);
+        let now = (contract.promised(), stale);
+        let was = self.judged.replace(now);
+        if was.map(|(_, s)| s) != Some(stale) && (stale || was.is_some()) {
+            if stale {
+                tracing::warn!(promise = contract.promise(), "a promise to caching clients is broken: correct clients hold a stale tool list");
+            } else {
+                tracing::info!("no promise to caching clients is broken any more");
             }
-            Err(e) => tracing::debug!(reason = %e.reason, "legacy path not checked"),
+        }
+        if was.map(|(p, _)| p) != Some(contract.promised()) && !contract.promised() {
+            tracing::info!(contract = %contract.words(), "the server promises caching clients nothing");
         }
     }
 

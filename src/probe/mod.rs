@@ -9,6 +9,9 @@
 //!   liveness, functional probes), sequencing small parts with one job each: [`channel`] keeps
 //!   the notification channel open, `schedule` picks the next walk, [`audit`] judges whether a
 //!   difference was announced, `events` records to metrics, status page and log together;
+//! - [`contract`] says what the server promised a caching client in its era, and so what a
+//!   stale verdict means; [`legacy_watch`] measures what a 2025-era client of a modern server
+//!   hears;
 //! - [`functional`] judges `tools/call` probes and guards against side effects;
 //! - [`status`] keeps what the status page shows: state, drift by name, a bounded timeline;
 //! - [`supervisor`] owns the connection tasks and applies config diffs.
@@ -18,8 +21,10 @@ pub mod backoff;
 pub mod changes;
 pub mod channel;
 pub mod connection;
+pub mod contract;
 mod events;
 pub mod functional;
+pub mod legacy_watch;
 pub mod repeats;
 mod schedule;
 pub mod status;

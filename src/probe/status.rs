@@ -28,6 +28,8 @@ use serde::Serialize;
 
 use super::Trigger;
 use super::changes::{PinsView, TargetChanges, ToolChange};
+use super::contract::Contract;
+use super::legacy_watch::LegacyVerdict;
 use super::toolset::{Drift, ToolSet};
 use crate::config::TargetConfig;
 use crate::mcp::{Era, ServerInfo};
@@ -205,6 +207,34 @@ pub struct CacheStatus {
     pub replaced_by: Option<&'static str>,
 }
 
+/// What the server promises a caching client, and whether a promise is broken now
+/// (docs/health.md, "The correct client of each era").
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ContractStatus {
+    /// `announce`, `ttl`, `announce_ttl` or `none`; absent before the first session.
+    pub promise: Option<&'static str>,
+    /// Freshness the latest listing promised (2026-07-28 `ttlMs`), in seconds.
+    pub ttl_seconds: f64,
+    /// The promise in words.
+    pub words: Option<String>,
+    /// A promise of the era is broken now: a correct client holds a stale list (as
+    /// `mcp_probe_tool_cache_stale`).
+    pub broken: bool,
+    /// Since when it has been broken; absent while it holds.
+    pub broken_since: Option<String>,
+}
+
+/// What a 2025-era client of this modern server hears (connection 0 of a modern session).
+#[derive(Debug, Clone, Serialize)]
+pub struct LegacyClientsStatus {
+    /// `true`, `false`, or absent until measured (as `mcp_probe_legacy_path_hears_changes`).
+    pub hears: Option<bool>,
+    /// `declares_none`, `no_stream`, `stream_silent`, `delivered`, `untested` or `not_served`.
+    pub cause: &'static str,
+    pub detail: &'static str,
+    pub at: String,
+}
+
 /// One entry of the timeline.
 #[derive(Debug, Clone, Serialize)]
 pub struct Event {
@@ -231,6 +261,10 @@ pub struct ConnStatus {
     pub drift: DriftStatus,
     /// Since when the cache has differed from the server; absent while it matches.
     pub stale_since: Option<String>,
+    /// The server's promise to caching clients, and whether it is broken now.
+    pub contract: ContractStatus,
+    /// What a 2025-era client of this modern server hears; absent where not measured.
+    pub legacy_clients: Option<LegacyClientsStatus>,
     /// Refresh walks (every trigger but `audit`) that failed since the cache was last replaced.
     pub refresh_failures: u32,
     /// The newest tool changes between two listings, with their classified differences
@@ -255,6 +289,8 @@ impl ConnStatus {
             cache: CacheStatus::default(),
             drift: DriftStatus::default(),
             stale_since: None,
+            contract: ContractStatus::default(),
+            legacy_clients: None,
             refresh_failures: 0,
             changes: VecDeque::new(),
             last_events: BTreeMap::new(),
@@ -331,10 +367,12 @@ impl Since {
             Severity::NotReady => self.ready.1.clone(),
             Severity::Stale => conns
                 .iter()
-                .filter_map(|c| c.stale_since.clone())
+                .filter_map(|c| c.contract.broken_since.clone())
                 .min()
                 .unwrap_or_else(|| self.severity.1.clone()),
-            Severity::AtRisk | Severity::Healthy => self.severity.1.clone(),
+            Severity::AtRisk | Severity::NoPromise | Severity::Healthy => {
+                self.severity.1.clone()
+            }
         }
     }
 }
@@ -446,14 +484,16 @@ pub struct Snapshot {
 pub struct TargetSnapshot {
     pub name: String,
     pub url: String,
-    /// `down`, `not_ready`, `stale`, `at_risk` or `healthy`.
+    /// `down`, `not_ready`, `stale`, `at_risk`, `no_promise` or `healthy`.
     pub severity: Severity,
     /// Some connection is up (as `mcp_probe_up`).
     pub up: bool,
     /// Up with a complete last walk and every probe passing on the current session (as
     /// `mcp_probe_ready`). A stale cache does not make a target unready; see `stale`.
     pub ready: bool,
-    /// Some connection's cache differs from the server.
+    /// Some connection's correct client holds a stale list: a promise of its era broken (see
+    /// `connections[].contract`; the drift of a notification-driven cache is
+    /// `connections[].drift`).
     pub stale: bool,
     /// When the condition `severity` names began (see docs/health.md).
     pub since: String,
@@ -759,6 +799,56 @@ impl ConnStatusHandle {
                 (false, Some(_)) => {}
             }
             s.drift = d;
+        });
+    }
+
+    /// The connection judged by its server's contract; the moment it breaks is kept.
+    pub fn contract(&self, contract: &Contract, broken: bool) {
+        self.with(|s| {
+            let c = &mut s.contract;
+            let words = contract.words();
+            if c.words.as_deref() != Some(words.as_str()) {
+                c.words = Some(words);
+            }
+            c.promise = Some(contract.promise());
+            c.ttl_seconds = contract.ttl.as_secs_f64();
+            match (broken, c.broken) {
+                (true, false) => {
+                    c.broken_since = Some(now());
+                    Self::push(
+                        s,
+                        "promise_broken",
+                        "a promise to caching clients is broken: correct clients hold a stale list",
+                    );
+                }
+                (false, true) => {
+                    c.broken_since = None;
+                    Self::push(s, "promise_kept", "correct clients hold the current list again");
+                }
+                _ => {}
+            }
+            s.contract.broken = broken;
+        });
+    }
+
+    /// What the legacy watch measured; a change of verdict is a timeline entry.
+    pub fn legacy_clients(&self, verdict: LegacyVerdict) {
+        self.with(|s| {
+            let before = s.legacy_clients.as_ref().map(|l| l.cause);
+            let measured = ["delivered", "stream_silent"];
+            if verdict == LegacyVerdict::Untested && before.is_some_and(|b| measured.contains(&b)) {
+                // A new legacy session, not yet tested: the last measurement still stands.
+                return;
+            }
+            if before != Some(verdict.as_str()) && verdict.hears() == Some(false) {
+                Self::push(s, "legacy_clients_deaf", verdict.words());
+            }
+            s.legacy_clients = Some(LegacyClientsStatus {
+                hears: verdict.hears(),
+                cause: verdict.as_str(),
+                detail: verdict.words(),
+                at: now(),
+            });
         });
     }
 

@@ -131,8 +131,12 @@ metrics_catalog! {
         "Complete listings whose pages disagreed on cacheScope (the spec requires one scope per list).";
     REJECTED_TOOLS = "mcp_probe_tools_list_rejected_tools_total", Counter, ["target", "connection"],
         "Tools left out of complete and failed walks alike because their x-mcp-header annotations break the 2026-07-28 rules (a Streamable HTTP client must drop them; its users cannot call them).";
+    CACHE_STALE = "mcp_probe_tool_cache_stale", Gauge, ["target", "connection"],
+        "1 while a correct client of the session's era, holding the server to what it promised, holds a stale tool list: legacy, its cache differs from the server; 2026-07-28, a promise broken (a change inside a fresh ttlMs without list_changed, or a declared listChanged not delivered within notification_grace). The verdict McpProbeToolCacheStale reads.";
+    CACHE_PROMISED = "mcp_probe_tool_cache_promised", Gauge, ["target", "connection"],
+        "1 when the server promises a caching client something it can be held to: tools.listChanged declared, or (2026-07-28) ttlMs > 0 on its latest listing; 0 when it promises nothing (2026-07-28 clients must re-list before every use). Absent before the first session.";
     LEGACY_PATH = "mcp_probe_legacy_path_hears_changes", Gauge, ["target", "connection"],
-        "Modern-era targets only (connection 0): 1 when a legacy-era client of the same URL would hear tool list changes (a GET stream, or no listChanged declared), 0 when the legacy path declares listChanged but offers no stream, so clients on the 2025 era never see changes. Absent for legacy targets and servers that serve no legacy clients.";
+        "Modern-era targets only (connection 0), measured on a legacy (2025-11-25) session the probe keeps open on the same URL: 1 when a tool list change the modern path saw reached its GET stream as list_changed within notification_grace; 0 when it did not, when that session declares no listChanged, or when it gets no GET stream (the status page says which). Absent until known, for legacy targets, and for servers that serve no legacy clients.";
     WITHOUT_CHANGE = "mcp_probe_list_changed_without_change_total", Counter, ["target", "connection"],
         "list_changed notifications whose re-walk found the list unchanged.";
     REFRESHES = "mcp_probe_cache_refreshes_total", Counter, ["target", "connection", "trigger"],

@@ -73,6 +73,8 @@ struct Layout {
     refresh_failures: usize,
     last_refresh: usize,
     legacy_path: usize,
+    cache_stale: usize,
+    cache_promised: usize,
 }
 
 #[derive(Default)]
@@ -157,6 +159,8 @@ fn layout() -> &'static Layout {
             refresh_failures: b.block(m::REFRESH_FAILURES, "trigger", triggers(&REFRESH_TRIGGERS)),
             last_refresh: b.one(m::LAST_REFRESH),
             legacy_path: b.absent(m::LEGACY_PATH),
+            cache_stale: b.one(m::CACHE_STALE),
+            cache_promised: b.absent(m::CACHE_PROMISED),
             rows: std::mem::take(&mut b.rows),
         }
     })
@@ -401,6 +405,14 @@ impl ConnMetrics {
         if let Some(hears) = hears {
             self.cell(layout().legacy_path).set_flag(hears);
         }
+    }
+
+    /// The contract's verdict: whether the server promises anything, and whether a promise is
+    /// broken now.
+    pub fn contract(&self, promised: bool, stale: bool) {
+        let l = layout();
+        self.cell(l.cache_promised).set_flag(promised);
+        self.cell(l.cache_stale).set_flag(stale);
     }
 
     pub fn ttl_violation(&self) {

@@ -35,7 +35,8 @@ text-align:left;vertical-align:top}th{background:#f3f3f3}code{font-size:.95em}\
 .bad{color:#b00020;font-weight:600}.ok{color:#1b5e20}.warn{color:#8a5a00;font-weight:600}\
 .sev{display:inline-block;padding:0 .45em;border-radius:.25em;color:#fff;font-weight:600;\
 font-size:.9em;white-space:nowrap}.sev.down{background:#b00020}.sev.not_ready{background:#c43e00}\
-.sev.stale{background:#9a6700}.sev.at_risk{background:#6b6b00}.sev.healthy{background:#1b5e20}\
+.sev.stale{background:#9a6700}.sev.at_risk{background:#6b6b00}.sev.no_promise{background:#455a64}\
+.sev.healthy{background:#1b5e20}\
 h2{margin-top:1.5em;border-bottom:1px solid #ddd}small{color:#666}ul.causes{margin:.25em 0}\
 td.since{white-space:nowrap}td.cause{min-width:16em}td ul.causes{margin:0;padding-left:1.1em}";
 
@@ -166,6 +167,8 @@ fn yes_no(v: bool, yes: &str, no: &str) -> String {
 fn cache_cell(t: &TargetSnapshot) -> &'static str {
     if t.stale {
         "<td class=\"warn\">stale</td>"
+    } else if t.severity == crate::probe::status::Severity::NoPromise {
+        "<td>no promise: clients re-list before use</td>"
     } else if t.connections.iter().any(|c| c.cache.tools.is_some()) {
         "<td class=\"ok\">current</td>"
     } else {
@@ -370,6 +373,26 @@ fn connection(p: &mut Page, c: &ConnStatus, generated_at: &str, now: SystemTime)
             c.list_changed_received
         ),
     );
+    if let Some(words) = &c.contract.words {
+        let class = if c.contract.broken { "warn" } else { "ok" };
+        let state = if c.contract.broken { "broken" } else { "kept" };
+        let state = match c.contract.promise {
+            Some("none") => String::new(),
+            _ => format!(" · <span class=\"{class}\">{state}</span>"),
+        };
+        row("Promise", format!("{}{state}", escape(words)));
+    }
+    if let Some(l) = &c.legacy_clients {
+        let class = match l.hears {
+            Some(true) => "ok",
+            Some(false) => "warn",
+            None => "",
+        };
+        row(
+            "2025-era clients",
+            format!("<span class=\"{class}\">{}</span>", escape(l.detail)),
+        );
+    }
     row(
         "Last walk",
         match &c.last_walk {

@@ -72,6 +72,14 @@ fn stale_drift() -> Drift {
     }
 }
 
+/// The cache falls behind a legacy server that declares `listChanged` or not: a legacy client's
+/// contract holds a differing cache stale whatever was declared.
+fn fall_behind(c: &ConnStatusHandle, declared: bool) {
+    c.drift(&stale_drift());
+    let contract = crate::probe::contract::Contract::new(Era::Legacy, declared, Duration::ZERO);
+    c.contract(&contract, true);
+}
+
 fn snap_target(board: &StatusBoard, name: &str) -> TargetSnapshot {
     board
         .snapshot()
@@ -222,6 +230,10 @@ fn server_strings_are_bounded_and_neutralised_where_they_are_stored() {
     );
 }
 
+fn by_name<'a>(snap: &'a Snapshot, name: &str) -> &'a TargetSnapshot {
+    snap.targets.iter().find(|t| t.name == name).unwrap()
+}
+
 #[test]
 fn severity_orders_targets_worst_first_and_says_why() {
     let board = StatusBoard::default();
@@ -241,7 +253,18 @@ fn severity_orders_targets_worst_first_and_says_why() {
     // walk an earlier session's whenever the clock ticks in between.)
     let st = board.add(&named("d_stale", 1, false)).connection(0);
     healthy_declaring(&st, false);
-    st.drift(&stale_drift());
+    fall_behind(&st, false);
+    // no promise: a 2026-07-28 server with no listChanged and ttlMs 0; a cached copy differs
+    let np = board.add(&named("f_no_promise", 1, false)).connection(0);
+    np.session_opened(Era::Modern, &info(false), Trigger::Initial);
+    np.state(ConnState::Up);
+    np.walk_finished(Trigger::Initial, Ok((2, 14)), Duration::from_millis(3));
+    np.cache_replaced(Trigger::Initial, &ToolSet::new());
+    np.drift(&stale_drift());
+    np.contract(
+        &crate::probe::contract::Contract::new(Era::Modern, false, Duration::ZERO),
+        false,
+    );
     // at risk: GET stream 405, cache current
     let ar = board.add(&named("e_at_risk", 1, false)).connection(0);
     healthy(&ar);
@@ -260,8 +283,18 @@ fn severity_orders_targets_worst_first_and_says_why() {
             ("c_not_ready", Severity::NotReady),
             ("d_stale", Severity::Stale),
             ("e_at_risk", Severity::AtRisk),
+            ("f_no_promise", Severity::NoPromise),
             ("a_healthy", Severity::Healthy),
         ]
+    );
+    let np = by_name(&snap, "f_no_promise");
+    assert!(np.up && np.ready && !np.stale, "{np:?}");
+    assert_eq!(
+        np.causes,
+        [format!(
+            "{}; a copy cached since the last announced change differs now by 1 extra, 1 missing",
+            crate::probe::contract::NO_PROMISE
+        )]
     );
     let by = |n: &str| snap.targets.iter().find(|t| t.name == n).unwrap();
     assert_eq!(
@@ -281,8 +314,8 @@ fn severity_orders_targets_worst_first_and_says_why() {
     );
     assert_eq!(
         d.since,
-        d.connections[0].stale_since.clone().unwrap(),
-        "stale since the cache fell behind"
+        d.connections[0].contract.broken_since.clone().unwrap(),
+        "stale since the promise broke"
     );
     assert_eq!(
         by("e_at_risk").causes,
@@ -318,7 +351,7 @@ fn causes_name_failed_relists_and_unannounced_changes() {
     assert_eq!(snap_target(&board, "kb").severity, Severity::Healthy);
 
     // The list changes without a notification; the grace period runs out.
-    c.drift(&stale_drift());
+    fall_behind(&c, true);
     let t = snap_target(&board, "kb");
     assert_eq!(
         t.causes,
@@ -441,7 +474,7 @@ pub(crate) fn big_board() -> StatusBoard {
     }
     let st = board.add(&named("stale", 1, false)).connection(0);
     healthy(&st);
-    st.drift(&stale_drift());
+    fall_behind(&st, true);
     board
 }
 

@@ -5,13 +5,18 @@
 //! 1. `down` — no connection is up (as `mcp_probe_up` = 0): no session, or pings fail.
 //! 2. `not_ready` — up, but no up connection has a complete last walk, or a functional probe has
 //!    not passed on the current session (as `mcp_probe_ready` = 0).
-//! 3. `stale` — ready, but some connection's cache differs from the server: a correct client
-//!    holds the wrong tools. Readiness does not cover this (docs/health.md says why); the page
-//!    never shows it green.
+//! 3. `stale` — ready, but a correct client of some connection's era holds the wrong tools: a
+//!    promise of the era is broken (legacy: the cache differs from the server; 2026-07-28: a
+//!    change inside a fresh `ttlMs`, or a declared `listChanged` not delivered; see
+//!    [`crate::probe::contract`]). Readiness does not cover this (docs/health.md says why); the
+//!    page never shows it green.
 //! 4. `at_risk` — ready and current, but the next change will not reach a client in time: no
 //!    `listChanged` capability, no notification stream, failing re-lists, or one of several
 //!    connections not up.
-//! 5. `healthy` — none of the above.
+//! 5. `no_promise` — a 2026-07-28 server that promises caching clients nothing (no
+//!    `listChanged`, `ttlMs` 0): not stale, since its clients must re-list before every use, but
+//!    a client that caches anyway is stale after each change.
+//! 6. `healthy` — none of the above.
 //!
 //! Every finding is a cause with the severity it stands for; the target's severity is that of
 //! its worst cause, and the causes are listed worst first (the same cause on several connections
@@ -38,6 +43,7 @@ pub enum Severity {
     NotReady,
     Stale,
     AtRisk,
+    NoPromise,
     Healthy,
 }
 
@@ -48,6 +54,7 @@ impl Severity {
             Severity::NotReady => "not_ready",
             Severity::Stale => "stale",
             Severity::AtRisk => "at_risk",
+            Severity::NoPromise => "no_promise",
             Severity::Healthy => "healthy",
         }
     }
@@ -57,6 +64,7 @@ impl Severity {
         match self {
             Severity::NotReady => "not ready",
             Severity::AtRisk => "at risk",
+            Severity::NoPromise => "no promise",
             s => s.as_str(),
         }
     }
@@ -85,7 +93,7 @@ pub fn assess(conns: &[&ConnStatus], probes: &[ProbeStatus], now: SystemTime) ->
     let walked = conns.iter().any(|c| is_up(c) && walk_complete(c));
     let passing = |p: &ProbeStatus| probe_passing(p, conns.first().copied());
     let ready = walked && probes.iter().all(passing);
-    let stale = conns.iter().any(|c| !c.drift.is_empty());
+    let stale = conns.iter().any(|c| c.contract.broken);
 
     let mut found = Vec::new();
     let mut note = |severity, c: &ConnStatus, text: String| {
@@ -102,8 +110,10 @@ pub fn assess(conns: &[&ConnStatus], probes: &[ProbeStatus], now: SystemTime) ->
         } else if !walked {
             note(Severity::NotReady, c, walk_trouble(c, now));
         }
-        if !c.drift.is_empty() {
+        if c.contract.broken {
             note(Severity::Stale, c, stale_cause(c, now));
+        } else if is_up(c) && promises_nothing(c) {
+            note(Severity::NoPromise, c, no_promise(c));
         } else if is_up(c) {
             for r in risks(c, now) {
                 note(Severity::AtRisk, c, r);
@@ -210,8 +220,28 @@ fn relists_failed(c: &ConnStatus, now: SystemTime) -> String {
     s
 }
 
-/// Why a connection's cache differs from the server, and by how much.
-fn stale_cause(c: &ConnStatus, now: SystemTime) -> String {
+/// A 2026-07-28 session whose server promises caching clients nothing (a legacy server that
+/// declares no `listChanged` is judged by drift and named as a risk instead: its clients cache
+/// anyway).
+fn promises_nothing(c: &ConnStatus) -> bool {
+    c.contract.promise == Some("none") && c.session.as_ref().is_some_and(|s| s.era == "modern")
+}
+
+/// What a server that promises nothing means, and what a caching client would hold now.
+fn no_promise(c: &ConnStatus) -> String {
+    let mut s = crate::probe::contract::NO_PROMISE.to_string();
+    let d = &c.drift.counts;
+    if d.total() > 0 {
+        s.push_str(&format!(
+            "; a copy cached since the last announced change differs now by {}",
+            drift_words(c)
+        ));
+    }
+    s
+}
+
+/// `1 extra, 1 missing`.
+fn drift_words(c: &ConnStatus) -> String {
     let d = &c.drift.counts;
     let by: Vec<String> = [
         (d.extra, "extra"),
@@ -222,10 +252,24 @@ fn stale_cause(c: &ConnStatus, now: SystemTime) -> String {
     .filter(|(n, _)| *n > 0)
     .map(|(n, k)| format!("{n} {k}"))
     .collect();
+    by.join(", ")
+}
+
+/// Why a connection's correct client is stale (the promise broken), and by how much its cache
+/// differs.
+fn stale_cause(c: &ConnStatus, now: SystemTime) -> String {
+    let broken_since = c.contract.broken_since.as_deref();
+    let since = |e: &&super::Event| broken_since.is_some_and(|s| e.at.as_str() >= s);
+    let ttl_broken = c.last("ttl_violation").filter(since);
     let unannounced = c
         .last("unannounced_change")
         .filter(|e| c.stale_since.as_deref().is_some_and(|s| e.at.as_str() >= s));
-    let why = if c.refresh_failures > 0 {
+    let why = if let Some(e) = ttl_broken {
+        format!(
+            "the list changed inside a fresh ttlMs promise without list_changed {}",
+            ago(&e.at, now)
+        )
+    } else if c.refresh_failures > 0 {
         relists_failed(c, now)
     } else if let Some(w) = capability_or_stream(c) {
         w
@@ -234,7 +278,10 @@ fn stale_cause(c: &ConnStatus, now: SystemTime) -> String {
     } else {
         "cache behind the server, refresh pending".into()
     };
-    format!("{why}; cache differs: {}", by.join(", "))
+    if c.drift.is_empty() {
+        return why;
+    }
+    format!("{why}; cache differs: {}", drift_words(c))
 }
 
 /// What keeps a change from being announced to this connection, if anything.
