@@ -623,6 +623,27 @@ def at_least(n: float):
     return test
 
 
+def wait(work: Path, base: str, what: str, seconds: float, check) -> e2e.Snapshot:
+    """e2e.wait_until, and on failure: /metrics and /status.json saved in WORKDIR, and the latest
+    events of every target the problems name, in the message (the evidence, not just the verdict)."""
+    try:
+        return e2e.wait_until(what, seconds, base, check)
+    except Failure as exc:
+        try:
+            (work / "metrics-at-failure.txt").write_bytes(e2e.http("GET", f"{base}/metrics"))
+            status = json.loads(e2e.http("GET", f"{base}/status.json"))
+            (work / "status-at-failure.json").write_text(json.dumps(status, indent=1))
+        except (OSError, ValueError) as why:
+            raise Failure(f"{exc}\n(and the exporter did not answer: {why})") from None
+        named = [t for t in status["targets"] if f"{t['name']}:" in str(exc)]
+        lines = []
+        for t in named:
+            lines.append(f"{t['name']}: severity {t.get('severity')}, causes {t.get('causes')}")
+            for c in t["connections"]:
+                lines += [f"  {c['connection']} {e['at']} {e['kind']}: {e['detail']}" for e in c.get("events", [])[-12:]]
+        raise Failure(f"{exc}\nlatest events (all in {work}/status-at-failure.json):\n" + "\n".join(lines)) from None
+
+
 def main() -> int:
     args = arguments()
     work: Path = args.work
@@ -682,8 +703,8 @@ def main() -> int:
         return bad
 
     t_ready = time.monotonic()
-    snap = e2e.wait_until("every target up in its era, tools listed, audited; promised as declared; nothing stale; "
-                          "severity healthy / no_promise; legacy path known where it can be", 60, base, ready)
+    snap = wait(work, base, "every target up in its era, tools listed, audited; promised as declared; nothing stale; "
+                          "severity healthy / no_promise; legacy path known where it can be", 60, ready)
     ready_s = time.monotonic() - t_ready
     log(f"  py_legacy before any change: severity {severity(snap, 'py_legacy')}, causes {snap.target('py_legacy').get('causes')}")
     wait_alerts(prom, exprs, {STALE_ALERT: set(), CANNOT_ANNOUNCE: {"fastmcp", "rmcp", "py_legacy"}}, set(), 30)
@@ -724,9 +745,9 @@ def main() -> int:
         expect(bad, "py_legacy", "status.json severity", severity(s, "py_legacy"), "stale")
         return bad
 
-    after = e2e.wait_until("announced changes: followed on py_stateful, py_stateless, ts2 (listen) and ts1 (one walk for "
+    after = wait(work, base, "announced changes: followed on py_stateful, py_stateless, ts2 (listen) and ts1 (one walk for "
                            "two list_changed, no noise); fastmcp drifted but not stale (no promise), its legacy path "
-                           "0; py_legacy stale", CHANGE_DEADLINE_S, base, announced)
+                           "0; py_legacy stale", CHANGE_DEADLINE_S, announced)
     announced_s = time.monotonic() - t_change
     wait_alerts(prom, exprs, {STALE_ALERT: {"py_legacy"}, CANNOT_ANNOUNCE: {"fastmcp", "rmcp", "py_legacy"}}, set(), 15)
     audits0 = conn(after, "mcp_probe_cache_consistency_checks_total", "ts1") or 0
@@ -736,7 +757,7 @@ def main() -> int:
         expect(bad, "ts1", "audits", conn(s, "mcp_probe_cache_consistency_checks_total", "ts1"), at_least(audits0 + 2))
         return bad
 
-    e2e.wait_until("the same two audits later (ts1: still one notification walk, no noise)", 20, base, two_more_audits)
+    wait(work, base, "the same two audits later (ts1: still one notification walk, no noise)", 20, two_more_audits)
 
     # ---- 5. the silent changes (fastmcp, py_*: back to search_legacy; rmcp: to search_v2)
     for peer, change in SILENT_CHANGE.items():
@@ -758,9 +779,9 @@ def main() -> int:
         expect(bad, "ts1", "mcp_probe_tool_cache_stale", conn(s, "mcp_probe_tool_cache_stale", "ts1"), 0)
         return bad
 
-    final = e2e.wait_until("silent changes: stale within one audit + grace where listChanged was declared (py_stateful, "
+    final = wait(work, base, "silent changes: stale within one audit + grace where listChanged was declared (py_stateful, "
                            "py_stateless, ts2); not stale where nothing was promised (fastmcp, rmcp)",
-                           CHANGE_DEADLINE_S, base, silent)
+                           CHANGE_DEADLINE_S, silent)
     silent_s = time.monotonic() - t_silent
     # py_legacy's server went back to the list its 2025 client still caches: left out of the comparison.
     wait_alerts(prom, exprs, {STALE_ALERT: {"py_stateful", "py_stateless", "ts2"},
