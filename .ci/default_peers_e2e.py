@@ -36,10 +36,13 @@ The peers (.ci/peers/, each with the SDK's defaults, the kb catalog's names):
 3. the exporter (audit 2 s, grace 3 s, --log.level=debug) with one target per peer, plus
    `py_legacy` (py_stateful's URL pinned to 2025-11-25), scraped every second by a real Prometheus;
    before any change, then after the announced changes, then after the silent ones: each target's
-   era, `mcp_probe_tool_cache_promised`, `mcp_probe_tool_cache_stale`, `/status.json`
-   severity, contract and legacy_clients cause, `mcp_probe_legacy_path_hears_changes`, the two-step change's single walk,
-   and, evaluated by Prometheus, for which targets the expressions of McpProbeToolCacheStale and
-   McpProbeServerCannotAnnounce (read from the rules file, not copied) are true.
+   era, `mcp_probe_tool_cache_promised`, `mcp_probe_tool_cache_stale`, `/status.json` severity,
+   contract and legacy_clients cause, `mcp_probe_legacy_path_hears_changes`, the two-step change's
+   single walk, and, evaluated by Prometheus, for which targets the expressions of
+   McpProbeToolCacheStale and McpProbeServerCannotAnnounce (read from the rules file, not copied)
+   are true. In short: stale only where a promise was broken (MCPServer and TS 2.x declare
+   listChanged and a silent change breaks it; MCPServer's 2025 clients are never told), no_promise
+   and never stale where none was made (fastmcp and rmcp defaults: no listChanged, ttlMs 0).
 
 Every wait has a deadline; every child is killed on exit; on failure the logs are printed.
 """
@@ -66,10 +69,9 @@ sys.path.insert(0, str(e2e.PEERS))
 import verify_wire as wire  # noqa: E402  (raw HTTP helpers: request, Stream, meta, headers)
 
 e2e.TAG = "default_peers"
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
+ROOT = Path(__file__).resolve().parent.parent
 AUDIT_S, GRACE_S = 2, 3
-MODERN, LEGACY = "2026-07-28", "2025-11-25"
+LEGACY = "2025-11-25"
 LISTEN_WAIT_S = 3  # how long the survey waits for a notification it expects
 QUIET_S = 1.5  # and how long it listens to prove an absence
 
