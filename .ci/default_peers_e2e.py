@@ -104,7 +104,8 @@ def start_peers(args: argparse.Namespace, suffix: str, logdir: Path) -> dict[str
 
 # The announced change of each peer that can announce (how its SDK does it), and the silent one.
 def modern_call(port: int, tool: str) -> wire.Reply:
-    body = {"jsonrpc": "2.0", "id": 77, "method": "tools/call", "params": {"_meta": wire.meta(), "name": tool, "arguments": {}}}
+    body = {"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+            "params": {"_meta": wire.meta(), "name": tool, "arguments": {}}}
     r = wire.request(port, "POST", "/mcp", body, {**wire.modern_headers("tools/call"), "Mcp-Name": tool})
     if r.status != 200 or "result" not in r.response(77):
         raise Failure(f"tools/call {tool} on port {port}: HTTP {r.status} {r.body[:300]!r}")
@@ -574,6 +575,15 @@ def conn(s: e2e.Snapshot, metric: str, t: str, **labels) -> float | None:
     return s.value(metric, target=t, connection="0", **labels)
 
 
+def drift(s: e2e.Snapshot, t: str) -> float:
+    """Tools by which the notification-driven cache differs from the server (a fact, not a verdict)."""
+    return s.sum("mcp_probe_cache_drift_tools", target=t, connection="0")
+
+
+def legacy_path(s: e2e.Snapshot, t: str) -> float | None:
+    return conn(s, "mcp_probe_legacy_path_hears_changes", t)
+
+
 def session_era(s: e2e.Snapshot, t: str) -> str | None:
     for n, ls, v in s.samples:
         if n == "mcp_probe_session_info" and ls.get("target") == t and v == 1:
@@ -690,8 +700,8 @@ def main() -> int:
             expect(bad, t, "audits", conn(s, "mcp_probe_cache_consistency_checks_total", t), at_least(1))
             expect(bad, t, "mcp_probe_tool_cache_promised", conn(s, "mcp_probe_tool_cache_promised", t), PROMISED[t])
             expect(bad, t, "mcp_probe_tool_cache_stale", conn(s, "mcp_probe_tool_cache_stale", t), 0)
-            expect(bad, t, "drift (sum)", s.sum("mcp_probe_cache_drift_tools", target=t, connection="0"), 0)
-            expect(bad, t, "mcp_probe_legacy_path_hears_changes", conn(s, "mcp_probe_legacy_path_hears_changes", t),
+            expect(bad, t, "drift (sum)", drift(s, t), 0)
+            expect(bad, t, "mcp_probe_legacy_path_hears_changes", legacy_path(s, t),
                    LEGACY_PATH_BEFORE[t])
             expect(bad, t, "status.json contract.promise", promise(s, t), PROMISE[t])
             expect(bad, t, "status.json legacy_clients.cause", legacy_cause(s, t), LEGACY_CAUSE_BEFORE[t])
@@ -708,7 +718,8 @@ def main() -> int:
     snap = wait(work, base, "every target up in its era, tools listed, audited; promised as declared; nothing stale; "
                           "severity healthy / no_promise; legacy path known where it can be", 60, ready)
     ready_s = time.monotonic() - t_ready
-    log(f"  py_legacy before any change: severity {severity(snap, 'py_legacy')}, causes {snap.target('py_legacy').get('causes')}")
+    log(f"  py_legacy before any change: severity {severity(snap, 'py_legacy')}, "
+        f"causes {snap.target('py_legacy').get('causes')}")
     wait_alerts(prom, exprs, {STALE_ALERT: set(), CANNOT_ANNOUNCE: {"fastmcp", "rmcp", "py_legacy"}}, set(), 30)
 
     # ---- 4. the announced changes (each the SDK's own way); fastmcp's tells only its caller
@@ -725,7 +736,7 @@ def main() -> int:
         for t in ["py_stateful", "py_stateless", "ts1", "ts2"]:  # heard, re-listed, nothing stale
             expect(bad, t, "list_changed_notifications_total", conn(s, "mcp_probe_list_changed_notifications_total", t),
                    at_least(lc0[t] + 1))
-            expect(bad, t, "drift (sum)", s.sum("mcp_probe_cache_drift_tools", target=t, connection="0"), 0)
+            expect(bad, t, "drift (sum)", drift(s, t), 0)
             expect(bad, t, "mcp_probe_tool_cache_stale", conn(s, "mcp_probe_tool_cache_stale", t), 0)
             expect(bad, t, "status.json severity", severity(s, t), "healthy")
         expect(bad, "ts1", "notification walks", s.sum("mcp_probe_tools_list_walks_total", target="ts1", connection="0",
@@ -733,15 +744,15 @@ def main() -> int:
         expect(bad, "ts1", "list_changed_without_change_total",
                s.sum("mcp_probe_list_changed_without_change_total", target="ts1", connection="0"), noise0)
         # fastmcp: the exporter was not told; the drift is a fact, not a broken promise
-        expect(bad, "fastmcp", "drift (sum)", s.sum("mcp_probe_cache_drift_tools", target="fastmcp", connection="0"),
+        expect(bad, "fastmcp", "drift (sum)", drift(s, "fastmcp"),
                at_least(1))
         expect(bad, "fastmcp", "mcp_probe_tool_cache_stale", conn(s, "mcp_probe_tool_cache_stale", "fastmcp"), 0)
         expect(bad, "fastmcp", "status.json severity", severity(s, "fastmcp"), "no_promise")
         expect(bad, "fastmcp", "mcp_probe_legacy_path_hears_changes",
-               conn(s, "mcp_probe_legacy_path_hears_changes", "fastmcp"), 0)
+               legacy_path(s, "fastmcp"), 0)
         expect(bad, "fastmcp", "status.json legacy_clients.cause", legacy_cause(s, "fastmcp"), "stream_silent")
         # py_legacy: a 2025 client of MCPServer is never told (listen only): stale
-        expect(bad, "py_legacy", "drift (sum)", s.sum("mcp_probe_cache_drift_tools", target="py_legacy", connection="0"),
+        expect(bad, "py_legacy", "drift (sum)", drift(s, "py_legacy"),
                at_least(1))
         expect(bad, "py_legacy", "mcp_probe_tool_cache_stale", conn(s, "mcp_probe_tool_cache_stale", "py_legacy"), 1)
         expect(bad, "py_legacy", "status.json severity", severity(s, "py_legacy"), "stale")
@@ -770,14 +781,14 @@ def main() -> int:
     def silent(s: e2e.Snapshot) -> list[str]:
         bad: list[str] = []
         for t in ["py_stateful", "py_stateless", "ts2"]:  # listChanged declared, not delivered: broken
-            expect(bad, t, "drift (sum)", s.sum("mcp_probe_cache_drift_tools", target=t, connection="0"), at_least(1))
+            expect(bad, t, "drift (sum)", drift(s, t), at_least(1))
             expect(bad, t, "mcp_probe_tool_cache_stale", conn(s, "mcp_probe_tool_cache_stale", t), 1)
             expect(bad, t, "status.json severity", severity(s, t), "stale")
         for t in ["fastmcp", "rmcp"]:  # promised nothing: never stale
             expect(bad, t, "mcp_probe_tool_cache_stale", conn(s, "mcp_probe_tool_cache_stale", t), 0)
             expect(bad, t, "status.json severity", severity(s, t), "no_promise")
-        expect(bad, "rmcp", "drift (sum)", s.sum("mcp_probe_cache_drift_tools", target="rmcp", connection="0"), at_least(1))
-        expect(bad, "rmcp", "mcp_probe_legacy_path_hears_changes", conn(s, "mcp_probe_legacy_path_hears_changes", "rmcp"), 0)
+        expect(bad, "rmcp", "drift (sum)", drift(s, "rmcp"), at_least(1))
+        expect(bad, "rmcp", "mcp_probe_legacy_path_hears_changes", legacy_path(s, "rmcp"), 0)
         expect(bad, "ts1", "mcp_probe_tool_cache_stale", conn(s, "mcp_probe_tool_cache_stale", "ts1"), 0)
         return bad
 
