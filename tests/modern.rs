@@ -327,7 +327,12 @@ async fn f2_modern_a_server_that_promises_nothing_is_no_promise_never_stale() {
     assert_eq!(counter(&s, "mcp_probe_ttl_violations_total", "silent"), 0.0);
     let snap = h.supervisor.status().snapshot();
     let target = &snap.targets[0];
-    assert_eq!(target.severity.as_str(), "no_promise", "{:?}", target.causes);
+    assert_eq!(
+        target.severity.as_str(),
+        "no_promise",
+        "{:?}",
+        target.causes
+    );
     assert!(!target.stale);
     assert!(
         target.causes[0].contains("re-list before every use"),
@@ -365,8 +370,7 @@ async fn f2_legacy_a_server_that_declares_no_list_changed_leaves_caching_clients
     lab.churn();
     let s = h
         .until("drift and the stale verdict", |s| {
-            drift(s, "f2", "extra") == 1.0
-                && counter(s, "mcp_probe_tool_cache_stale", "f2") == 1.0
+            drift(s, "f2", "extra") == 1.0 && counter(s, "mcp_probe_tool_cache_stale", "f2") == 1.0
         })
         .await;
     assert_eq!(counter(&s, "mcp_probe_tool_cache_promised", "f2"), 0.0);

@@ -157,10 +157,17 @@ async fn until_status(
 }
 
 fn severity_rank(s: &str) -> usize {
-    ["down", "not_ready", "stale", "at_risk", "healthy"]
-        .iter()
-        .position(|x| *x == s)
-        .unwrap_or_else(|| panic!("unknown severity {s:?}"))
+    [
+        "down",
+        "not_ready",
+        "stale",
+        "at_risk",
+        "no_promise",
+        "healthy",
+    ]
+    .iter()
+    .position(|x| *x == s)
+    .unwrap_or_else(|| panic!("unknown severity {s:?}"))
 }
 
 fn names(s: &Value) -> Vec<String> {
@@ -275,8 +282,8 @@ async fn the_demo_reads_worst_first_with_causes_in_the_page_and_the_json() {
         );
         assert!(causes(t)[0].starts_with(why), "{name}: {:?}", causes(t));
         assert_eq!(
-            t["since"], t["connections"][0]["stale_since"],
-            "{name}: {t}"
+            t["since"], t["connections"][0]["contract"]["broken_since"],
+            "stale since the promise broke: {name}: {t}"
         );
     }
     let lossy = causes(target(&s, "kb_lossy_gateway"));

@@ -403,13 +403,13 @@ impl Connection {
         let mut probes = ProbeClock::new(self.probes.len());
         // Connection 0 of a modern session: what does a 2025-era client hear here?
         self.legacy = match (&self.dialer, client.era()) {
-            (Dialer::Http { transport, .. }, Era::Modern) if self.index == 0 => Some(
-                LegacyWatch::start(
+            (Dialer::Http { transport, .. }, Era::Modern) if self.index == 0 => {
+                Some(LegacyWatch::start(
                     transport.clone(),
                     self.config.request_timeout,
                     self.config.notification_grace,
-                ),
-            ),
+                ))
+            }
             _ => None,
         };
         let mut probe: Slot<ProbeRun> = None;
