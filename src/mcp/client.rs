@@ -395,7 +395,7 @@ pub enum LegacyPath {
     /// for the caller to measure (a server may declare and stream, and still announce on the
     /// modern channel only).
     Streaming {
-        session: Session,
+        session: Box<Session>,
         stream: NotificationStream,
     },
 }
@@ -421,7 +421,12 @@ pub async fn legacy_path(
         Ok(LegacyPath::DeclaresNone)
     } else {
         match session.open_stream().await {
-            Ok(Some(stream)) => return Ok(LegacyPath::Streaming { session, stream }),
+            Ok(Some(stream)) => {
+                return Ok(LegacyPath::Streaming {
+                    session: Box::new(session),
+                    stream,
+                });
+            }
             Ok(None) => Ok(LegacyPath::NoStream),
             Err(e) => Err(e),
         }

@@ -186,7 +186,7 @@ impl LegacyWatch {
                             return LegacyVerdict::NoStream;
                         }
                         Opening::Session(Ok(LegacyPath::Streaming { session, stream })) => {
-                            self.session = Some(Arc::new(session));
+                            self.session = Some(Arc::from(session));
                             self.listen(stream);
                             return LegacyVerdict::Untested;
                         }
