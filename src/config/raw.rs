@@ -96,6 +96,7 @@ pub(super) struct RawGlobal {
     pub(super) max_pages: Option<i64>,
     pub(super) max_listing_bytes: Option<RawBytes>,
     pub(super) connections: Option<i64>,
+    pub(super) legacy_clients: Option<bool>,
 }
 }
 
@@ -123,6 +124,7 @@ pub(super) struct RawTarget {
     pub(super) notification_grace: Option<String>,
     pub(super) max_pages: Option<i64>,
     pub(super) max_listing_bytes: Option<RawBytes>,
+    pub(super) legacy_clients: Option<bool>,
     pub(super) probes: Option<Vec<probes::RawProbe>>,
     pub(super) labels: Option<PairList<LabelNames>>,
     pub(super) pins: Option<String>,
