@@ -423,14 +423,19 @@ impl Validator<'_> {
         Ok(url)
     }
 
-    /// `oauth2.issuer`: an RFC 8414 issuer identifier, which has no query or fragment (§2).
+    /// `oauth2.issuer`: an RFC 8414 issuer identifier, which has no query or fragment (§2), and
+    /// no user info (it names a server, not a login).
     fn issuer(&self, field: &str, raw: &str) -> Result<url::Url, ConfigError> {
         let url = self.http_url(field, raw)?;
-        if url.query().is_some() || url.fragment().is_some() {
+        if url.query().is_some()
+            || url.fragment().is_some()
+            || !url.username().is_empty()
+            || url.password().is_some()
+        {
             return Err(self.err(
                 field,
-                "an issuer identifier has no query or fragment (RFC 8414 section 2); write it \
-                 as the authorization server publishes it in its metadata's `issuer`",
+                "an issuer identifier has no user info, query or fragment (RFC 8414 section 2); \
+                 write it as the authorization server publishes it in its metadata's `issuer`",
             ));
         }
         Ok(url)
@@ -965,7 +970,14 @@ mod tests {
         ));
         assert_has(
             &e,
-            "test.yml: targets[0].oauth2.issuer: an issuer identifier has no query or fragment",
+            "test.yml: targets[0].oauth2.issuer: an issuer identifier has no user info, query or fragment",
+        );
+        let e = err(&o(&format!(
+            "      issuer: 'https://u:{SENTINEL}@auth.example.com'\n"
+        )));
+        assert_has(
+            &e,
+            "targets[0].oauth2.issuer: an issuer identifier has no user info",
         );
         let e = err(&o("      issuer: ftp://auth.example.com\n"));
         assert_has(

@@ -185,7 +185,8 @@ pub(crate) fn resource_matches(resource: &str, server: &Url) -> bool {
     rp.is_empty() || sp == rp || sp.starts_with(&format!("{rp}/"))
 }
 
-/// Discovers the token endpoint of `server`. `resource_metadata`: the URL a challenge named.
+/// Discovers the token endpoint of the MCP server `trust` was made for, within what `trust`
+/// allows. `resource_metadata`: the URL a challenge named.
 pub(crate) async fn discover(
     http: &reqwest::Client,
     trust: &Trust,
