@@ -56,9 +56,10 @@ def named_issuer(server_url: str) -> str | None:
     path = u.path.rstrip("/")
     candidates = [f"{origin}/.well-known/oauth-protected-resource{path}"] if path else []
     candidates.append(f"{origin}/.well-known/oauth-protected-resource")
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, never a proxy
     for url in candidates:
         try:
-            with urllib.request.urlopen(url, timeout=10) as r:
+            with direct.open(url, timeout=10) as r:
                 doc = json.loads(r.read(64 * 1024))
         except (OSError, ValueError):
             continue
