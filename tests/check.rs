@@ -453,12 +453,15 @@ async fn json_output_follows_the_documented_schema() {
 async fn secrets_in_the_url_and_headers_never_reach_the_output() {
     const URL_SECRET: &str = "url-s3cr3t-4711";
     const HEADER_SECRET: &str = "header-s3cr3t-0815";
+    // A token in the path (issue 22 item 8): hidden by the URL redaction rule.
+    const PATH_SECRET: &str = "sk-path5ecret";
     let lab = lab(&["healthy"]).await;
     let addr = lab.addr();
     let dead = free_port();
     for base in [
         format!("http://{addr}/healthy/mcp"),
         format!("http://127.0.0.1:{dead}/mcp"),
+        format!("http://127.0.0.1:{dead}/mcp/{PATH_SECRET}/"),
     ] {
         let with_secret = base.replacen("http://", &format!("http://user:{URL_SECRET}@"), 1)
             + &format!("?token={URL_SECRET}");
@@ -476,7 +479,7 @@ async fn secrets_in_the_url_and_headers_never_reach_the_output() {
                 &[("CHECK_TEST_TOKEN", HEADER_SECRET)],
             )
             .await;
-            for secret in [URL_SECRET, HEADER_SECRET] {
+            for secret in [URL_SECRET, HEADER_SECRET, PATH_SECRET] {
                 assert!(
                     !run.stdout.contains(secret) && !run.stderr.contains(secret),
                     "{secret} leaked\n{}\n{}",
