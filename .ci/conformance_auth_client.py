@@ -13,6 +13,14 @@ JSON being YAML) and runs `check` with it:
                       registered out of band (the scenarios without a context do not check the
                       client's identity at the token endpoint).
 
+The exporter sends credentials only to an authorization server its configuration names
+(`oauth2.issuer`) or one on the MCP URL's own origin (docs/security.md), and the suite runs its
+authorization server on another port than the MCP server. An operator names the authorization
+server the client was registered at; the suite does not say it, so this reads it where a person
+would look it up: the scenario's Protected Resource Metadata at its well-known location (path-based,
+then root), `authorization_servers[0]`. When none is found, no issuer is named (the exporter's
+default applies and says why it refuses).
+
 Nothing here is secret outside the test: the suite generates the keys per run.
 """
 
@@ -21,6 +29,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.parse
+import urllib.request
 
 PREREGISTERED_ID = "conformance-preregistered"
 PREREGISTERED_SECRET = "conformance-preregistered-secret"
@@ -39,16 +49,40 @@ def oauth2_block(context: dict) -> dict:
     return block
 
 
+def named_issuer(server_url: str) -> str | None:
+    """`authorization_servers[0]` of the resource metadata at the well-known locations."""
+    u = urllib.parse.urlsplit(server_url)
+    origin = f"{u.scheme}://{u.netloc}"
+    path = u.path.rstrip("/")
+    candidates = [f"{origin}/.well-known/oauth-protected-resource{path}"] if path else []
+    candidates.append(f"{origin}/.well-known/oauth-protected-resource")
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, never a proxy
+    for url in candidates:
+        try:
+            with direct.open(url, timeout=10) as r:
+                doc = json.loads(r.read(64 * 1024))
+        except (OSError, ValueError):
+            continue
+        servers = doc.get("authorization_servers") if isinstance(doc, dict) else None
+        if isinstance(servers, list) and servers and isinstance(servers[0], str):
+            return servers[0]
+    return None
+
+
 def main() -> int:
     if len(sys.argv) < 3:
         print("usage: conformance_auth_client.py EXPORTER_BIN [ARGS...] URL", file=sys.stderr)
         return 2
     exporter, args = sys.argv[1], sys.argv[2:]
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    block = oauth2_block(context)
+    issuer = named_issuer(args[-1])
+    if issuer:
+        block["issuer"] = issuer
     with tempfile.TemporaryDirectory(prefix="conformance-auth-") as tmp:
         path = os.path.join(tmp, "http_config.yml")
         with open(path, "w", encoding="utf-8") as f:
-            json.dump({"oauth2": oauth2_block(context)}, f)
+            json.dump({"oauth2": block}, f)
         os.chmod(path, 0o600)
         return subprocess.call([exporter, "check", "--http-config", path, *args], timeout=60)
 

@@ -9,7 +9,9 @@
 # Steps: install (pinned, .ci/peers/install.sh; skipped when present), fresh credentials, start
 # both, the plain-client checker (.ci/oauth/check_server_side.py: the server side works), then the
 # exporter for 4 token lifetimes (.ci/oauth/exporter_e2e.py: up throughout, zero failures, tokens
-# renewed). The pair alone: .ci/oauth/serve.sh.
+# renewed). The AS and the MCP server listen on different ports, i.e. different origins: the
+# exporter's targets name the AS as `oauth2.issuer` (credentials go nowhere else; without it the
+# run fails with reason untrusted_authorization_server). The pair alone: .ci/oauth/serve.sh.
 #
 # Usage: .ci/oauth_e2e.sh WORKDIR EXPORTER_BIN
 # Bounded: the install, each step and every wait have deadlines; both servers are ended on exit.
@@ -53,7 +55,7 @@ log "PASS server side (plain client): $(($(date +%s) - step_started)) s"
 
 step_started=$(date +%s)
 timeout -k 10 240 "$PEER_PY" "$here/oauth/exporter_e2e.py" --work "$dir/exporter" --bin "$bin" \
-  --mcp "$OAUTH_MCP_URL" --ttl "$TTL" --basic-id "$OAUTH_BASIC_ID" \
+  --mcp "$OAUTH_MCP_URL" --issuer "$OAUTH_ISSUER" --ttl "$TTL" --basic-id "$OAUTH_BASIC_ID" \
   --basic-secret-file "$OAUTH_BASIC_SECRET_FILE" --jwt-id "$OAUTH_JWT_ID" --jwt-key-file "$OAUTH_JWT_KEY_FILE" \
   --as-log "$OAUTH_AS_LOG" --rs-log "$OAUTH_RS_LOG"
 log "PASS exporter across token expiries: $(($(date +%s) - step_started)) s, $(($(date +%s) - started)) s in all"

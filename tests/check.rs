@@ -128,14 +128,56 @@ async fn a_healthy_server_passes_with_two_pages_and_fourteen_tools() {
         "tool_names",
         "stable_listing",
         "ping",
+        "contract",
     ] {
         run.expect("PASS", id);
     }
+    assert!(
+        run.stdout
+            .contains("protocol 2026-07-28, listen stream open"),
+        "the era's channel is named: {}",
+        run.stdout
+    );
     assert!(
         !run.stdout.contains("FAIL") && !run.stdout.contains("WARN"),
         "{}",
         run.stdout
     );
+}
+
+/// The contract row: a 2026-07-28 server that promises nothing (no listChanged, ttlMs 0) is
+/// information, not a warning: its clients must re-list before every use. The same server to a
+/// client pinned to 2025-11-25 is a warning: legacy clients cache anyway (F2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_promises_nothing_is_information_in_2026_and_a_warning_in_2025() {
+    let silent = mcp_exporter::lab::Behaviour {
+        ttl_ms: 0,
+        ..mcp_exporter::lab::scenarios::find("no-list-changed")
+            .expect("scenario")
+            .behaviour
+    };
+    let lab = start_lab([("silent", silent)]).await;
+    let run = check(&[&url(&lab, "silent")], &[]).await;
+    run.ended(0, "pass");
+    let detail = run.expect("INFO", "contract");
+    assert!(detail.contains("re-list before every use"), "{detail}");
+    let legacy = check(
+        &["--protocol-version", "2025-11-25", &url(&lab, "silent")],
+        &[],
+    )
+    .await;
+    legacy.ended(0, "pass with warnings");
+    let detail = legacy.expect("WARN", "contract");
+    assert!(detail.contains("(F2)"), "{detail}");
+    assert!(
+        legacy.stdout.contains("protocol 2025-11-25, GET stream"),
+        "{}",
+        legacy.stdout
+    );
+    // What its 2025-era clients get: a legacy session that declares no listChanged.
+    let asked = check(&["--legacy-clients", &url(&lab, "silent")], &[]).await;
+    let detail = asked.expect("WARN", "legacy_clients");
+    assert!(detail.contains("declares no listChanged"), "{detail}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -196,7 +238,10 @@ async fn list_changed_without_a_get_stream_is_a_warning() {
     let asked = check(&["--legacy-clients", &url(&lab, "no-get-stream")], &[]).await;
     asked.ended(0, "pass with warnings");
     let legacy_path = asked.expect("WARN", "legacy_clients");
-    assert!(legacy_path.contains("2025 era"), "{legacy_path}");
+    assert!(
+        legacy_path.contains("no GET stream") && legacy_path.contains("2025-era clients"),
+        "{legacy_path}"
+    );
     let legacy = check(
         &[
             "--protocol-version",
@@ -332,7 +377,9 @@ async fn a_change_without_the_promised_notification_fails() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_on_a_server_without_list_changed_is_a_warning() {
-    let needles = ["yet the list changed", "(F2)"];
+    // The dual lab is spoken to in the 2026-07-28 era, where its listings promise 60 s (ttlMs):
+    // clients caching for that long serve the old list.
+    let needles = ["yet the list changed", "announces nothing", "ttlMs"];
     listen_verdict("no-list-changed", 0, "pass with warnings", "WARN", &needles).await;
 }
 
@@ -406,12 +453,15 @@ async fn json_output_follows_the_documented_schema() {
 async fn secrets_in_the_url_and_headers_never_reach_the_output() {
     const URL_SECRET: &str = "url-s3cr3t-4711";
     const HEADER_SECRET: &str = "header-s3cr3t-0815";
+    // A token in the path (issue 22 item 8): hidden by the URL redaction rule.
+    const PATH_SECRET: &str = "sk-path5ecret";
     let lab = lab(&["healthy"]).await;
     let addr = lab.addr();
     let dead = free_port();
     for base in [
         format!("http://{addr}/healthy/mcp"),
         format!("http://127.0.0.1:{dead}/mcp"),
+        format!("http://127.0.0.1:{dead}/mcp/{PATH_SECRET}/"),
     ] {
         let with_secret = base.replacen("http://", &format!("http://user:{URL_SECRET}@"), 1)
             + &format!("?token={URL_SECRET}");
@@ -429,7 +479,7 @@ async fn secrets_in_the_url_and_headers_never_reach_the_output() {
                 &[("CHECK_TEST_TOKEN", HEADER_SECRET)],
             )
             .await;
-            for secret in [URL_SECRET, HEADER_SECRET] {
+            for secret in [URL_SECRET, HEADER_SECRET, PATH_SECRET] {
                 assert!(
                     !run.stdout.contains(secret) && !run.stderr.contains(secret),
                     "{secret} leaked\n{}\n{}",
@@ -562,7 +612,7 @@ async fn a_change_while_the_stream_was_cut_is_a_warning_not_a_failure() {
     run.ended(0, "pass with warnings");
     let detail = run.expect("WARN", "list_changed");
     assert!(
-        detail.contains("the GET stream ended")
+        detail.contains("the listen stream ended")
             && detail.contains("was re-opened")
             && detail.contains("added search_v2; removed search_legacy")
             && detail.contains("(F4)"),

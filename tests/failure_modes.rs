@@ -559,6 +559,54 @@ async fn f14_spurious_notifications_are_counted_as_without_change() {
     );
 }
 
+/// A change made in two steps announces itself twice, back to back (the TypeScript SDK's
+/// `remove()` then `enable()`): one re-walk answers both, and neither is counted as noise (F14).
+/// In both eras: on the legacy GET stream and on the modern listen stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_in_two_steps_is_one_walk_and_no_noise() {
+    let two_step = Behaviour {
+        two_step_changes: true,
+        ..Behaviour::default()
+    };
+    for (name, b) in [
+        ("twostep", two_step.clone()),
+        ("twostep_legacy", legacy(two_step)),
+    ] {
+        let (lab, h) = start(name, b).await;
+        h.until("initial walk, stream up", |s| {
+            walks(s, name, "initial") == 1.0
+                && counter(s, "mcp_probe_notification_stream_up", name) == 1.0
+        })
+        .await;
+        lab.churn();
+        let s = h
+            .until("both notifications heard, the cache follows", |s| {
+                counter(s, "mcp_probe_list_changed_notifications_total", name) == 2.0
+                    && s.v(
+                        "mcp_probe_cache_refreshes_total",
+                        &[t(name), C0, ("trigger", "notification")],
+                    ) >= 1.0
+            })
+            .await;
+        let later = checks(&s, name) + 2.0;
+        let s = h
+            .until("two audits later", |s| checks(s, name) >= later)
+            .await;
+        assert_eq!(
+            walks(&s, name, "notification"),
+            1.0,
+            "{name}: one walk\n{}",
+            s.text
+        );
+        assert_eq!(
+            counter(&s, "mcp_probe_list_changed_without_change_total", name),
+            0.0,
+            "{name}: no noise"
+        );
+        assert_eq!(drift(&s, name, "extra"), 0.0, "{name}");
+    }
+}
+
 /// F15: alive but too slow: pings time out, the target is down, the session is replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f15_slow_server_is_down_with_ping_timeouts() {
@@ -597,8 +645,11 @@ async fn f15_slow_server_is_down_with_ping_timeouts() {
 /// stream is re-opened and the re-walk after the gap repairs the cache without any notification.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn f4_stream_closed_by_proxy_rewalks_after_the_gap() {
+    // Modern only: the legacy-path watch of a dual lab keeps a GET stream of its own, whose cut
+    // would redeploy the lab again while the probe's listen stream is open to announce it.
     let b = Behaviour {
         stream_close_after: Some(std::time::Duration::from_millis(700)),
+        era: LabEra::Modern,
         ..scenario("stream-cut-by-proxy")
     };
     let (lab, h) = start("proxied", b).await;

@@ -558,3 +558,104 @@ async fn requests_go_through_proxy_url_except_to_no_proxy_hosts() {
     assert!(matches!(err, SendError::Http(_)), "{err:?}");
     assert_eq!(asked.lock().unwrap().len(), 1);
 }
+
+/// A server that records every request it is sent (standing in for another host: an attacker's
+/// authorization server, or 169.254.169.254) and answers 404.
+async fn recorder() -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let s = seen.clone();
+    let app = axum::Router::new().fallback(move |uri: axum::http::Uri| {
+        let s = s.clone();
+        async move {
+            s.lock().unwrap().push(uri.to_string());
+            axum::http::StatusCode::NOT_FOUND
+        }
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, seen)
+}
+
+/// An OAuth-protected MCP server that refuses every request with `www_authenticate` and
+/// publishes resource metadata naming `authorization_server`.
+async fn protected_by(www_authenticate: String, authorization_server: String) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let prm = serde_json::json!({
+        "resource": format!("http://{addr}/mcp"),
+        "authorization_servers": [authorization_server],
+    });
+    let app = axum::Router::new()
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            axum::routing::get(move || async move { axum::Json(prm) }),
+        )
+        .fallback(move || {
+            let www = www_authenticate.clone();
+            async move {
+                (
+                    axum::http::StatusCode::UNAUTHORIZED,
+                    [("www-authenticate", www)],
+                    "",
+                )
+            }
+        });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// Issue 22, items 1 and 2, through the running probe: a server that names an authorization
+/// server on another host gets no request to that host (the secret is never sent), and one that
+/// points its challenge's `resource_metadata` at another host gets no fetch there; each is an
+/// auth failure with its own reason, named on the status page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_cannot_send_credentials_or_fetches_to_another_host() {
+    let (foreign, seen) = recorder().await;
+    let hijacked = protected_by("Bearer".into(), format!("http://{foreign}/as")).await;
+    let ssrf = protected_by(
+        format!(r#"Bearer resource_metadata="http://{foreign}/latest/meta-data""#),
+        format!("http://{foreign}/as"),
+    )
+    .await;
+    let oauth = "    transport: streamable_http\n    oauth2:\n      client_id: probe\n      client_secret: s3cr3t-sentinel\n";
+    let yaml = format!(
+        "targets:\n  - name: hijacked\n    url: http://{hijacked}/mcp\n{oauth}  - name: ssrf\n    url: http://{ssrf}/mcp\n{oauth}"
+    );
+    let config = Config::parse(&yaml, "test.yml", &|_| None).unwrap();
+    let mut h = Harness::new();
+    h.supervisor.apply(&config);
+    let auth = |s: &common::Scrape, target: &str, reason: &str| {
+        s.v(
+            "mcp_probe_auth_failures_total",
+            &[("target", target), ("reason", reason)],
+        )
+    };
+    let s = h
+        .until("both refusals counted", |s| {
+            auth(s, "hijacked", "untrusted_authorization_server") >= 1.0
+                && auth(s, "ssrf", "untrusted_metadata_origin") >= 1.0
+        })
+        .await;
+    for (target, other) in [
+        ("hijacked", "untrusted_metadata_origin"),
+        ("ssrf", "untrusted_authorization_server"),
+    ] {
+        assert_eq!(auth(&s, target, other), 0.0, "{target} {other}");
+        assert_eq!(auth(&s, target, "token_endpoint"), 0.0, "{target}");
+    }
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "the other host was sent {:?}",
+        seen.lock().unwrap()
+    );
+    let status = h.supervisor.status().snapshot().to_json(1 << 20);
+    assert!(
+        status.contains("untrusted_authorization_server"),
+        "{status}"
+    );
+    assert!(status.contains("untrusted_metadata_origin"), "{status}");
+    assert!(!status.contains("s3cr3t-sentinel"));
+    h.supervisor.shutdown().await;
+    assert!(seen.lock().unwrap().is_empty());
+}

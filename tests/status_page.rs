@@ -157,10 +157,17 @@ async fn until_status(
 }
 
 fn severity_rank(s: &str) -> usize {
-    ["down", "not_ready", "stale", "at_risk", "healthy"]
-        .iter()
-        .position(|x| *x == s)
-        .unwrap_or_else(|| panic!("unknown severity {s:?}"))
+    [
+        "down",
+        "not_ready",
+        "stale",
+        "at_risk",
+        "no_promise",
+        "healthy",
+    ]
+    .iter()
+    .position(|x| *x == s)
+    .unwrap_or_else(|| panic!("unknown severity {s:?}"))
 }
 
 fn names(s: &Value) -> Vec<String> {
@@ -275,8 +282,8 @@ async fn the_demo_reads_worst_first_with_causes_in_the_page_and_the_json() {
         );
         assert!(causes(t)[0].starts_with(why), "{name}: {:?}", causes(t));
         assert_eq!(
-            t["since"], t["connections"][0]["stale_since"],
-            "{name}: {t}"
+            t["since"], t["connections"][0]["contract"]["broken_since"],
+            "stale since the promise broke: {name}: {t}"
         );
     }
     let lossy = causes(target(&s, "kb_lossy_gateway"));
@@ -460,4 +467,64 @@ async fn hostile_names_reach_neither_page_nor_json_raw_or_large() {
     );
     assert!(page.contains("evil\\u{0}\\u{1b}[2J\\u{7}\\u{202e}name"));
     drop(s);
+}
+
+/// Issue 22 item 8: a token in a target URL's path (`/mcp/sk-…/`) was shown on `/` and in
+/// `/status.json`. The one URL redaction rule (`config::redact_url`) hides token-like path
+/// segments wherever a URL is shown: page, JSON, logs (at debug) and `--config.check`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_in_the_url_path_is_shown_nowhere() {
+    const PATH_TOKEN: &str = "sk-path7ok3n4711";
+    let dead = common::free_port();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp_exporter.yml");
+    std::fs::write(
+        &path,
+        format!(
+            "global:\n  ping_interval: 500ms\n  request_timeout: 400ms\ntargets:\n  - name: kb\n    url: http://127.0.0.1:{dead}/mcp/{PATH_TOKEN}/\n"
+        ),
+    )
+    .unwrap();
+    let checked = std::process::Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
+        .arg("--config.check")
+        .arg(format!("--config.file={}", path.display()))
+        .output()
+        .expect("the exporter runs");
+    let listed = String::from_utf8_lossy(&checked.stdout);
+    assert!(
+        listed.contains(&format!("kb: http://127.0.0.1:{dead}/mcp/<redacted>/")),
+        "{listed}"
+    );
+    // (at --log.level=debug)
+    let e = Exporter::spawn(&[format!("--config.file={}", path.display())], &[]);
+    let start = tokio::time::Instant::now();
+    let s = loop {
+        let body = get(&format!("{}/status.json", e.base))
+            .await
+            .unwrap_or_default();
+        let s: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        // Shown, and a connection attempt logged.
+        if target(&s, "kb")["url"].is_string() && e.logs().contains("session failed") {
+            break s;
+        }
+        assert!(start.elapsed() < DEADLINE, "no status: {s}\n{}", e.logs());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        target(&s, "kb")["url"],
+        format!("http://127.0.0.1:{dead}/mcp/<redacted>/")
+    );
+    let page = get(&format!("{}/", e.base)).await.expect("status page");
+    assert!(page.contains("/mcp/&lt;redacted&gt;/"), "{page}");
+    for (what, text) in [
+        ("page", &page),
+        ("json", &s.to_string()),
+        ("logs", &e.logs()),
+        ("--config.check", &listed.to_string()),
+    ] {
+        assert!(
+            !text.contains(PATH_TOKEN),
+            "the path token leaked into the {what}"
+        );
+    }
 }

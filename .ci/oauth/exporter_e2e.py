@@ -4,7 +4,10 @@ Why: tokens that expire during the run are the normal life of an OAuth client, a
 monitor must never turn into an outage. The pair (as.mjs, rs.py) is already started and proven by
 check_server_side.py; this starts the exporter on three targets of the one MCP server, all with
 `oauth2` and no `token_url` (so MCP authorization discovery: 401 -> Protected Resource Metadata ->
-AS metadata -> client_credentials with `resource`):
+AS metadata -> client_credentials with `resource`). The AS listens on another port than the MCP
+server, so on another origin: each target names it as `oauth2.issuer`, as an operator must (the
+exporter sends credentials only to the issuer its configuration names, or to an authorization
+server on the MCP URL's own origin; docs/security.md):
 
   oauth_basic   client_secret_basic (secret file), no `scopes`: the scope comes from the PRM's
                 scopes_supported (the MCP scope selection strategy); protocol_version auto (modern)
@@ -23,7 +26,7 @@ and asserts, from /metrics:
      of its sample, >= 3 more audit walks, and the AS issued those tokens (its log, per client) for
      audience = the MCP URL with scope mcp:tools and refused none.
 
-Usage: python exporter_e2e.py --work DIR --bin EXPORTER --mcp URL --ttl S --basic-id ID
+Usage: python exporter_e2e.py --work DIR --bin EXPORTER --mcp URL --issuer URL --ttl S --basic-id ID
          --basic-secret-file F --jwt-id ID --jwt-key-file F --as-log F --rs-log F
 """
 
@@ -47,10 +50,12 @@ INTERVAL = "2s"  # audit, ping and request timeout: several walks per token life
 
 
 def config(args: argparse.Namespace) -> str:
+    issuer = f"      issuer: {args.issuer}\n"
     basic = (f"      client_id: {args.basic_id}\n"
-             f"      client_secret_file: {Path(args.basic_secret_file).resolve()}\n")
+             f"      client_secret_file: {Path(args.basic_secret_file).resolve()}\n" + issuer)
     return (
-        "# Written by .ci/oauth/exporter_e2e.py: three OAuth targets of one MCP server, no token_url.\n"
+        "# Written by .ci/oauth/exporter_e2e.py: three OAuth targets of one MCP server, no token_url;\n"
+        "# the authorization server is on another origin, so each names it as its issuer.\n"
         "global:\n"
         f"  audit_interval: {INTERVAL}\n"
         f"  ping_interval: {INTERVAL}\n"
@@ -66,7 +71,7 @@ def config(args: argparse.Namespace) -> str:
         "      token_endpoint_auth_method: private_key_jwt\n"
         f"      private_key_file: {Path(args.jwt_key_file).resolve()}\n"
         "      signature_algorithm: RS256\n"
-        f"      scopes: [{SCOPE}]\n"
+        f"      scopes: [{SCOPE}]\n" + issuer +
         "  - name: oauth_legacy\n"
         f"    url: {args.mcp}\n"
         "    protocol_version: 2025-11-25\n"
@@ -130,7 +135,7 @@ def as_lines(path: str, skip: int) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    for a in ("--work", "--bin", "--mcp", "--basic-id", "--basic-secret-file", "--jwt-id", "--jwt-key-file",
+    for a in ("--work", "--bin", "--mcp", "--issuer", "--basic-id", "--basic-secret-file", "--jwt-id", "--jwt-key-file",
               "--as-log", "--rs-log"):
         ap.add_argument(a, required=True)
     ap.add_argument("--ttl", type=int, required=True)

@@ -18,7 +18,7 @@ use crate::probe::legacy_watch::LegacyVerdict;
 pub(super) enum LegacyCheck {
     Known(LegacyVerdict),
     Streaming {
-        session: Session,
+        session: Box<Session>,
         inbox: Arc<Inbox>,
         reader: tokio::task::JoinHandle<()>,
     },

@@ -66,9 +66,8 @@ impl Checker<'_> {
                     if stream_gone {
                         detail.push_str(&format!("; no {channel} was open to carry one"));
                     } else if lost_stream {
-                        detail.push_str(&format!(
-                            "; the {channel} ended and could not be re-opened"
-                        ));
+                        detail
+                            .push_str(&format!("; the {channel} ended and could not be re-opened"));
                     }
                     self.audit_silence(first, detail, lost_stream).await;
                     return;

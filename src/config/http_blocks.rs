@@ -236,6 +236,32 @@ impl Validator<'_> {
             .token_url
             .map(|u| self.http_url(&join(p, "token_url"), &u))
             .transpose()?;
+        let issuer = raw
+            .issuer
+            .map(|u| self.issuer(&join(p, "issuer"), &u))
+            .transpose()?;
+        let metadata_origins = raw
+            .metadata_origins
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(|(i, u)| self.origin(&format!("{}[{i}]", join(p, "metadata_origins")), u))
+            .collect::<Result<Vec<_>, _>>()?;
+        if token_url.is_some() {
+            let discovery_only = [
+                ("issuer", issuer.is_some()),
+                ("metadata_origins", !metadata_origins.is_empty()),
+            ];
+            if let Some((key, _)) = discovery_only.iter().find(|(_, set)| *set) {
+                return Err(self.err(
+                    join(p, key),
+                    format!(
+                        "`{key}` applies only to discovery, and `token_url` is set: the \
+                         credentials go to token_url and nowhere else; remove one of the two"
+                    ),
+                ));
+            }
+        }
         let endpoint_params = raw.endpoint_params.map(|e| e.0).unwrap_or_default();
         let tls = raw
             .tls_config
@@ -250,6 +276,8 @@ impl Validator<'_> {
             client_auth,
             scopes,
             token_url,
+            issuer,
+            metadata_origins,
             endpoint_params,
             tls,
             proxy,
@@ -390,6 +418,44 @@ impl Validator<'_> {
             return Err(self.err(
                 field,
                 format!("{} is not an http:// or https:// URL", redact_url(&url)),
+            ));
+        }
+        Ok(url)
+    }
+
+    /// `oauth2.issuer`: an RFC 8414 issuer identifier, which has no query or fragment (§2), and
+    /// no user info (it names a server, not a login).
+    fn issuer(&self, field: &str, raw: &str) -> Result<url::Url, ConfigError> {
+        let url = self.http_url(field, raw)?;
+        if url.query().is_some()
+            || url.fragment().is_some()
+            || !url.username().is_empty()
+            || url.password().is_some()
+        {
+            return Err(self.err(
+                field,
+                "an issuer identifier has no user info, query or fragment (RFC 8414 section 2); \
+                 write it as the authorization server publishes it in its metadata's `issuer`",
+            ));
+        }
+        Ok(url)
+    }
+
+    /// An origin: scheme, host and optional port, nothing else (no path, query or user info).
+    fn origin(&self, field: &str, raw: &str) -> Result<url::Url, ConfigError> {
+        let url = self.http_url(field, raw)?;
+        if url.path() != "/"
+            || url.query().is_some()
+            || url.fragment().is_some()
+            || !url.username().is_empty()
+            || url.password().is_some()
+        {
+            return Err(self.err(
+                field,
+                format!(
+                    "an origin is a scheme, host and port only, like {}",
+                    crate::net::origin::shown(&url)
+                ),
             ));
         }
         Ok(url)
@@ -873,6 +939,79 @@ mod tests {
             }).unwrap(),
             (ClientAuth::None, vec![("audience".into(), "mcp".into())])
         );
+    }
+
+    #[test]
+    fn oauth2_issuer_and_metadata_origins() {
+        let o = |body: &str| one_target(&format!("    oauth2:\n      client_id: c\n{body}"));
+        let oauth = |c: &Config| match &c.targets[0].http.auth {
+            TargetAuth::OAuth2(o) => (o.issuer.clone(), o.metadata_origins.clone()),
+            _ => panic!("oauth2"),
+        };
+        // Neither set: the default (the MCP URL's own origin only).
+        assert_eq!(oauth(&ok(&o(""))), (None, Vec::new()));
+        let c = ok(&o(
+            "      issuer: https://auth.example.com/tenant1\n      metadata_origins: [https://meta.example.com, 'https://${HOST}:8443/']\n",
+        ));
+        let (issuer, origins) = oauth(&c);
+        assert_eq!(
+            issuer.map(String::from).as_deref(),
+            Some("https://auth.example.com/tenant1")
+        );
+        assert_eq!(
+            origins.iter().map(|u| u.as_str()).collect::<Vec<_>>(),
+            [
+                "https://meta.example.com/",
+                "https://tickets.example.com:8443/"
+            ]
+        );
+        let e = err(&o(
+            "      issuer: https://auth.example.com/?tenant=${KB_TOKEN}\n",
+        ));
+        assert_has(
+            &e,
+            "test.yml: targets[0].oauth2.issuer: an issuer identifier has no user info, query or fragment",
+        );
+        let e = err(&o(&format!(
+            "      issuer: 'https://u:{SENTINEL}@auth.example.com'\n"
+        )));
+        assert_has(
+            &e,
+            "targets[0].oauth2.issuer: an issuer identifier has no user info",
+        );
+        let e = err(&o("      issuer: ftp://auth.example.com\n"));
+        assert_has(
+            &e,
+            "test.yml: targets[0].oauth2.issuer: ftp://auth.example.com/ is not an http:// or https:// URL",
+        );
+        let e = err(&o(
+            "      metadata_origins: [https://meta.example.com, https://meta.example.com/prm]\n",
+        ));
+        assert_has(
+            &e,
+            "test.yml: targets[0].oauth2.metadata_origins[1]: an origin is a scheme, host and port only, like https://meta.example.com",
+        );
+        let e = err(&o(&format!(
+            "      metadata_origins: ['https://u:{SENTINEL}@meta.example.com']\n"
+        )));
+        assert_has(&e, "targets[0].oauth2.metadata_origins[0]: an origin is");
+        for key in [
+            "issuer: https://a.example",
+            "metadata_origins: [https://a.example]",
+        ] {
+            let e = err(&o(&format!(
+                "      token_url: https://a.example/token\n      {key}\n"
+            )));
+            let name = key.split(':').next().unwrap();
+            assert_has(
+                &e,
+                &format!(
+                    "targets[0].oauth2.{name}: `{name}` applies only to discovery, and `token_url` is set"
+                ),
+            );
+        }
+        let e = err(&o("      issuers: [https://a.example]\n"));
+        assert_has(&e, "unknown field `issuers`");
     }
 
     #[test]

@@ -62,6 +62,13 @@ pub struct OAuth2Config {
     /// `token_url`: when absent, found by MCP authorization discovery (RFC 9728 protected
     /// resource metadata, then RFC 8414 / OpenID Connect authorization server metadata).
     pub token_url: Option<url::Url>,
+    /// `issuer`: the authorization server (RFC 8414 issuer identifier) the credentials belong
+    /// to. Discovery uses only this one; `None`: only an authorization server on the MCP URL's
+    /// own origin is trusted. With `token_url`, the audience of a client assertion.
+    pub issuer: Option<url::Url>,
+    /// `metadata_origins`: further origins (besides the MCP URL's and the issuer's) from which
+    /// Protected Resource Metadata a challenge names may be fetched.
+    pub metadata_origins: Vec<url::Url>,
     /// `endpoint_params`: extra form parameters of the token request.
     pub endpoint_params: Vec<(String, String)>,
     /// `tls_config` and proxy for the authorization server (discovery and token requests).

@@ -43,6 +43,8 @@ pub struct Defaults {
     /// Most bytes of `tools/list` answers one walk may read across its pages.
     pub max_listing_bytes: usize,
     pub connections: u16,
+    /// `legacy_clients`: measure what 2025-era clients of a 2026-07-28 server hear.
+    pub legacy_clients: bool,
     /// The `http_config` blocks of `global` (each replaced by a target's block of the same kind).
     pub http: HttpClientConfig,
 }
@@ -57,6 +59,7 @@ impl Default for Defaults {
             max_pages: 64,
             max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
             connections: 1,
+            legacy_clients: true,
             http: HttpClientConfig::default(),
         }
     }
@@ -82,6 +85,10 @@ pub struct TargetConfig {
     pub max_pages: u32,
     /// Most bytes of `tools/list` answers one walk may read across its pages.
     pub max_listing_bytes: usize,
+    /// For a target spoken to in the 2026-07-28 era: connection 0 keeps a legacy (2025-11-25)
+    /// session on the same URL and measures what 2025-era clients hear (see
+    /// `crate::probe::legacy_watch`). One session and one idle GET stream per target.
+    pub legacy_clients: bool,
     /// Functional probes (`tools/call`), run on connection 0.
     pub probes: Vec<ProbeConfig>,
     /// Credentials, TLS and proxy (the `http_config` blocks, `global`'s where the target sets
@@ -110,6 +117,7 @@ impl fmt::Debug for TargetConfig {
             .field("notification_grace", &self.notification_grace)
             .field("max_pages", &self.max_pages)
             .field("max_listing_bytes", &self.max_listing_bytes)
+            .field("legacy_clients", &self.legacy_clients)
             .field("probes", &self.probes)
             .field("http", &self.http)
             .field("labels", &self.labels)

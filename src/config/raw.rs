@@ -96,6 +96,7 @@ pub(super) struct RawGlobal {
     pub(super) max_pages: Option<i64>,
     pub(super) max_listing_bytes: Option<RawBytes>,
     pub(super) connections: Option<i64>,
+    pub(super) legacy_clients: Option<bool>,
 }
 }
 
@@ -123,6 +124,7 @@ pub(super) struct RawTarget {
     pub(super) notification_grace: Option<String>,
     pub(super) max_pages: Option<i64>,
     pub(super) max_listing_bytes: Option<RawBytes>,
+    pub(super) legacy_clients: Option<bool>,
     pub(super) probes: Option<Vec<probes::RawProbe>>,
     pub(super) labels: Option<PairList<LabelNames>>,
     pub(super) pins: Option<String>,
@@ -165,8 +167,8 @@ pub(super) struct RawBasicAuth {
     pub(super) password_file: Option<String>,
 }
 
-/// `oauth2`: Prometheus' keys plus `token_endpoint_auth_method`, `private_key*` and
-/// `signature_algorithm`.
+/// `oauth2`: Prometheus' keys plus `token_endpoint_auth_method`, `private_key*`,
+/// `signature_algorithm`, and the trust keys `issuer` and `metadata_origins`.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a mapping with at least `client_id`")]
 pub(super) struct RawOAuth2 {
@@ -180,6 +182,8 @@ pub(super) struct RawOAuth2 {
     pub(super) signature_algorithm: Option<String>,
     pub(super) scopes: Option<Vec<String>>,
     pub(super) token_url: Option<String>,
+    pub(super) issuer: Option<String>,
+    pub(super) metadata_origins: Option<Vec<String>>,
     pub(super) endpoint_params: Option<PairList<ParamNames>>,
     pub(super) tls_config: Option<RawTls>,
     pub(super) proxy_url: Option<String>,

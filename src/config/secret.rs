@@ -52,11 +52,15 @@ impl fmt::Display for Secret {
     }
 }
 
-/// The URL as text that is safe to log or show on a status page.
+/// The URL as text that is safe to log or show on a status page: the one redaction rule of the
+/// exporter, used wherever a URL is shown (landing page, `/status.json`, status page, logs,
+/// `check`, `--config.check`).
 ///
 /// The password (if any) is replaced by `<redacted>`, and so are the query string and
-/// the fragment when present; scheme, host, port and path are kept:
-/// `https://user:pw@h:8443/mcp?key=abc` becomes `https://user:<redacted>@h:8443/mcp?<redacted>`.
+/// the fragment when present; scheme, host and port are kept, and the path is kept except for
+/// segments that look like tokens ([`token_like`]):
+/// `https://user:pw@h:8443/mcp?key=abc` becomes `https://user:<redacted>@h:8443/mcp?<redacted>`,
+/// `https://h/mcp/sk-abc123/sse` becomes `https://h/mcp/<redacted>/sse`.
 /// A user name without a password is redacted too: `https://<token>@host/` is a common way to
 /// put an API key in a URL, so only a name that has a password beside it is shown.
 pub fn redact_url(url: &url::Url) -> String {
@@ -75,8 +79,22 @@ pub fn redact_url(url: &url::Url) -> String {
         out.push_str(REDACTED);
         out.push('@');
     }
-    // host, port and path.
-    out.push_str(&url[Position::BeforeHost..Position::AfterPath]);
+    // host and port, then the path without its token-like segments.
+    match url.path_segments() {
+        Some(segments) => {
+            out.push_str(&url[Position::BeforeHost..Position::AfterPort]);
+            for segment in segments {
+                out.push('/');
+                out.push_str(if token_like(segment) {
+                    REDACTED
+                } else {
+                    segment
+                });
+            }
+        }
+        // No hierarchical path (`mailto:`, `data:`): shown as it is.
+        None => out.push_str(&url[Position::BeforeHost..Position::AfterPath]),
+    }
     if url.query().is_some() {
         out.push('?');
         out.push_str(REDACTED);
@@ -86,6 +104,29 @@ pub fn redact_url(url: &url::Url) -> String {
         out.push_str(REDACTED);
     }
     out
+}
+
+/// Shortest path segment taken for a token: below it, ids and words are too short to be secrets
+/// worth hiding and too common to lose (`v1`, `mcp`, `sse`, `2025-06-18` has no letter).
+const TOKEN_MIN_BYTES: usize = 8;
+/// From this length a segment without word separators is taken for a token even without a
+/// digit (a random string of letters); `oauth-protected-resource` has separators.
+const OPAQUE_MIN_BYTES: usize = 20;
+
+/// Whether a path segment (as it appears in the URL, percent-encoded) looks like a credential:
+/// at least [`TOKEN_MIN_BYTES`] long and mixing letters and digits (`sk-abc123`, a UUID, an API
+/// key, a hex or base64 token), or at least [`OPAQUE_MIN_BYTES`] long with no `-`, `_` or `.`
+/// between words. The rule errs towards hiding: an id in a path (a tenant's UUID) is hidden too,
+/// which costs a reader of the status page little, while a token shown there is a leak.
+pub fn token_like(segment: &str) -> bool {
+    let len = segment.len();
+    if len < TOKEN_MIN_BYTES {
+        return false;
+    }
+    let letter = segment.bytes().any(|b| b.is_ascii_alphabetic());
+    let digit = segment.bytes().any(|b| b.is_ascii_digit());
+    let words = segment.bytes().any(|b| matches!(b, b'-' | b'_' | b'.'));
+    (letter && digit) || (len >= OPAQUE_MIN_BYTES && !words)
 }
 
 #[cfg(test)]
@@ -158,6 +199,38 @@ mod tests {
             redact(&format!("https://h.example/mcp?token={SENTINEL}")),
             "https://h.example/mcp?<redacted>"
         );
+    }
+
+    #[test]
+    fn redact_url_hides_path_segments_that_look_like_tokens() {
+        // The issue-22 case: a token in the path was shown on `/` and in /status.json.
+        assert_eq!(
+            redact("https://host.example/mcp/sk-abc123/"),
+            "https://host.example/mcp/<redacted>/"
+        );
+        assert_eq!(
+            redact(&format!("https://h.example/u/{SENTINEL}/sse?k=v")),
+            "https://h.example/u/<redacted>/sse?<redacted>"
+        );
+        assert_eq!(
+            redact("https://h.example/t/0f8fad5b-d9cb-469f-a165-70867728950e/mcp"),
+            "https://h.example/t/<redacted>/mcp"
+        );
+        assert_eq!(
+            redact("https://h.example/x/AbCdEfGhIjKlMnOpQrStUv"),
+            "https://h.example/x/<redacted>"
+        );
+        // Words, versions, dates and short ids stay readable.
+        for plain in [
+            "https://h.example/api/v1/mcp",
+            "https://h.example/2025-06-18/mcp/",
+            "https://h.example/.well-known/oauth-protected-resource/mcp",
+            "https://h.example/.well-known/oauth-authorization-server",
+            "https://h.example/tenant1/mcp",
+            "http://127.0.0.1:8080/kb/mcp",
+        ] {
+            assert_eq!(redact(plain), plain);
+        }
     }
 
     #[test]

@@ -233,6 +233,7 @@ impl Validator<'_> {
             connections: self
                 .connections(p, raw.connections)?
                 .unwrap_or(d.connections),
+            legacy_clients: raw.legacy_clients.unwrap_or(d.legacy_clients),
             http,
         };
         Ok((g, inherited))
@@ -355,6 +356,7 @@ impl Validator<'_> {
             notification_grace: grace,
             max_pages,
             max_listing_bytes,
+            legacy_clients: raw.legacy_clients.unwrap_or(global.legacy_clients),
             probes,
             http,
             labels,
@@ -666,12 +668,31 @@ mod tests {
                 notification_grace: s(5),
                 max_pages: 64,
                 max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
+                legacy_clients: true,
                 probes: vec![],
                 http: HttpClientConfig::default(),
                 labels: Default::default(),
                 pins: None,
             }]
         );
+    }
+
+    #[test]
+    fn legacy_clients_is_on_by_default_and_overridable() {
+        let c = ok("global:
+  legacy_clients: false
+targets:
+  - name: a
+    url: http://a.example/mcp
+  - name: b
+    url: http://b.example/mcp
+    legacy_clients: true
+");
+        assert!(Defaults::default().legacy_clients);
+        assert!(!c.targets[0].legacy_clients, "from global");
+        assert!(c.targets[1].legacy_clients, "the target's own");
+        let e = err(&one_target("    legacy_clients: sometimes\n"));
+        assert!(e.contains("legacy_clients"), "{e}");
     }
 
     #[test]

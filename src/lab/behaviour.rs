@@ -27,6 +27,9 @@ pub struct Behaviour {
     pub answer_delay: Duration,
     /// Send `list_changed` on the GET stream this often although nothing changed (F14).
     pub spurious_list_changed: Option<Duration>,
+    /// Announce each redeploy twice, back to back, as a change made in two steps does (the
+    /// TypeScript SDK's `remove()` then `enable()`): a correct client re-lists once.
+    pub two_step_changes: bool,
     /// Redeploys keep every name and change one tool's `inputSchema` instead (F13).
     pub schema_drift: bool,
     /// The first redeploy changes one tool's definition under the same name, and later ones
@@ -176,6 +179,7 @@ impl Default for Behaviour {
             cursors: Cursors::Offset,
             answer_delay: Duration::ZERO,
             spurious_list_changed: None,
+            two_step_changes: false,
             schema_drift: false,
             definition_change: None,
             stream_close_after: None,

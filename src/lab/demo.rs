@@ -118,6 +118,7 @@ pub fn config(lab: &Lab) -> Config {
             notification_grace: global.notification_grace,
             max_pages: global.max_pages,
             max_listing_bytes: global.max_listing_bytes,
+            legacy_clients: global.legacy_clients,
             probes: probes(&name),
             http: Default::default(),
             labels: Default::default(),

@@ -676,6 +676,7 @@ impl LabState {
 }
 
 /// What a long-lived stream (legacy GET, modern listen) carries next.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Feed {
     /// The tool list changed (or, F14, the server says so although it did not).
     ListChanged,
@@ -700,35 +701,45 @@ pub(super) fn change_feed(
         .map(|d| tokio::time::Instant::now() + d);
     let redeploy_in_gap = b.change_in_stream_gap.then(|| state.clone());
     let ended = Some(Box::pin(ended));
-    futures_util::stream::unfold((generation, ended), move |(mut generation, mut ended)| {
-        let redeploy_in_gap = redeploy_in_gap.clone();
-        async move {
-            let end = ended.as_mut()?;
-            loop {
-                // Biased: a change that happened before the end is announced before it.
-                tokio::select! {
-                    biased;
-                    changed = generation.changed() => {
-                        changed.ok()?;
-                        if notify {
+    let announcements = if b.two_step_changes { 2 } else { 1 };
+    let feed =
+        futures_util::stream::unfold((generation, ended), move |(mut generation, mut ended)| {
+            let redeploy_in_gap = redeploy_in_gap.clone();
+            async move {
+                let end = ended.as_mut()?;
+                loop {
+                    // Biased: a change that happened before the end is announced before it.
+                    tokio::select! {
+                        biased;
+                        changed = generation.changed() => {
+                            changed.ok()?;
+                            if notify {
+                                return Some((Feed::ListChanged, (generation, ended)));
+                            }
+                        }
+                        _ = sleep_opt(spurious) => {
                             return Some((Feed::ListChanged, (generation, ended)));
                         }
-                    }
-                    _ = sleep_opt(spurious) => {
-                        return Some((Feed::ListChanged, (generation, ended)));
-                    }
-                    _ = sleep_until_opt(proxy_cut) => {
-                        if let Some(state) = redeploy_in_gap {
-                            state.redeploy();
+                        _ = sleep_until_opt(proxy_cut) => {
+                            if let Some(state) = redeploy_in_gap {
+                                state.redeploy();
+                            }
+                            return None;
                         }
-                        return None;
-                    }
-                    _ = end.as_mut() => {
-                        return Some((Feed::Ended, (generation, None)));
+                        _ = end.as_mut() => {
+                            return Some((Feed::Ended, (generation, None)));
+                        }
                     }
                 }
             }
-        }
+        });
+    feed.flat_map(move |f| {
+        let n = if f == Feed::ListChanged {
+            announcements
+        } else {
+            1
+        };
+        futures_util::stream::iter(std::iter::repeat_n(f, n))
     })
 }
 

@@ -395,38 +395,37 @@ pub enum LegacyPath {
     /// for the caller to measure (a server may declare and stream, and still announce on the
     /// modern channel only).
     Streaming {
-        session: Session,
+        session: Box<Session>,
         stream: NotificationStream,
     },
 }
 
-/// Open a legacy session on a modern server's URL as a 2025-era client does: `initialize`, the
-/// GET stream, one `tools/list` page (some servers announce changes only to sessions that
-/// listed). A transport failure is an error; a session that is not kept is ended.
+/// Open a legacy session on a modern server's URL as a 2025-era client does: `initialize`, then
+/// the GET stream. It lists nothing: a listing would cost the server a walk for each watch, and
+/// a server that announces only to sessions that listed is rare among the SDKs (none of the
+/// official ones does). A transport failure is an error; a session that is not kept is ended.
 pub async fn legacy_path(
     transport: Arc<HttpTransport>,
     timeout: Duration,
     inbox: Arc<Inbox>,
 ) -> Result<LegacyPath, McpError> {
-    let session = match Session::open(transport, ProtocolVersion::NEWEST_LEGACY, inbox, timeout)
-        .await
-    {
-        Ok(s) => s,
-        Err(e) if matches!(e.reason, Reason::Http4xx | Reason::JsonrpcError) => {
-            return Ok(LegacyPath::NotServed);
-        }
-        Err(e) => return Err(e),
-    };
+    let session =
+        match Session::open(transport, ProtocolVersion::NEWEST_LEGACY, inbox, timeout).await {
+            Ok(s) => s,
+            Err(e) if matches!(e.reason, Reason::Http4xx | Reason::JsonrpcError) => {
+                return Ok(LegacyPath::NotServed);
+            }
+            Err(e) => return Err(e),
+        };
     let kept = if !session.info().list_changed {
         Ok(LegacyPath::DeclaresNone)
     } else {
         match session.open_stream().await {
             Ok(Some(stream)) => {
-                // A failed listing is no reason to stop listening: the stream is what counts.
-                let _ = session
-                    .tools_list_page(None, Limits::default().max_body_bytes)
-                    .await;
-                return Ok(LegacyPath::Streaming { session, stream });
+                return Ok(LegacyPath::Streaming {
+                    session: Box::new(session),
+                    stream,
+                });
             }
             Ok(None) => Ok(LegacyPath::NoStream),
             Err(e) => Err(e),

@@ -675,24 +675,33 @@ async fn modern_status(resp: reqwest::Response) -> Result<Answer, McpError> {
 impl NotificationStream {
     /// Read until the stream ends, filing every message into `inbox`. Returns why it ended.
     ///
-    /// Events already read are delivered as one burst (see [`Inbox::burst`]): the connection is
-    /// woken when the stream has nothing more at hand, or after [`MAX_BURST_EVENTS`].
+    /// Events at hand are delivered as one burst (see [`Inbox::burst`]): the connection is woken
+    /// when the stream has nothing more within [`BURST_SETTLE`] of a `list_changed`, or after
+    /// [`MAX_BURST_EVENTS`]. The settle is what makes a burst whole: the HTTP client hands over
+    /// one chunk of a read at a time, so the second of two notifications written together may
+    /// not be at hand yet when the first is.
     pub async fn run(mut self, inbox: &Inbox) -> StreamEnd {
         let mut burst = inbox.burst();
         let mut held = 0usize;
         let error = loop {
-            let ready = match self.events.next().now_or_never() {
-                Some(event) if held < MAX_BURST_EVENTS => {
+            let at_hand = if held >= MAX_BURST_EVENTS {
+                None
+            } else if burst.waking() {
+                tokio::time::timeout(BURST_SETTLE, self.events.next())
+                    .await
+                    .ok()
+            } else {
+                self.events.next().now_or_never()
+            };
+            let ready = match at_hand {
+                Some(event) => {
                     held += 1;
                     event
                 }
-                ready => {
+                None => {
                     burst.flush();
                     held = 0;
-                    match ready {
-                        Some(event) => event,
-                        None => self.events.next().await,
-                    }
+                    self.events.next().await
                 }
             };
             match ready {
@@ -730,8 +739,12 @@ impl NotificationStream {
 }
 
 /// Most events of a notification stream delivered before the connection is woken, however
-/// fast they come: a burst is a few messages of one read, not a flood held back.
+/// fast they come: a burst is a few messages written together, not a flood held back.
 const MAX_BURST_EVENTS: usize = 64;
+/// How long a `list_changed` waits for another one written with it before the connection is
+/// woken: two notifications a server writes back to back (a change made in two steps) arrive
+/// within microseconds; the cost is this much latency on a refresh.
+const BURST_SETTLE: Duration = Duration::from_millis(1);
 
 /// Why a GET stream ended: closed cleanly (`error` none) or broken; and the server's `retry` hint.
 #[derive(Debug)]

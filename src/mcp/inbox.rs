@@ -116,6 +116,11 @@ pub struct Burst<'a> {
 }
 
 impl Burst<'_> {
+    /// A `list_changed` was delivered and waits for the wake.
+    pub fn waking(&self) -> bool {
+        self.woken
+    }
+
     pub fn deliver(&mut self, msg: Incoming) {
         self.woken |= self.inbox.file(msg);
     }

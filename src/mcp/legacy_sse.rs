@@ -25,7 +25,7 @@ use super::http::{
 };
 use super::inbox::Inbox;
 use super::sse_lines::Cursor;
-use crate::net::TargetHttp;
+use crate::net::{TargetHttp, origin};
 
 /// Events (other than comments) a server may send before `endpoint`.
 const MAX_EVENTS_BEFORE_ENDPOINT: usize = 16;
@@ -108,7 +108,8 @@ async fn open(
 }
 
 /// The POST URL named by an `endpoint` event, resolved against the SSE URL; refused when it
-/// leaves the SSE URL's origin (scheme, host or port).
+/// leaves the SSE URL's origin (scheme, host or port), by the rule every URL a server hands
+/// over is held to (`net::origin`).
 pub fn message_endpoint(sse_url: &Url, data: &str) -> Result<Url, McpError> {
     let data = data.trim();
     if data.is_empty() {
@@ -123,13 +124,13 @@ pub fn message_endpoint(sse_url: &Url, data: &str) -> Result<Url, McpError> {
             format!("endpoint event is not a URI reference: {e}"),
         )
     })?;
-    if endpoint.origin() != sse_url.origin() {
+    if !origin::same_origin(sse_url, &endpoint) {
         return Err(McpError::new(
             Reason::InvalidResponse,
             format!(
                 "endpoint event names another origin ({}); refused so the configured headers \
                  are not sent there",
-                endpoint.origin().ascii_serialization()
+                origin::shown(&endpoint)
             ),
         ));
     }

@@ -10,6 +10,8 @@
 //! * `proxy`: `proxy_url`, `no_proxy`, `proxy_from_environment`.
 //! * `body`: reading an answer up to a byte cap, and its media type.
 //! * `files`: reading credentials files, bounded, and noticing that they changed.
+//! * `origin`: the one rule for a URL a server hands over (same origin, or one the
+//!   configuration names).
 //! * `refusal`: what a 401/403 said, what to do about it, and the bounded auth failure steps.
 //!
 //! Contract (lead, 2026-12-03), as built:
@@ -22,6 +24,7 @@ pub mod auth;
 pub mod body;
 mod client;
 pub mod files;
+pub mod origin;
 mod proxy;
 pub mod refusal;
 pub mod tls;

@@ -41,16 +41,24 @@ pub enum AuthStep {
     TokenEndpoint,
     /// A configured secret or key file could not be read or used.
     Credentials,
+    /// The server named an authorization server the configuration does not trust
+    /// (`oauth2.issuer`, else the MCP URL's origin): no request was sent to it.
+    UntrustedAuthorizationServer,
+    /// The server pointed discovery at metadata on an origin the configuration does not allow
+    /// (the MCP URL's, the issuer's, `oauth2.metadata_origins`): not fetched.
+    UntrustedMetadataOrigin,
 }
 
 impl AuthStep {
-    pub const ALL: [AuthStep; 6] = [
+    pub const ALL: [AuthStep; 8] = [
         AuthStep::Unauthorized,
         AuthStep::Forbidden,
         AuthStep::InsufficientScope,
         AuthStep::Discovery,
         AuthStep::TokenEndpoint,
         AuthStep::Credentials,
+        AuthStep::UntrustedAuthorizationServer,
+        AuthStep::UntrustedMetadataOrigin,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -61,6 +69,8 @@ impl AuthStep {
             AuthStep::Discovery => "discovery",
             AuthStep::TokenEndpoint => "token_endpoint",
             AuthStep::Credentials => "credentials",
+            AuthStep::UntrustedAuthorizationServer => "untrusted_authorization_server",
+            AuthStep::UntrustedMetadataOrigin => "untrusted_metadata_origin",
         }
     }
 }

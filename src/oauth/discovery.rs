@@ -8,8 +8,17 @@
 //! very string we built the URL from (else a metadata host could redirect our credentials).
 //! Servers of the 2025-03-26 era publish no resource metadata: their authorization server is the
 //! MCP server's origin, with metadata at its root or the default `/token`.
+//!
+//! What a server says is not trusted on its word ([`Trust`]): the credentials go only to an
+//! authorization server the configuration names (`oauth2.issuer`) or, when it names none, to one
+//! on the MCP URL's own origin; metadata is fetched only from that origin, the issuer's and
+//! `oauth2.metadata_origins` (the rule of `net::origin`). A server naming anything else gets an
+//! error with its own reason (`untrusted_authorization_server`, `untrusted_metadata_origin`) and
+//! no request: otherwise one compromised MCP server would collect the client secret of every
+//! exporter probing it, or make them fetch any URL it likes (a cloud metadata address).
 
 use super::fetch::{self, Answer};
+use crate::net::origin::{self, Origins};
 use crate::net::refusal::{AuthError, AuthStep};
 use url::Url;
 
@@ -29,6 +38,85 @@ pub(crate) struct Discovered {
     pub token_endpoint: Url,
     /// `token_endpoint_auth_methods_supported` (empty when absent or unknown).
     pub auth_methods: Vec<String>,
+}
+
+/// Which authorization servers may receive the credentials and where metadata may be fetched
+/// from, decided by the configuration alone.
+#[derive(Debug, Clone)]
+pub(crate) struct Trust {
+    server: Url,
+    /// `oauth2.issuer`: the one trusted authorization server; `None`: any on the server's origin.
+    issuer: Option<Url>,
+    /// The server's origin, the issuer's and `oauth2.metadata_origins`.
+    metadata: Origins,
+}
+
+impl Trust {
+    pub(crate) fn new(server: &Url, issuer: Option<&Url>, metadata_origins: &[Url]) -> Trust {
+        let mut metadata = Origins::of(server);
+        for u in issuer.into_iter().chain(metadata_origins) {
+            metadata = metadata.with(u);
+        }
+        Trust {
+            server: server.clone(),
+            issuer: issuer.cloned(),
+            metadata,
+        }
+    }
+
+    /// Whether the credentials may go to the authorization server `candidate` (an issuer
+    /// identifier): the configured issuer (compared as URLs: a bare origin with or without its
+    /// `/` is the same), else one on the MCP URL's origin.
+    pub(crate) fn issuer(&self, candidate: &Url) -> bool {
+        match &self.issuer {
+            Some(configured) => configured == candidate,
+            None => origin::same_origin(&self.server, candidate),
+        }
+    }
+
+    /// `Ok` when metadata may be fetched from `url`; the refusal otherwise (nothing is sent).
+    fn fetch(&self, url: &Url, what: &str) -> Result<(), AuthError> {
+        if self.metadata.allow(url) {
+            return Ok(());
+        }
+        Err(AuthError::new(
+            AuthStep::UntrustedMetadataOrigin,
+            format!(
+                "{what} is on {}, which is neither the MCP server's origin nor one the \
+                 configuration names: not fetched (add the origin to oauth2.metadata_origins if \
+                 you trust it)",
+                shown(&origin::shown(url))
+            ),
+        ))
+    }
+
+    /// The refusal of the authorization server `named` (the first of `count` listed, none
+    /// trusted).
+    fn untrusted(&self, named: &str, count: usize) -> AuthError {
+        let trusted = match &self.issuer {
+            Some(i) => format!(
+                "the configured oauth2.issuer is {}",
+                crate::config::redact_url(i)
+            ),
+            None => format!(
+                "with no oauth2.issuer only an authorization server on the MCP server's origin \
+                 ({}) is trusted; set oauth2.issuer to the one you trust",
+                origin::shown(&self.server)
+            ),
+        };
+        let others = match count {
+            0 | 1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        AuthError::new(
+            AuthStep::UntrustedAuthorizationServer,
+            format!(
+                "the server names authorization server {}{others}, which the configuration does \
+                 not trust: no request sent to it; {trusted}",
+                shown(named)
+            ),
+        )
+    }
 }
 
 /// The canonical URI of an MCP server (RFC 8707 §2 as the MCP spec uses it): no fragment, and
@@ -89,7 +177,7 @@ pub(crate) fn resource_matches(resource: &str, server: &Url) -> bool {
     let Ok(r) = Url::parse(resource) else {
         return false;
     };
-    if r.origin() != server.origin() || r.fragment().is_some() {
+    if !origin::same_origin(server, &r) || r.fragment().is_some() {
         return false;
     }
     let rp = r.path().trim_end_matches('/');
@@ -97,15 +185,27 @@ pub(crate) fn resource_matches(resource: &str, server: &Url) -> bool {
     rp.is_empty() || sp == rp || sp.starts_with(&format!("{rp}/"))
 }
 
-/// Discovers the token endpoint of `server`. `resource_metadata`: the URL a challenge named.
+/// Discovers the token endpoint of the MCP server `trust` was made for, within what `trust`
+/// allows. `resource_metadata`: the URL a challenge named.
 pub(crate) async fn discover(
     http: &reqwest::Client,
-    server: &Url,
+    trust: &Trust,
     resource_metadata: Option<&Url>,
 ) -> Result<Discovered, AuthError> {
-    let prm = match find_prm(http, server, resource_metadata).await? {
+    let server = &trust.server;
+    let prm = match find_prm(http, trust, resource_metadata).await? {
         Some(prm) => prm,
-        None => return legacy(http, server).await,
+        // No resource metadata: the configured issuer, else (2025-03-26) the server's origin.
+        None => {
+            return match &trust.issuer {
+                Some(i) if !(i.path() == "/" && origin::same_origin(i, server)) => {
+                    let mut d = from_issuer(http, trust, i.as_str(), i, true).await?;
+                    d.resource = canonical_resource(server);
+                    Ok(d)
+                }
+                _ => legacy(http, trust).await,
+            };
+        }
     };
     let resource = prm
         .get("resource")
@@ -118,20 +218,51 @@ pub(crate) async fn discover(
             canonical_resource(server)
         )));
     }
-    let issuer = prm
+    let listed: Vec<&str> = prm
         .get("authorization_servers")
         .and_then(|v| v.as_array())
-        .and_then(|a| a.iter().find_map(|v| v.as_str()))
+        .map(|a| a.iter().filter_map(|v| v.as_str()).take(MAX_LIST).collect())
+        .unwrap_or_default();
+    let first = *listed
+        .first()
         .ok_or_else(|| discovery("protected resource metadata lists no authorization server"))?;
-    let issuer_url = Url::parse(issuer).map_err(|_| {
-        discovery(format!(
-            "authorization server {} is not a URL",
-            shown(issuer)
-        ))
-    })?;
+    // The first listed that the configuration trusts; the others are never contacted.
+    let (issuer, issuer_url) = listed
+        .iter()
+        .find_map(|s| {
+            Url::parse(s)
+                .ok()
+                .filter(|u| trust.issuer(u))
+                .map(|u| (*s, u))
+        })
+        .ok_or_else(|| match Url::parse(first) {
+            Ok(_) => trust.untrusted(first, listed.len()),
+            Err(_) => discovery(format!(
+                "authorization server {} is not a URL",
+                shown(first)
+            )),
+        })?;
+    let mut d = from_issuer(http, trust, issuer, &issuer_url, false).await?;
+    d.resource = resource.to_owned();
+    d.scopes_supported = strings(prm.get("scopes_supported"));
+    Ok(d)
+}
+
+/// The trusted authorization server `issuer` (`issuer_url` parsed): its metadata at the RFC 8414
+/// and OpenID Connect locations in the spec's order. The metadata's `issuer` must be `issuer`
+/// exactly when a server published it; when it is the configured one (`configured`), the same
+/// URL (`https://as.example` and `https://as.example/` are one issuer), and is then used as
+/// published.
+async fn from_issuer(
+    http: &reqwest::Client,
+    trust: &Trust,
+    issuer: &str,
+    issuer_url: &Url,
+    configured: bool,
+) -> Result<Discovered, AuthError> {
     let mut found = None;
-    for url in as_metadata_candidates(&issuer_url) {
-        if let Some(meta) = get_json(http, &url, "authorization server metadata").await? {
+    for url in as_metadata_candidates(issuer_url) {
+        if let Some(meta) = get_json(http, trust, &url, "authorization server metadata").await? {
             found = Some(meta);
             break;
         }
@@ -142,28 +273,30 @@ pub(crate) async fn discover(
             shown(issuer)
         ))
     })?;
-    let mut d = from_as_metadata(&meta, issuer)?;
-    d.resource = resource.to_owned();
-    d.scopes_supported = strings(prm.get("scopes_supported"));
-    Ok(d)
+    let published = meta.get("issuer").and_then(|v| v.as_str());
+    let issuer = match published {
+        Some(p) if configured && Url::parse(p).ok().as_ref() == Some(issuer_url) => p,
+        _ => issuer,
+    };
+    from_as_metadata(&meta, issuer)
 }
 
 /// The protected resource metadata document, or `None` when the server publishes none.
 async fn find_prm(
     http: &reqwest::Client,
-    server: &Url,
+    trust: &Trust,
     resource_metadata: Option<&Url>,
 ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, AuthError> {
     if let Some(url) = resource_metadata {
         if !matches!(url.scheme(), "https" | "http") {
             return Err(discovery("resource_metadata is not an HTTP URL"));
         }
-        if let Some(doc) = get_json(http, url, "protected resource metadata").await? {
+        if let Some(doc) = get_json(http, trust, url, "protected resource metadata").await? {
             return Ok(Some(doc));
         }
     }
-    for url in prm_candidates(server) {
-        if let Some(doc) = get_json(http, &url, "protected resource metadata").await? {
+    for url in prm_candidates(&trust.server) {
+        if let Some(doc) = get_json(http, trust, &url, "protected resource metadata").await? {
             return Ok(Some(doc));
         }
     }
@@ -172,13 +305,18 @@ async fn find_prm(
 
 /// 2025-03-26: the authorization server is the MCP server's origin; its metadata at the root
 /// well-known location, else the default `/token`.
-async fn legacy(http: &reqwest::Client, server: &Url) -> Result<Discovered, AuthError> {
+async fn legacy(http: &reqwest::Client, trust: &Trust) -> Result<Discovered, AuthError> {
+    let server = &trust.server;
     let origin = server.origin().ascii_serialization();
     let base = Url::parse(&origin).map_err(|_| discovery("server URL has no origin"))?;
+    if !trust.issuer(&base) {
+        // A configured issuer elsewhere: the server's origin is not where the credentials go.
+        return Err(trust.untrusted(&origin, 1));
+    }
     let meta_url = base
         .join("/.well-known/oauth-authorization-server")
         .map_err(|_| discovery("server URL has no origin"))?;
-    let mut d = match get_json(http, &meta_url, "authorization server metadata").await? {
+    let mut d = match get_json(http, trust, &meta_url, "authorization server metadata").await? {
         Some(meta) => from_as_metadata(&meta, &origin)?,
         None => Discovered {
             resource: String::new(),
@@ -227,14 +365,16 @@ fn from_as_metadata(
     })
 }
 
-/// GET a JSON document: `Ok(None)` when it is not there — a non-2xx answer, or a 2xx that is not
+/// GET a JSON document, only from an origin `trust` allows: `Ok(None)` when it is not there — a non-2xx answer, or a 2xx that is not
 /// a JSON object (web apps answer every path with their HTML page) — and an error when the host
 /// cannot be reached or the answer is too large.
 async fn get_json(
     http: &reqwest::Client,
+    trust: &Trust,
     url: &Url,
     what: &str,
 ) -> Result<Option<serde_json::Map<String, serde_json::Value>>, AuthError> {
+    trust.fetch(url, what)?;
     let answer: Answer = fetch::send(http.get(url.clone()), AuthStep::Discovery, what).await?;
     if !answer.ok() {
         return Ok(None);

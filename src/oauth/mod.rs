@@ -14,6 +14,10 @@
 //!   authorization server neither hammers the AS nor delays other targets;
 //! * `403 insufficient_scope` steps up (previous scopes ∪ challenged scopes) at most
 //!   [`MAX_STEP_UPS`] times in a row (the count restarts with a token renewed for another reason);
+//! * the credentials go only where the configuration says: `token_url`, else the authorization
+//!   server `issuer` names, else one on the MCP URL's own origin; a server naming another one is
+//!   refused (`untrusted_authorization_server`) before any request is sent to it, and metadata
+//!   is fetched only from those origins and `metadata_origins` (`discovery::Trust`);
 //! * the credentials are bound to the first authorization server they were used with: if the
 //!   resource later names another one we refuse rather than present them elsewhere;
 //! * tokens, secrets and assertions never reach `Debug`, logs or errors.
@@ -59,6 +63,8 @@ pub struct TokenSource {
     target: String,
     cfg: OAuth2Config,
     server: Url,
+    /// Where the credentials may go and metadata may come from (the configuration's choice).
+    trust: discovery::Trust,
     http: reqwest::Client,
     /// Held across a token request: that is the single flight.
     state: tokio::sync::Mutex<State>,
@@ -138,6 +144,7 @@ impl TokenSource {
             target: target.to_owned(),
             cfg: cfg.clone(),
             server: resource.clone(),
+            trust: discovery::Trust::new(resource, cfg.issuer.as_ref(), &cfg.metadata_origins),
             http,
             state: tokio::sync::Mutex::new(State::default()),
             metrics: OnceLock::new(),
@@ -361,8 +368,7 @@ impl TokenSource {
         if let Some(d) = &st.discovered {
             return Ok(d.clone());
         }
-        let d =
-            discovery::discover(&self.http, &self.server, st.resource_metadata.as_ref()).await?;
+        let d = discovery::discover(&self.http, &self.trust, st.resource_metadata.as_ref()).await?;
         if let (Some(bound), Some(now)) = (&st.bound_issuer, &d.issuer)
             && bound != now
         {

@@ -32,6 +32,10 @@ struct Mock {
     spa: AtomicBool,
     prm_resource: Mutex<Option<String>>,
     issuer: Mutex<Option<String>>,
+    /// The protected resource metadata's `authorization_servers` (default: its own `/as`).
+    authorization_servers: Mutex<Option<Vec<String>>>,
+    /// Metadata documents served (every GET).
+    gets: AtomicU64,
 }
 
 impl Mock {
@@ -40,6 +44,10 @@ impl Mock {
     }
     fn count(&self) -> u64 {
         self.token_requests.load(Ordering::SeqCst)
+    }
+    /// Every request this server was sent: metadata GETs and token requests.
+    fn requests(&self) -> u64 {
+        self.gets.load(Ordering::SeqCst) + self.count()
     }
     fn last_form(&self) -> HashMap<String, String> {
         self.forms
@@ -58,6 +66,7 @@ fn metadata(
     default: &str,
     doc: impl FnOnce(&str, String) -> serde_json::Value,
 ) -> Response {
+    m.gets.fetch_add(1, Ordering::SeqCst);
     if m.no_metadata.load(Ordering::SeqCst) {
         return StatusCode::NOT_FOUND.into_response();
     }
@@ -69,16 +78,18 @@ fn metadata(
 
 async fn prm(AxState(m): AxState<Arc<Mock>>) -> Response {
     if m.spa.load(Ordering::SeqCst) {
+        m.gets.fetch_add(1, Ordering::SeqCst);
         return ([(header::CONTENT_TYPE, "text/html")], "<html>app</html>").into_response();
     }
     root_prm(AxState(m)).await
 }
 
 async fn root_prm(AxState(m): AxState<Arc<Mock>>) -> Response {
+    let servers = m.authorization_servers.lock().unwrap().clone();
     metadata(&m, &m.prm_resource, "/mcp", |base, resource| {
         serde_json::json!({
             "resource": resource,
-            "authorization_servers": [format!("{base}/as")],
+            "authorization_servers": servers.unwrap_or_else(|| vec![format!("{base}/as")]),
             "scopes_supported": ["mcp:read"],
         })
     })
@@ -164,6 +175,8 @@ fn config(token_url: Option<String>, auth: ClientAuth) -> OAuth2Config {
         client_auth: auth,
         scopes: Vec::new(),
         token_url: token_url.map(|u| Url::parse(&u).unwrap()),
+        issuer: None,
+        metadata_origins: Vec::new(),
         endpoint_params: vec![
             ("audience".into(), "api".into()),
             ("grant_type".into(), "x".into()),
@@ -556,4 +569,152 @@ fn scope_selection() {
     );
     // A renewal keeps what was asked for before (not scopes_supported).
     assert!(select_scopes(&[], Some(&[]), &[], &s(&["x"])).is_empty());
+}
+
+/// A token source for `m`'s `/mcp` with `cfg`.
+fn source_for(m: &Mock, cfg: &OAuth2Config) -> Arc<TokenSource> {
+    let url = Url::parse(&format!("{}/mcp", m.base())).unwrap();
+    TokenSource::new("t", cfg, &url, reqwest::Client::new())
+}
+
+/// The issue-22 case: a server whose resource metadata names an authorization server on another
+/// host received `client_id:client_secret` at the first token request. Now nothing is sent
+/// there unless `oauth2.issuer` names it; a trusted one listed beside it is used instead.
+#[tokio::test]
+async fn credentials_go_only_to_an_authorization_server_the_configuration_trusts() {
+    let foreign = start(Mock::default()).await;
+    let m = start(Mock::default()).await;
+    let foreign_as = format!("{}/as", foreign.base());
+    *m.authorization_servers.lock().unwrap() = Some(vec![foreign_as.clone()]);
+    let cfg = config(None, ClientAuth::SecretBasic(secret()));
+    let ts = source_for(&m, &cfg);
+    let e = ts
+        .challenged(&refusal(401, "Bearer", None))
+        .await
+        .unwrap_err();
+    assert_eq!(e.step, AuthStep::UntrustedAuthorizationServer);
+    assert_eq!(e.step.as_str(), "untrusted_authorization_server");
+    assert!(e.detail.contains(&foreign_as), "{}", e.detail);
+    assert!(e.detail.contains("oauth2.issuer"), "{}", e.detail);
+    assert!(!e.detail.contains(SECRET));
+    assert_eq!(foreign.requests(), 0, "not even its metadata is fetched");
+    assert_eq!(m.count(), 0);
+
+    // Listed after the foreign one, the server's own authorization server is the one used.
+    *m.authorization_servers.lock().unwrap() =
+        Some(vec![foreign_as.clone(), format!("{}/as", m.base())]);
+    let ts = source_for(&m, &cfg);
+    assert_eq!(
+        ts.challenged(&refusal(401, "Bearer", None)).await,
+        Ok(Retry::Once)
+    );
+    assert_eq!((m.count(), foreign.requests()), (1, 0));
+
+    // Named by the configuration, the foreign one gets the credentials.
+    *m.authorization_servers.lock().unwrap() = Some(vec![foreign_as.clone()]);
+    let mut named = cfg.clone();
+    named.issuer = Some(Url::parse(&foreign_as).unwrap());
+    let ts = source_for(&m, &named);
+    assert_eq!(
+        ts.challenged(&refusal(401, "Bearer", None)).await,
+        Ok(Retry::Once)
+    );
+    assert_eq!(foreign.count(), 1);
+    assert!(foreign.basic.lock().unwrap()[0].is_some());
+
+    // A configured issuer is the only one: the server's own origin is no longer trusted.
+    *m.authorization_servers.lock().unwrap() = Some(vec![format!("{}/as", m.base())]);
+    let before = m.count();
+    let ts = source_for(&m, &named);
+    let e = ts
+        .challenged(&refusal(401, "Bearer", None))
+        .await
+        .unwrap_err();
+    assert_eq!(e.step, AuthStep::UntrustedAuthorizationServer);
+    assert!(e.detail.contains(&foreign_as), "{}", e.detail);
+    assert_eq!(m.count(), before);
+}
+
+/// The issue-22 SSRF case: a 401 whose `resource_metadata` names another host was fetched. Now
+/// it is refused unless `oauth2.metadata_origins` names that origin.
+#[tokio::test]
+async fn metadata_is_fetched_only_from_origins_the_configuration_allows() {
+    let foreign = start(Mock::default()).await;
+    let m = start(Mock::default()).await;
+    let www = format!(
+        r#"Bearer resource_metadata="{}/.well-known/oauth-protected-resource/mcp""#,
+        foreign.base()
+    );
+    let cfg = config(None, ClientAuth::SecretPost(secret()));
+    let ts = source_for(&m, &cfg);
+    let e = ts.challenged(&refusal(401, &www, None)).await.unwrap_err();
+    assert_eq!(e.step, AuthStep::UntrustedMetadataOrigin);
+    assert_eq!(e.step.as_str(), "untrusted_metadata_origin");
+    assert!(e.detail.contains(&foreign.base()), "{}", e.detail);
+    assert!(e.detail.contains("metadata_origins"), "{}", e.detail);
+    assert!(
+        !e.detail.contains("oauth-protected-resource"),
+        "only the origin is shown"
+    );
+    assert_eq!(
+        (foreign.requests(), m.requests()),
+        (0, 0),
+        "nothing fetched"
+    );
+
+    // Allowed: the foreign document is read; it names this server and its authorization server.
+    *foreign.prm_resource.lock().unwrap() = Some(format!("{}/mcp", m.base()));
+    *foreign.authorization_servers.lock().unwrap() = Some(vec![format!("{}/as", m.base())]);
+    let mut allowed = cfg.clone();
+    allowed.metadata_origins = vec![Url::parse(&foreign.base()).unwrap()];
+    let ts = source_for(&m, &allowed);
+    assert_eq!(
+        ts.challenged(&refusal(401, &www, None)).await,
+        Ok(Retry::Once)
+    );
+    assert_eq!(
+        (foreign.gets.load(Ordering::SeqCst), foreign.count()),
+        (1, 0)
+    );
+    assert_eq!(m.count(), 1);
+}
+
+/// A configured issuer is used even when the server publishes no resource metadata (rather
+/// than the 2025-03-26 default of the server's own `/token`).
+#[tokio::test]
+async fn a_configured_issuer_replaces_the_legacy_default() {
+    let foreign = start(Mock::default()).await;
+    let m = start(Mock::default()).await;
+    m.no_metadata.store(true, Ordering::SeqCst);
+    let mut cfg = config(None, ClientAuth::SecretPost(secret()));
+    cfg.issuer = Some(Url::parse(&format!("{}/as", foreign.base())).unwrap());
+    let ts = source_for(&m, &cfg);
+    assert_eq!(
+        ts.challenged(&refusal(401, "Bearer", None)).await,
+        Ok(Retry::Once)
+    );
+    assert_eq!((foreign.count(), m.count()), (1, 0));
+    assert_eq!(foreign.last_form()["resource"], format!("{}/mcp", m.base()));
+}
+
+#[test]
+fn trust_is_the_configuration_s_choice() {
+    let u = |s: &str| Url::parse(s).unwrap();
+    let server = u("https://mcp.example.com/api/mcp");
+    let default = discovery::Trust::new(&server, None, &[]);
+    assert!(default.issuer(&u("https://mcp.example.com")));
+    assert!(default.issuer(&u("https://mcp.example.com/as")));
+    assert!(!default.issuer(&u("https://auth.example.com")));
+    assert!(!default.issuer(&u("http://mcp.example.com")));
+    let named = discovery::Trust::new(&server, Some(&u("https://auth.example.com")), &[]);
+    assert!(
+        named.issuer(&u("https://auth.example.com/")),
+        "a bare origin with its slash"
+    );
+    assert!(named.issuer(&u("https://AUTH.example.com")));
+    assert!(!named.issuer(&u("https://auth.example.com/tenant")));
+    assert!(
+        !named.issuer(&u("https://mcp.example.com")),
+        "only the named one"
+    );
 }

@@ -403,13 +403,15 @@ impl Connection {
         let mut probes = ProbeClock::new(self.probes.len());
         // Connection 0 of a modern session: what does a 2025-era client hear here?
         self.legacy = match (&self.dialer, client.era()) {
-            (Dialer::Http { transport, .. }, Era::Modern) if self.index == 0 => Some(
-                LegacyWatch::start(
+            (Dialer::Http { transport, .. }, Era::Modern)
+                if self.index == 0 && self.config.legacy_clients =>
+            {
+                Some(LegacyWatch::start(
                     transport.clone(),
                     self.config.request_timeout,
                     self.config.notification_grace,
-                ),
-            ),
+                ))
+            }
             _ => None,
         };
         let mut probe: Slot<ProbeRun> = None;
@@ -830,6 +832,7 @@ mod footprint {
             notification_grace: Duration::from_secs(3),
             max_pages: 64,
             max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
+            legacy_clients: true,
             probes: vec![],
             http: Default::default(),
             labels: Default::default(),

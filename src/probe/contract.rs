@@ -79,9 +79,7 @@ impl Contract {
     pub fn stale(&self, facts: Facts) -> bool {
         match self.era {
             Era::Legacy => facts.drift,
-            Era::Modern => {
-                facts.ttl_broken || (self.announces && facts.drift && facts.unannounced)
-            }
+            Era::Modern => facts.ttl_broken || (self.announces && facts.drift && facts.unannounced),
         }
     }
 
@@ -147,7 +145,10 @@ mod tests {
         let c = Contract::new(Era::Modern, false, Duration::ZERO);
         assert!(!c.promised());
         assert_eq!(c.promise(), "none");
-        assert!(!c.stale(facts(true, true, false)), "drift and silence: no promise");
+        assert!(
+            !c.stale(facts(true, true, false)),
+            "drift and silence: no promise"
+        );
         assert!(c.words().contains("re-list before every use"));
     }
 
@@ -172,6 +173,9 @@ mod tests {
             "announces nothing: a silent change outside a fresh ttl breaks nothing"
         );
         assert!(ttl.stale(facts(false, false, true)), "inside a fresh ttl");
-        assert_eq!(Contract::new(Era::Modern, true, S).promise(), "announce_ttl");
+        assert_eq!(
+            Contract::new(Era::Modern, true, S).promise(),
+            "announce_ttl"
+        );
     }
 }

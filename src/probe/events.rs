@@ -313,7 +313,10 @@ impl Events {
         self.metrics.legacy_path(verdict.hears());
         self.status.legacy_clients(verdict);
         if verdict.hears() == Some(false) {
-            tracing::info!(cause = verdict.as_str(), "legacy-era clients of this server never hear tool list changes");
+            tracing::info!(
+                cause = verdict.as_str(),
+                "legacy-era clients of this server never hear tool list changes"
+            );
         }
     }
 
@@ -326,7 +329,10 @@ impl Events {
         let was = self.judged.replace(now);
         if was.map(|(_, s)| s) != Some(stale) && (stale || was.is_some()) {
             if stale {
-                tracing::warn!(promise = contract.promise(), "a promise to caching clients is broken: correct clients hold a stale tool list");
+                tracing::warn!(
+                    promise = contract.promise(),
+                    "a promise to caching clients is broken: correct clients hold a stale tool list"
+                );
             } else {
                 tracing::info!("no promise to caching clients is broken any more");
             }

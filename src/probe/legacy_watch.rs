@@ -5,12 +5,12 @@
 //! listen streams; rmcp declares `tools: {}`; fastmcp declares `listChanged` and opens a GET
 //! stream it never writes to. Reading the declarations alone called all three fine. So connection
 //! 0 of a modern target keeps a legacy session of its own on the same URL, as a 2025 client would
-//! (initialize, GET stream, one listing), and each change the modern path sees is held against
-//! that stream: a `list_changed` on it within `notification_grace` (or since the last judgement,
+//! (initialize, GET stream), and each change the modern path sees is held against that stream: a `list_changed` on it within `notification_grace` (or since the last judgement,
 //! as the server may tell the legacy stream before a walk notices) means legacy clients hear
 //! changes; none means they do not. A session that declares no `listChanged`, or gets no GET
-//! stream, is deaf at once. A gap in the legacy stream voids the judgement in flight: the
-//! notification may have been lost with it.
+//! stream, is deaf at once. A gap in the legacy stream voids the judgement in flight (the
+//! notification may have been lost with it); the stream is re-opened on the same session after a
+//! backoff, and the session itself only when the server forgot it.
 //!
 //! Costs one session and one idle GET stream per modern target (connection 0 only).
 
@@ -22,8 +22,8 @@ use tokio::time::Instant;
 use super::backoff::Backoff;
 use super::task::{OwnedTask, Slot, poll_slot, sleep_opt};
 use crate::mcp::client::{self, LegacyPath};
-use crate::mcp::http::StreamEnd;
-use crate::mcp::{HttpTransport, Inbox, McpError, Session};
+use crate::mcp::http::{NotificationStream, StreamEnd};
+use crate::mcp::{HttpTransport, Inbox, McpError, Reason, Session};
 
 /// What a legacy client of the server hears, as far as measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,13 +95,19 @@ impl LegacyVerdict {
     }
 }
 
+/// What the watch is waiting for: a whole legacy session, or a new GET stream on the one it has.
+enum Opening {
+    Session(Result<LegacyPath, McpError>),
+    Stream(Result<Option<NotificationStream>, McpError>),
+}
+
 /// Keeps the legacy session and judges each change against its stream.
 pub struct LegacyWatch {
     transport: Arc<HttpTransport>,
     timeout: Duration,
     grace: Duration,
     inbox: Arc<Inbox>,
-    opening: Slot<Result<LegacyPath, McpError>>,
+    opening: Slot<Opening>,
     /// The kept session, ended (DELETE) when the watch is dropped.
     session: Option<Arc<Session>>,
     reader: Option<OwnedTask<StreamEnd>>,
@@ -136,8 +142,25 @@ impl LegacyWatch {
     }
 
     fn open(&mut self) {
-        let (t, timeout, inbox) = (self.transport.clone(), self.timeout, self.inbox.clone());
-        self.opening = Some(Box::pin(client::legacy_path(t, timeout, inbox)));
+        self.opening = Some(match &self.session {
+            Some(s) => {
+                let s = s.clone();
+                Box::pin(async move { Opening::Stream(s.open_stream().await) })
+            }
+            None => {
+                let (t, timeout, inbox) =
+                    (self.transport.clone(), self.timeout, self.inbox.clone());
+                Box::pin(
+                    async move { Opening::Session(client::legacy_path(t, timeout, inbox).await) },
+                )
+            }
+        });
+    }
+
+    fn listen(&mut self, stream: NotificationStream) {
+        self.backoff.reset();
+        let inbox = self.inbox.clone();
+        self.reader = Some(OwnedTask::spawn(async move { stream.run(&inbox).await }));
     }
 
     /// The modern path saw the tool list change now: hold it against the legacy stream.
@@ -154,24 +177,37 @@ impl LegacyWatch {
                 opened = poll_slot(&mut self.opening) => {
                     self.opening = None;
                     match opened {
-                        Ok(LegacyPath::NotServed) => return LegacyVerdict::NotServed,
-                        Ok(LegacyPath::DeclaresNone) => return LegacyVerdict::DeclaresNone,
-                        Ok(LegacyPath::NoStream) => return LegacyVerdict::NoStream,
-                        Ok(LegacyPath::Streaming { session, stream }) => {
-                            self.backoff.reset();
-                            self.session = Some(Arc::new(session));
-                            let inbox = self.inbox.clone();
-                            self.reader = Some(OwnedTask::spawn(async move { stream.run(&inbox).await }));
+                        Opening::Session(Ok(LegacyPath::NotServed)) => return LegacyVerdict::NotServed,
+                        Opening::Session(Ok(LegacyPath::DeclaresNone)) => {
+                            return LegacyVerdict::DeclaresNone;
+                        }
+                        Opening::Session(Ok(LegacyPath::NoStream)) | Opening::Stream(Ok(None)) => {
+                            self.end_session();
+                            return LegacyVerdict::NoStream;
+                        }
+                        Opening::Session(Ok(LegacyPath::Streaming { session, stream })) => {
+                            self.session = Some(Arc::from(session));
+                            self.listen(stream);
                             return LegacyVerdict::Untested;
                         }
-                        Err(e) => self.retry(Some(e)),
+                        Opening::Stream(Ok(Some(stream))) => self.listen(stream),
+                        Opening::Session(Err(e)) => self.retry(Some(e)),
+                        Opening::Stream(Err(e)) => {
+                            if e.reason == Reason::SessionExpired {
+                                // The server forgot the session: a new one next time.
+                                self.session = None;
+                            }
+                            self.retry(Some(e));
+                        }
                     }
                 }
-                _ = join_opt(&mut self.reader) => {
+                end = join_opt(&mut self.reader) => {
                     // A gap: a notification may have been lost with the stream.
                     self.reader = None;
                     self.pending = None;
-                    self.end_session();
+                    if end.is_some_and(|e| e.error.is_some_and(|e| e.reason == Reason::SessionExpired)) {
+                        self.session = None;
+                    }
                     self.retry(None);
                 }
                 _ = sleep_opt(self.retry_at) => {
@@ -208,12 +244,11 @@ impl LegacyWatch {
     }
 }
 
-/// Wait for an optional task's end; pending forever without one.
-async fn join_opt<T: Send + 'static>(task: &mut Option<OwnedTask<T>>) {
+/// Wait for an optional task's end (its output, unless it panicked); pending forever without
+/// one.
+async fn join_opt<T: Send + 'static>(task: &mut Option<OwnedTask<T>>) -> Option<T> {
     match task {
-        Some(t) => {
-            let _ = t.join().await;
-        }
+        Some(t) => t.join().await.ok(),
         None => std::future::pending().await,
     }
 }

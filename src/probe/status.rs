@@ -370,9 +370,7 @@ impl Since {
                 .filter_map(|c| c.contract.broken_since.clone())
                 .min()
                 .unwrap_or_else(|| self.severity.1.clone()),
-            Severity::AtRisk | Severity::NoPromise | Severity::Healthy => {
-                self.severity.1.clone()
-            }
+            Severity::AtRisk | Severity::NoPromise | Severity::Healthy => self.severity.1.clone(),
         }
     }
 }
@@ -823,7 +821,11 @@ impl ConnStatusHandle {
                 }
                 (false, true) => {
                     c.broken_since = None;
-                    Self::push(s, "promise_kept", "correct clients hold the current list again");
+                    Self::push(
+                        s,
+                        "promise_kept",
+                        "correct clients hold the current list again",
+                    );
                 }
                 _ => {}
             }

@@ -54,7 +54,7 @@ metrics_catalog! {
     SESSION_FAILURES = "mcp_probe_session_failures_total", Counter, ["target", "reason"],
         "Attempts to open a session that failed, by reason, over all connections of the target.";
     AUTH_FAILURES = "mcp_probe_auth_failures_total", Counter, ["target", "reason"],
-        "Requests whose authentication failed, by the step that failed (unauthorized, forbidden, insufficient_scope, discovery, token_endpoint, credentials). Only for targets with credentials (an auth block or a client certificate).";
+        "Requests whose authentication failed, by the step that failed (unauthorized, forbidden, insufficient_scope, discovery, token_endpoint, credentials, untrusted_authorization_server, untrusted_metadata_origin). Only for targets with credentials (an auth block or a client certificate).";
     SESSION_EXPIRIES = "mcp_probe_session_expiries_total", Counter, ["target", "connection"],
         "Sessions the server ended (HTTP 404 on a request carrying the session id).";
     REQUESTS = "mcp_probe_requests_total", Counter, ["target", "connection", "method"],

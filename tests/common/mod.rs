@@ -104,6 +104,7 @@ pub fn target(name: &str, url: url::Url) -> TargetConfig {
         notification_grace: Duration::from_millis(300),
         max_pages: 64,
         max_listing_bytes: mcp_exporter::config::DEFAULT_MAX_LISTING_BYTES,
+        legacy_clients: true,
         probes: vec![],
         http: Default::default(),
         labels: Default::default(),

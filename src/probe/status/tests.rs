@@ -15,6 +15,7 @@ fn target() -> TargetConfig {
         notification_grace: Duration::from_secs(5),
         max_pages: 64,
         max_listing_bytes: crate::config::DEFAULT_MAX_LISTING_BYTES,
+        legacy_clients: true,
         probes: vec![ProbeConfig {
             tool: "kb_stats".into(),
             arguments: Default::default(),

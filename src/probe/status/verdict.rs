@@ -264,17 +264,17 @@ fn stale_cause(c: &ConnStatus, now: SystemTime) -> String {
     let unannounced = c
         .last("unannounced_change")
         .filter(|e| c.stale_since.as_deref().is_some_and(|s| e.at.as_str() >= s));
-    let why = if let Some(e) = ttl_broken {
-        format!(
-            "the list changed inside a fresh ttlMs promise without list_changed {}",
-            ago(&e.at, now)
-        )
-    } else if c.refresh_failures > 0 {
+    let why = if c.refresh_failures > 0 {
         relists_failed(c, now)
     } else if let Some(w) = capability_or_stream(c) {
         w
     } else if let Some(e) = unannounced {
         format!("unannounced change {}", ago(&e.at, now))
+    } else if let Some(e) = ttl_broken {
+        format!(
+            "the list changed inside a fresh ttlMs promise without list_changed {}",
+            ago(&e.at, now)
+        )
     } else {
         "cache behind the server, refresh pending".into()
     };
