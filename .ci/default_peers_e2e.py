@@ -51,8 +51,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
@@ -305,31 +303,13 @@ def survey(args: argparse.Namespace, work: Path) -> dict[str, dict]:
         t.start()
     for t in threads:
         t.join(60)
-    stop_children("-survey")
+    e2e.stop_all("-survey")
     if errors or len(facts) != len(ports):
         raise Failure("survey failed: " + ("; ".join(f"{n}: {e}" for n, e in errors.items()) or "a survey hung"))
     for name in ports:
         log(f"wire {name}: " + "; ".join(f"{k}: {json.dumps(v)}" for k, v in facts[name].items()))
     (work / "wire_facts.json").write_text(json.dumps(facts, indent=1))
     return facts
-
-
-def stop_children(suffix: str) -> None:
-    """Stops (SIGTERM, then SIGKILL) the children whose names end with `suffix`."""
-    mine = [(n, p, path) for n, p, path in e2e.CHILDREN if n.endswith(suffix)]
-    for _, proc, _ in mine:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    for _, proc, _ in mine:
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
-    e2e.CHILDREN[:] = [c for c in e2e.CHILDREN if not c[0].endswith(suffix)]
 
 
 def declares(tools_cap) -> bool:

@@ -68,15 +68,18 @@ def start(name: str, argv: list[str], logdir: Path, env: dict | None = None) -> 
     return proc
 
 
-def stop_all() -> None:
-    for _, proc, _ in CHILDREN:
+def stop_all(suffix: str = "") -> None:
+    """Stops (SIGTERM, then SIGKILL after 5 s) the children whose names end with `suffix` (all),
+    and forgets them when a suffix named them."""
+    mine = [proc for name, proc, _ in CHILDREN if name.endswith(suffix)]
+    for proc in mine:
         if proc.poll() is None:
             try:
                 os.killpg(proc.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + 5
-    for _, proc, _ in CHILDREN:
+    for proc in mine:
         try:
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
@@ -85,6 +88,8 @@ def stop_all() -> None:
             except ProcessLookupError:
                 pass
             proc.wait(timeout=5)
+    if suffix:
+        CHILDREN[:] = [c for c in CHILDREN if not c[0].endswith(suffix)]
 
 
 def tail_logs() -> None:
