@@ -1,7 +1,7 @@
 //! The status page and `/status.json` through the binary: after a redeploy behind a lossy
 //! gateway they name the stale tool, carry the notify → list → replace timeline of the healthy
 //! target and the unannounced change of the lossy one, and never show a secret. With the demo's
-//! six gateways they list the worst targets first, each with up/ready, its cause in words and a
+//! seven gateways they list the worst targets first, each with up/ready, its cause in words and a
 //! sticky "since", the same in both. A hostile server's 1 MiB tool names and control and bidi
 //! characters reach neither raw, and neither grows past its byte cap.
 
@@ -223,7 +223,7 @@ async fn the_demo_reads_worst_first_with_causes_in_the_page_and_the_json() {
     // Before the redeploy every cache is current and every probe passes.
     until_status(&e, DEADLINE, "every target ready with 14 tools", |s| {
         let ts = s["targets"].as_array().map(Vec::as_slice).unwrap_or(&[]);
-        ts.len() == 6
+        ts.len() == 7
             && ts
                 .iter()
                 .all(|t| t["ready"] == true && t["connections"][0]["cache"]["tools"] == 14)
@@ -237,6 +237,7 @@ async fn the_demo_reads_worst_first_with_causes_in_the_page_and_the_json() {
             && sev("kb_no_stream") == "stale"
             && sev("kb_healthy") == "healthy"
             && sev("kb_modern") == "healthy"
+            && sev("kb_no_promise") == "no_promise"
             && target(s, "kb_flaky_relist")["connections"][0]["cache"]["replaced_by"]
                 == "notification"
             && causes(target(s, "kb_lossy_gateway"))

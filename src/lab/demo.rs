@@ -1,6 +1,7 @@
-//! `--demo`: the knowledge base behind six gateways, probed by the exporter in the same process.
-//! The five gateways serve both eras (on `protocol_version: auto` the exporter settles on the
-//! modern one); `kb_modern` serves 2026-07-28 only, so a legacy-only client could not reach it.
+//! `--demo`: the knowledge base behind seven gateways, probed by the exporter in the same process.
+//! The first five serve both eras (on `protocol_version: auto` the exporter settles on the modern
+//! one); `kb_modern` and `kb_no_promise` serve 2026-07-28 only, so a legacy-only client could not
+//! reach them.
 //!
 //! | target            | what its gateway does                                  | what the exporter shows          |
 //! |-------------------|--------------------------------------------------------|----------------------------------|
@@ -10,6 +11,7 @@
 //! | `kb_no_stream`    | declares `listChanged` but answers GET with 405 (F3)   | stream up 0 while capable 1      |
 //! | `kb_flaky_relist` | the first 2 `tools/list` after each redeploy fail (F5) | refresh failures, then recovery  |
 //! | `kb_modern`       | nothing wrong, 2026-07-28 only (`initialize` refused)  | era modern, drift 0, pages 2     |
+//! | `kb_no_promise`   | 2026-07-28 defaults: no `listChanged`, `ttlMs` 0       | `no_promise`: drift, never stale |
 //!
 //! Tool definition changes (docs/changes.md) show on every target: each redeploy changes
 //! `search_v2`'s schema under the same name, a `breaking` change on
@@ -79,6 +81,17 @@ pub fn profiles() -> Vec<(String, Behaviour)> {
             "kb_modern".into(),
             Behaviour {
                 era: Era::Modern,
+                ..healthy.clone()
+            },
+        ),
+        (
+            // What fastmcp, rmcp and the Python SDK's low-level server serve by default: no
+            // promise to caching clients, so a drift that is never a stale verdict.
+            "kb_no_promise".into(),
+            Behaviour {
+                era: Era::Modern,
+                list_changed_capability: false,
+                ttl_ms: 0,
                 ..healthy
             },
         ),
