@@ -341,8 +341,11 @@ impl Shared {
             t.get_mut(id).map(|s| s.client.clone())
         });
         let client = match (tracked, reported) {
-            (Some(c), _) => c,
-            (None, name) => self.labels.get(name.as_deref()),
+            (Some(c), _) => {
+                c.touch(started);
+                c
+            }
+            (None, name) => self.labels.get_at(name.as_deref(), started),
         };
         let key = match session_id {
             Some(id) if id.len() <= MAX_SESSION_ID_BYTES => Some(id.to_string()),

@@ -124,6 +124,7 @@ impl Proxy {
                 config.max_clients,
                 config.flatten_pages.clone(),
                 metrics.clone(),
+                config.client_idle_timeout,
             ),
             paths: paths::Paths::new(&config.upstream, config.forward_oauth_metadata),
             sessions: Mutex::new(Table::new(config.max_sessions, metrics.clone())),
@@ -203,6 +204,9 @@ async fn sweep(sh: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             _ = sh.dropped.notified() => false,
             _ = stop.wait_for(|s| *s) => return,
         };
+        if tick {
+            sh.labels.expire(Instant::now());
+        }
         let to_close = {
             let mut table = sh.sessions.lock().expect("sessions lock");
             if tick {
