@@ -325,6 +325,65 @@ fn one(v: &Validator<'_>, p: &str, r: RawProxy) -> Result<McpProxyConfig, Config
     Ok(c)
 }
 
+/// The `proxy` subcommand's tuning flags: the keys of a `proxies:` entry, checked by the same
+/// rules (an error names the key as `proxy.KEY`).
+#[derive(Debug, Default, clap::Args)]
+pub struct ProxyFlags {
+    /// Connections the proxy holds at once (each costs up to 2 file descriptors; lowered at
+    /// start to fit the open-files limit, see docs/proxy.md). Default 4096.
+    #[arg(long = "max-connections", value_name = "N")]
+    pub max_connections: Option<i64>,
+    /// Time the upstream has for an answer's head and, unless it is a stream, its body.
+    /// Default 2m.
+    #[arg(long = "upstream-timeout", value_name = "DURATION")]
+    pub upstream_timeout: Option<String>,
+    /// Time a stream may go without a byte before the proxy ends it. Default 10m.
+    #[arg(long = "stream-idle-timeout", value_name = "DURATION")]
+    pub stream_idle_timeout: Option<String>,
+    /// Time a `client` label value may go unused before its slot and series are freed.
+    /// Default 24h.
+    #[arg(long = "client-idle-timeout", value_name = "DURATION")]
+    pub client_idle_timeout: Option<String>,
+    /// Also forward /.well-known/oauth-protected-resource[/path] to the upstream.
+    #[arg(long = "forward-oauth-metadata")]
+    pub forward_oauth_metadata: bool,
+}
+
+/// The proxy of the `proxy` subcommand: `name`, `listen`, `upstream` and the tuning flags, as if
+/// written in a `proxies:` entry.
+pub fn from_flags(
+    name: &str,
+    listen: SocketAddr,
+    upstream: &url::Url,
+    flags: ProxyFlags,
+) -> Result<McpProxyConfig, ConfigError> {
+    let v = Validator {
+        file: "command line",
+        base_dir: None,
+        env: &|_| None,
+    };
+    let raw = RawProxy {
+        name: Some(name.to_string()),
+        listen: Some(listen.to_string()),
+        upstream: Some(upstream.to_string()),
+        client_label: None,
+        max_clients: None,
+        max_sessions: None,
+        session_idle_timeout: None,
+        cursor_grace: None,
+        relist_grace: None,
+        catalog_refresh_interval: None,
+        flatten_pages: None,
+        max_request_bytes: None,
+        max_connections: flags.max_connections,
+        upstream_timeout: flags.upstream_timeout,
+        stream_idle_timeout: flags.stream_idle_timeout,
+        client_idle_timeout: flags.client_idle_timeout,
+        forward_oauth_metadata: Some(flags.forward_oauth_metadata),
+    };
+    one(&v, "proxy", raw)
+}
+
 /// `host:port`, `:port` (every interface) or `localhost:port`.
 pub fn parse_listen(addr: &str) -> Option<SocketAddr> {
     let full = if addr.starts_with(':') {
@@ -361,6 +420,31 @@ mod tests {
         assert_eq!(p.stream_idle_timeout, Duration::from_secs(600));
         assert_eq!(p.client_idle_timeout, Duration::from_secs(3600));
         assert!(p.forward_oauth_metadata);
+    }
+
+    #[test]
+    fn subcommand_flags_follow_the_same_rules() {
+        let up = url::Url::parse("http://h/mcp").expect("url");
+        let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
+        let flags = ProxyFlags {
+            max_connections: Some(10),
+            upstream_timeout: Some("5s".into()),
+            forward_oauth_metadata: true,
+            ..ProxyFlags::default()
+        };
+        let c = from_flags("default", addr, &up, flags).expect("valid");
+        assert_eq!(c.max_connections, 10);
+        assert_eq!(c.upstream_timeout, Duration::from_secs(5));
+        assert!(c.forward_oauth_metadata);
+        assert_eq!(c.client_idle_timeout, Duration::from_secs(24 * 3600));
+        let bad = ProxyFlags {
+            stream_idle_timeout: Some("0s".into()),
+            ..ProxyFlags::default()
+        };
+        let e = from_flags("default", addr, &up, bad)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("proxy.stream_idle_timeout"), "{e}");
     }
 
     #[test]
