@@ -92,13 +92,13 @@ impl Paths {
 
 /// `a` and `b` are the same path, byte for byte, but for one trailing `/`.
 fn same_path(a: &str, b: &str) -> bool {
-    let trim = |p: &str| -> String {
+    fn trim(p: &str) -> &str {
         match p.strip_suffix('/') {
-            Some(rest) if !rest.is_empty() => rest.to_string(),
-            _ => p.to_string(),
+            Some(rest) if !rest.is_empty() => rest,
+            _ => p,
         }
-    };
-    a == b || trim(a) == trim(b)
+    }
+    trim(a) == trim(b)
 }
 
 #[cfg(test)]
