@@ -141,6 +141,8 @@ enum Command {
             value_name = "ADDRESS"
         )]
         web_listen: Option<String>,
+        #[command(flatten)]
+        tuning: config::ProxyFlags,
     },
 }
 
@@ -281,6 +283,7 @@ fn main() -> ExitCode {
             listen,
             name,
             web_listen: given,
+            tuning,
         }) => {
             web_listen = given.or(web_listen);
             let Some(addr) = config::parse_proxy_listen(&listen) else {
@@ -291,7 +294,13 @@ fn main() -> ExitCode {
                 eprintln!("mcp_exporter proxy: --upstream must be an http:// or https:// URL");
                 return ExitCode::from(2);
             }
-            Source::Proxy(Box::new(config::McpProxyConfig::new(&name, addr, upstream)))
+            match config::proxy_from_flags(&name, addr, &upstream, tuning) {
+                Ok(c) => Source::Proxy(Box::new(c)),
+                Err(e) => {
+                    eprintln!("mcp_exporter proxy: {e}");
+                    return ExitCode::from(2);
+                }
+            }
         }
         _ if cli.demo => Source::Demo,
         _ => Source::File(cli.config_file),

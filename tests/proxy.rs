@@ -4,6 +4,8 @@
 //! attributed to their client; a hostile client gets clear errors while others keep working.
 
 mod common;
+#[path = "common/sse_peer.rs"]
+mod sse_peer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -569,4 +571,244 @@ async fn modern_clients_are_tracked_by_their_reported_name() {
         ("method", "tools/list"),
     ];
     assert_eq!(m.v("mcp_proxy_requests_total", &l), 1.0);
+}
+
+/// A proxy in front of `upstream`, without waiting for its catalog (the upstream may not be MCP).
+async fn bare_proxy(
+    upstream: url::Url,
+    adjust: impl FnOnce(&mut McpProxyConfig),
+) -> (Proxy, Arc<Telemetry>) {
+    let telemetry = Telemetry::new();
+    let mut config = McpProxyConfig::new("kb", "127.0.0.1:0".parse().expect("address"), upstream);
+    adjust(&mut config);
+    let proxy = Proxy::start(config, telemetry.clone())
+        .await
+        .expect("proxy starts");
+    (proxy, telemetry)
+}
+
+fn rejected(telemetry: &Telemetry, reason: &str) -> f64 {
+    Scrape::parse(&telemetry.render()).v(
+        "mcp_proxy_rejected_requests_total",
+        &[("proxy", "kb"), ("reason", reason)],
+    )
+}
+
+/// An upstream on a raw socket: reads each request head (at most 64 KiB), then writes `answer`
+/// (if any) and keeps the connection open until the test ends. Returns its `/mcp` URL and the
+/// number of request heads it has read.
+async fn raw_upstream(answer: Option<Vec<u8>>) -> (url::Url, Arc<std::sync::atomic::AtomicUsize>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let heads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let answer = answer.clone();
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 64 * 1024 {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if let Some(a) = answer {
+                    let _ = conn.write_all(&a).await;
+                }
+                // Held until the peer goes away.
+                let _ = conn.read(&mut buf).await;
+                std::future::pending::<()>().await;
+            });
+        }
+    });
+    (
+        url::Url::parse(&format!("http://{addr}/mcp")).expect("url"),
+        heads,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_mcp_path_is_forwarded_other_paths_are_404_and_counted() {
+    let lab = start_lab([("ok", Behaviour::default()), ("gb", Behaviour::default())]).await;
+    let (proxy, telemetry) = bare_proxy(lab.url("ok"), |_| {}).await;
+    let base = format!("http://{}", proxy.addr());
+    let ok = post(&format!("{base}/ok/mcp"), None, INIT).await;
+    assert_eq!(ok.status(), 200, "the MCP path is forwarded");
+    let mut refused = 0.0;
+    for path in [
+        "/gb/mcp",
+        "/ok/../gb/mcp",
+        "/stats",
+        "/",
+        "/ok/mcp/extra",
+        "/.well-known/oauth-protected-resource/ok/mcp",
+    ] {
+        let r = post(&format!("{base}{path}"), None, INIT).await;
+        assert_eq!(r.status(), 404, "{path} is not the proxy's to serve");
+        let body = r.text().await.expect("body");
+        assert!(body.contains("only its MCP endpoint"), "{body}");
+        refused += 1.0;
+        let get = reqwest::get(format!("{base}{path}")).await.expect("answer");
+        assert_eq!(get.status(), 404, "GET {path}");
+        refused += 1.0;
+    }
+    assert_eq!(rejected(&telemetry, "unknown_path"), refused);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauth_metadata_is_forwarded_only_when_configured() {
+    let body = b"{\"resource\":\"r\"}";
+    let mut answer = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    answer.extend_from_slice(body);
+    let (upstream, heads) = raw_upstream(Some(answer)).await;
+    let (proxy, telemetry) = bare_proxy(upstream, |c| c.forward_oauth_metadata = true).await;
+    let url = format!(
+        "http://{}/.well-known/oauth-protected-resource/mcp",
+        proxy.addr()
+    );
+    let before = heads.load(std::sync::atomic::Ordering::SeqCst);
+    let r = reqwest::get(&url).await.expect("answer");
+    assert_eq!(r.status(), 200);
+    assert!(heads.load(std::sync::atomic::Ordering::SeqCst) > before);
+    assert_eq!(rejected(&telemetry, "unknown_path"), 0.0);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_sse_message_path_named_by_the_endpoint_event_is_forwarded() {
+    let peer = sse_peer::SsePeer::start(sse_peer::Options::default()).await;
+    let (proxy, telemetry) = bare_proxy(peer.url.clone(), |_| {}).await;
+    let base = format!("http://{}", proxy.addr());
+    let early = post(&format!("{base}/messages/?session_id=x"), None, INIT).await;
+    assert_eq!(early.status(), 404, "no endpoint event named it yet");
+    let mut stream = reqwest::Client::new()
+        .get(format!("{base}/sse"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET /sse");
+    assert_eq!(stream.status(), 200);
+    let endpoint = tokio::time::timeout(DEADLINE, async {
+        let mut seen = String::new();
+        while let Some(chunk) = stream.chunk().await.expect("stream readable") {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if let Some(rest) = seen.split("event: endpoint").nth(1)
+                && let Some(data) = rest.split("data: ").nth(1)
+                && let Some((line, _)) = data.split_once('\n')
+            {
+                return line.trim().to_string();
+            }
+        }
+        panic!("the stream ended before its endpoint event: {seen}");
+    })
+    .await
+    .expect("the endpoint event arrives");
+    let sent = post(&format!("{base}{endpoint}"), None, INIT).await;
+    assert_eq!(sent.status(), 202, "the message path is forwarded");
+    assert_eq!(rejected(&telemetry, "unknown_path"), 1.0);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_upstream_answer_is_a_502_that_says_so() {
+    let mut answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n".to_vec();
+    for i in 0..120 {
+        answer.extend_from_slice(format!("x-extra-{i}: {i}\r\n").as_bytes());
+    }
+    answer.extend_from_slice(b"content-length: 2\r\n\r\n{}");
+    let (upstream, _) = raw_upstream(Some(answer)).await;
+    let (proxy, telemetry) = bare_proxy(upstream, |_| {}).await;
+    let r = post(&format!("http://{}/mcp", proxy.addr()), None, INIT).await;
+    assert_eq!(r.status(), 502);
+    let body: serde_json::Value = r.json().await.expect("a JSON-RPC error");
+    let message = body["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains("could not be read") && message.contains("too many"),
+        "{message}"
+    );
+    assert_eq!(rejected(&telemetry, "upstream_invalid_response"), 1.0);
+    assert_eq!(rejected(&telemetry, "upstream_unavailable"), 0.0);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_upstream_request_ends_at_upstream_timeout_with_504() {
+    let (upstream, _) = raw_upstream(None).await;
+    let (proxy, telemetry) = bare_proxy(upstream, |c| {
+        c.upstream_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let r = tokio::time::timeout(
+        DEADLINE,
+        post(&format!("http://{}/mcp", proxy.addr()), None, INIT),
+    )
+    .await
+    .expect("the proxy answers a held request");
+    assert_eq!(r.status(), 504);
+    let body: serde_json::Value = r.json().await.expect("a JSON-RPC error");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("upstream_timeout")),
+        "{body}"
+    );
+    assert!(rejected(&telemetry, "upstream_timeout") >= 1.0);
+    proxy.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_body_that_never_ends_is_cut_at_upstream_timeout() {
+    let answer =
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\n\r\n{\"jsonrpc\":"
+            .to_vec();
+    let (upstream, _) = raw_upstream(Some(answer)).await;
+    let (proxy, _telemetry) = bare_proxy(upstream, |c| {
+        c.upstream_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let r = post(&format!("http://{}/mcp", proxy.addr()), None, INIT).await;
+    assert_eq!(r.status(), 200, "the head came in time");
+    let body = tokio::time::timeout(DEADLINE, r.bytes())
+        .await
+        .expect("the body ends (cut) rather than hangs");
+    assert!(body.is_err(), "a cut body is not a complete answer");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_stream_ends_after_stream_idle_timeout() {
+    let answer = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n6\r\n: hi\n\n\r\n".to_vec();
+    let (upstream, _) = raw_upstream(Some(answer)).await;
+    let (proxy, _telemetry) = bare_proxy(upstream, |c| {
+        c.stream_idle_timeout = Duration::from_millis(300);
+    })
+    .await;
+    let mut r = reqwest::Client::new()
+        .get(format!("http://{}/mcp", proxy.addr()))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET stream");
+    assert_eq!(r.status(), 200);
+    let ended = tokio::time::timeout(DEADLINE, async {
+        let mut seen = Vec::new();
+        while let Ok(Some(chunk)) = r.chunk().await {
+            seen.extend_from_slice(&chunk);
+        }
+        seen
+    })
+    .await
+    .expect("the quiet stream ends rather than hangs");
+    assert_eq!(ended, b": hi\n\n");
 }

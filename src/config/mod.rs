@@ -72,7 +72,8 @@ pub use model::{
 };
 pub use probes::{Expect, MAX_PROBES, ProbeConfig, valid_tool_name};
 pub use proxy::{
-    ClientLabel, DEFAULT_PROXY_LISTEN, McpProxyConfig, parse_listen as parse_proxy_listen,
+    ClientLabel, DEFAULT_PROXY_LISTEN, McpProxyConfig, ProxyFlags, from_flags as proxy_from_flags,
+    parse_listen as parse_proxy_listen,
 };
 pub use raw::parse_bytes;
 pub use secret::{Secret, redact_url};

@@ -21,6 +21,10 @@ const MAX_CLIENTS_LIMIT: i64 = 1000;
 /// Most client sessions one proxy may be configured to track: at the cap each new session scans
 /// the table for the idlest, under the table's lock, so the cap bounds that scan too.
 const MAX_SESSIONS_LIMIT: i64 = 100_000;
+/// Most connections one proxy's listener may be configured to hold. Each costs up to two file
+/// descriptors (the client's socket and its upstream connection); the cap actually used is also
+/// bounded by the process's file limit at start (see `crate::proxy::budget`).
+const MAX_CONNECTIONS_LIMIT: i64 = 1_000_000;
 
 /// Where a client's `client` label value comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,6 +54,18 @@ pub struct McpProxyConfig {
     /// Client label values whose `tools/list` is answered as one page.
     pub flatten_pages: Vec<String>,
     pub max_request_bytes: usize,
+    /// Connections the listener holds at once (before the file-limit check lowers it).
+    pub max_connections: usize,
+    /// Time an upstream has to answer a request that is not a stream: its head, and for a JSON
+    /// answer its whole body.
+    pub upstream_timeout: Duration,
+    /// Time a stream (an SSE answer) may go without a byte from the upstream, or without the
+    /// client taking one, before the proxy ends it.
+    pub stream_idle_timeout: Duration,
+    /// Time a `client` label value may go unused before its slot and its series are freed.
+    pub client_idle_timeout: Duration,
+    /// Forward `/.well-known/oauth-protected-resource[/path]` to the upstream (RFC 9728).
+    pub forward_oauth_metadata: bool,
 }
 
 impl McpProxyConfig {
@@ -68,6 +84,11 @@ impl McpProxyConfig {
             catalog_refresh_interval: Duration::from_secs(5 * 60),
             flatten_pages: Vec::new(),
             max_request_bytes: 4 * 1024 * 1024,
+            max_connections: 4096,
+            upstream_timeout: Duration::from_secs(120),
+            stream_idle_timeout: Duration::from_secs(600),
+            client_idle_timeout: Duration::from_secs(24 * 60 * 60),
+            forward_oauth_metadata: false,
         }
     }
 }
@@ -105,6 +126,11 @@ pub(super) struct RawProxy {
     catalog_refresh_interval: Option<String>,
     flatten_pages: Option<Vec<String>>,
     max_request_bytes: Option<RawBytes>,
+    max_connections: Option<i64>,
+    upstream_timeout: Option<String>,
+    stream_idle_timeout: Option<String>,
+    client_idle_timeout: Option<String>,
+    forward_oauth_metadata: Option<bool>,
 }
 
 /// Validate `proxies:`: names and listen addresses unique.
@@ -225,6 +251,12 @@ fn one(v: &Validator<'_>, p: &str, r: RawProxy) -> Result<McpProxyConfig, Config
     if let Some(n) = range("max_sessions", r.max_sessions, MAX_SESSIONS_LIMIT)? {
         c.max_sessions = n;
     }
+    if let Some(n) = range("max_connections", r.max_connections, MAX_CONNECTIONS_LIMIT)? {
+        c.max_connections = n;
+    }
+    if let Some(on) = r.forward_oauth_metadata {
+        c.forward_oauth_metadata = on;
+    }
     for (key, raw, slot) in [
         (
             "session_idle_timeout",
@@ -237,6 +269,21 @@ fn one(v: &Validator<'_>, p: &str, r: RawProxy) -> Result<McpProxyConfig, Config
             "catalog_refresh_interval",
             r.catalog_refresh_interval,
             &mut c.catalog_refresh_interval,
+        ),
+        (
+            "upstream_timeout",
+            r.upstream_timeout,
+            &mut c.upstream_timeout,
+        ),
+        (
+            "stream_idle_timeout",
+            r.stream_idle_timeout,
+            &mut c.stream_idle_timeout,
+        ),
+        (
+            "client_idle_timeout",
+            r.client_idle_timeout,
+            &mut c.client_idle_timeout,
         ),
     ] {
         if let Some(d) = v.duration(p, key, raw)? {
@@ -278,6 +325,65 @@ fn one(v: &Validator<'_>, p: &str, r: RawProxy) -> Result<McpProxyConfig, Config
     Ok(c)
 }
 
+/// The `proxy` subcommand's tuning flags: the keys of a `proxies:` entry, checked by the same
+/// rules (an error names the key as `proxy.KEY`).
+#[derive(Debug, Default, clap::Args)]
+pub struct ProxyFlags {
+    /// Connections the proxy holds at once (each costs up to 2 file descriptors; lowered at
+    /// start to fit the open-files limit, see docs/proxy.md). Default 4096.
+    #[arg(long = "max-connections", value_name = "N")]
+    pub max_connections: Option<i64>,
+    /// Time the upstream has for an answer's head and, unless it is a stream, its body.
+    /// Default 2m.
+    #[arg(long = "upstream-timeout", value_name = "DURATION")]
+    pub upstream_timeout: Option<String>,
+    /// Time a stream may go without a byte before the proxy ends it. Default 10m.
+    #[arg(long = "stream-idle-timeout", value_name = "DURATION")]
+    pub stream_idle_timeout: Option<String>,
+    /// Time a `client` label value may go unused before its slot and series are freed.
+    /// Default 24h.
+    #[arg(long = "client-idle-timeout", value_name = "DURATION")]
+    pub client_idle_timeout: Option<String>,
+    /// Also forward /.well-known/oauth-protected-resource[/path] to the upstream.
+    #[arg(long = "forward-oauth-metadata")]
+    pub forward_oauth_metadata: bool,
+}
+
+/// The proxy of the `proxy` subcommand: `name`, `listen`, `upstream` and the tuning flags, as if
+/// written in a `proxies:` entry.
+pub fn from_flags(
+    name: &str,
+    listen: SocketAddr,
+    upstream: &url::Url,
+    flags: ProxyFlags,
+) -> Result<McpProxyConfig, ConfigError> {
+    let v = Validator {
+        file: "command line",
+        base_dir: None,
+        env: &|_| None,
+    };
+    let raw = RawProxy {
+        name: Some(name.to_string()),
+        listen: Some(listen.to_string()),
+        upstream: Some(upstream.to_string()),
+        client_label: None,
+        max_clients: None,
+        max_sessions: None,
+        session_idle_timeout: None,
+        cursor_grace: None,
+        relist_grace: None,
+        catalog_refresh_interval: None,
+        flatten_pages: None,
+        max_request_bytes: None,
+        max_connections: flags.max_connections,
+        upstream_timeout: flags.upstream_timeout,
+        stream_idle_timeout: flags.stream_idle_timeout,
+        client_idle_timeout: flags.client_idle_timeout,
+        forward_oauth_metadata: Some(flags.forward_oauth_metadata),
+    };
+    one(&v, "proxy", raw)
+}
+
 /// `host:port`, `:port` (every interface) or `localhost:port`.
 pub fn parse_listen(addr: &str) -> Option<SocketAddr> {
     let full = if addr.starts_with(':') {
@@ -300,7 +406,7 @@ mod tests {
     #[test]
     fn a_proxy_gets_defaults_and_overrides() {
         let c = ok(
-            "proxies:\n  - name: kb\n    listen: 127.0.0.1:10119\n    upstream: http://127.0.0.1:10118/mcp\n    client_label: {header: X-Client-Id}\n    flatten_pages: [claude-code]\n    max_request_bytes: 1MiB\n    cursor_grace: 5s\n",
+            "proxies:\n  - name: kb\n    listen: 127.0.0.1:10119\n    upstream: http://127.0.0.1:10118/mcp\n    client_label: {header: X-Client-Id}\n    flatten_pages: [claude-code]\n    max_request_bytes: 1MiB\n    cursor_grace: 5s\n    max_connections: 300\n    upstream_timeout: 20s\n    client_idle_timeout: 1h\n    forward_oauth_metadata: true\n",
         );
         let p = &c.proxies[0];
         assert_eq!(p.name, "kb");
@@ -309,6 +415,36 @@ mod tests {
         assert_eq!(p.cursor_grace, Duration::from_secs(5));
         assert_eq!(p.max_sessions, 10_000);
         assert_eq!(p.flatten_pages, vec!["claude-code".to_string()]);
+        assert_eq!(p.max_connections, 300);
+        assert_eq!(p.upstream_timeout, Duration::from_secs(20));
+        assert_eq!(p.stream_idle_timeout, Duration::from_secs(600));
+        assert_eq!(p.client_idle_timeout, Duration::from_secs(3600));
+        assert!(p.forward_oauth_metadata);
+    }
+
+    #[test]
+    fn subcommand_flags_follow_the_same_rules() {
+        let up = url::Url::parse("http://h/mcp").expect("url");
+        let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
+        let flags = ProxyFlags {
+            max_connections: Some(10),
+            upstream_timeout: Some("5s".into()),
+            forward_oauth_metadata: true,
+            ..ProxyFlags::default()
+        };
+        let c = from_flags("default", addr, &up, flags).expect("valid");
+        assert_eq!(c.max_connections, 10);
+        assert_eq!(c.upstream_timeout, Duration::from_secs(5));
+        assert!(c.forward_oauth_metadata);
+        assert_eq!(c.client_idle_timeout, Duration::from_secs(24 * 3600));
+        let bad = ProxyFlags {
+            stream_idle_timeout: Some("0s".into()),
+            ..ProxyFlags::default()
+        };
+        let e = from_flags("default", addr, &up, bad)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("proxy.stream_idle_timeout"), "{e}");
     }
 
     #[test]
@@ -325,6 +461,10 @@ mod tests {
             e.contains("test.yml") && e.contains("proxies[0].flatten_pages[1]"),
             "{e}"
         );
+        let e = err(&format!("{base}    max_connections: 0\n"));
+        assert!(e.contains("proxies[0].max_connections"), "{e}");
+        let e = err(&format!("{base}    upstream_timeout: soon\n"));
+        assert!(e.contains("proxies[0].upstream_timeout"), "{e}");
         let e = err(&format!("{base}    bogus: 1\n"));
         assert!(e.contains("bogus"), "{e}");
         let e = err("proxies:\n  - name: 9kb\n    listen: 127.0.0.1:1\n    upstream: http://h/\n");

@@ -4,15 +4,23 @@
 //! `Authorization`, `Mcp-Session-Id`, `Last-Event-ID`, `MCP-Protocol-Version`, `Mcp-Param-*`;
 //! hop-by-hop headers excepted), the answer comes back with its status and headers, and its body
 //! is streamed chunk by chunk: an SSE event leaves as soon as it arrives; the copy shown to
-//! [`observe`](super::observe) never holds it back. Only three things are answered by the proxy
-//! itself, without bothering the upstream: a body over `max_request_bytes` (413), a body that is
-//! not JSON-RPC (400 with -32700 / -32600), and an unreachable upstream (502). Header values are
-//! never logged.
+//! [`observe`](super::observe) never holds it back. Only a few things are answered by the proxy
+//! itself, each counted by reason: a path it does not forward (404, see [`super::paths`]), a body
+//! over `max_request_bytes` (413), a body that is not JSON-RPC (400 with -32700 / -32600), an
+//! upstream that cannot be reached (502), whose answer cannot be read (502, saying what was wrong
+//! with it: a client's operator must be able to tell a dead server from a broken one), or that
+//! does not answer within `upstream_timeout` (504). Header values are never logged.
+//!
+//! Time budgets: an upstream has `upstream_timeout` for the head of its answer and, unless the
+//! answer is a stream (SSE), for its whole body (a body cut at the deadline ends the client's
+//! connection, so it cannot be taken for a complete answer). A stream ends cleanly when the
+//! upstream sends nothing for `stream_idle_timeout` (the client may resume it with
+//! `Last-Event-ID`). Neither holds a connection, and its two descriptors, for ever.
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -120,9 +128,56 @@ pub(super) struct Exchange {
     pub started: Instant,
 }
 
+/// Why an upstream request failed, for the client and the counter: the transport's error read
+/// down to what the upstream did.
+fn upstream_failure(e: &reqwest::Error) -> (Rejected, &'static str) {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(h) = err.downcast_ref::<hyper::Error>() {
+            if h.is_parse_too_large() {
+                return (
+                    Rejected::UpstreamInvalidResponse,
+                    "the MCP server's answer could not be read: its header section is too large (too many or too long headers)",
+                );
+            }
+            if h.is_parse() || h.is_parse_status() {
+                return (
+                    Rejected::UpstreamInvalidResponse,
+                    "the MCP server's answer could not be read: it is not a valid HTTP response",
+                );
+            }
+            if h.is_incomplete_message() {
+                return (
+                    Rejected::UpstreamInvalidResponse,
+                    "the MCP server closed the connection before its answer was complete",
+                );
+            }
+        }
+        source = err.source();
+    }
+    (
+        Rejected::UpstreamUnavailable,
+        "the proxy could not reach the MCP server",
+    )
+}
+
+/// The answer to a path the proxy does not forward.
+fn unknown_path() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "not found: this proxy forwards only its MCP endpoint\n",
+    )
+        .into_response()
+}
+
 /// The axum handler of every path and method.
 pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
+    if !sh.paths.allows(parts.uri.path()) {
+        sh.metrics.rejected(Rejected::UnknownPath);
+        return unknown_path();
+    }
     let started = Instant::now();
     let session_id = parts
         .headers
@@ -171,15 +226,25 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
     if let Some(b) = body {
         upstream = upstream.body(b);
     }
-    let resp = match upstream.send().await {
-        Ok(r) => r,
-        Err(e) => {
-            sh.metrics.rejected(Rejected::UpstreamUnavailable);
-            tracing::debug!(proxy = %sh.config.name, error = %crate::text::bounded(&e.without_url().to_string(), 200), "upstream unavailable");
+    let budget = sh.config.upstream_timeout;
+    let deadline = tokio::time::Instant::now() + budget;
+    let resp = match tokio::time::timeout_at(deadline, upstream.send()).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let (why, what) = upstream_failure(&e);
+            sh.metrics.rejected(why);
+            tracing::debug!(proxy = %sh.config.name, reason = why.as_str(), error = %crate::text::bounded(&e.without_url().to_string(), 200), "upstream request failed");
+            return rpc_error(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, what);
+        }
+        Err(_) => {
+            sh.metrics.rejected(Rejected::UpstreamTimeout);
             return rpc_error(
-                StatusCode::BAD_GATEWAY,
+                StatusCode::GATEWAY_TIMEOUT,
                 INTERNAL_ERROR,
-                "the proxy could not reach the MCP server",
+                &format!(
+                    "the MCP server did not answer within the proxy's upstream_timeout ({})",
+                    humantime::format_duration(budget)
+                ),
             );
         }
     };
@@ -200,6 +265,7 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
     for (name, value) in end_to_end(resp.headers()) {
         out = out.header(name, value);
     }
+    let learn_endpoints = parts.method == Method::GET && sh.paths.is_mcp(parts.uri.path());
     let kind = match crate::mcp::http::content_kind(resp.headers()) {
         crate::mcp::http::ContentKind::EventStream => Kind::Sse(SseReader::default()),
         crate::mcp::http::ContentKind::Json => {
@@ -211,9 +277,26 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
         }
         _ => Kind::None,
     };
+    let timer = match kind {
+        Kind::Sse(_) => Timer::Idle(sh.config.stream_idle_timeout),
+        _ => Timer::Deadline,
+    };
+    let first = match timer {
+        Timer::Idle(d) => tokio::time::Instant::now() + d,
+        Timer::Deadline => deadline,
+    };
     let observed = Observed {
         inner: Box::pin(resp.bytes_stream()),
-        obs: Some(Observer { sh, exchange, kind }),
+        timer,
+        expires: Box::pin(tokio::time::sleep_until(first)),
+        ended: false,
+        metrics: sh.metrics.clone(),
+        obs: Some(Observer {
+            sh,
+            exchange,
+            kind,
+            learn_endpoints,
+        }),
     };
     out.body(Body::from_stream(observed))
         .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
@@ -258,8 +341,11 @@ impl Shared {
             t.get_mut(id).map(|s| s.client.clone())
         });
         let client = match (tracked, reported) {
-            (Some(c), _) => c,
-            (None, name) => self.labels.get(name.as_deref()),
+            (Some(c), _) => {
+                c.touch(started);
+                c
+            }
+            (None, name) => self.labels.get_at(name.as_deref(), started),
         };
         let key = match session_id {
             Some(id) if id.len() <= MAX_SESSION_ID_BYTES => Some(id.to_string()),
@@ -499,6 +585,8 @@ struct Observer {
     sh: Arc<Shared>,
     exchange: Exchange,
     kind: Kind,
+    /// A GET stream of the MCP path: its `endpoint` events name a message path to forward.
+    learn_endpoints: bool,
 }
 
 impl Observer {
@@ -507,6 +595,11 @@ impl Observer {
             Kind::Sse(r) => {
                 let mut seen = Vec::new();
                 r.push(chunk, |m| seen.push(m));
+                if let Some(endpoint) = r.take_endpoint()
+                    && self.learn_endpoints
+                {
+                    self.sh.paths.learn_endpoint(&endpoint);
+                }
                 for m in seen {
                     self.sh.on_answer(&self.exchange, m);
                 }
@@ -543,31 +636,71 @@ impl Observer {
     }
 }
 
-/// The upstream's body on its way to the client, shown to the observer chunk by chunk. A body
-/// with a length is dropped without being polled to its end: the observer finishes then.
+/// The time budget of an answer's body.
+#[derive(Clone, Copy)]
+enum Timer {
+    /// Not a stream: the whole body by the request's `upstream_timeout` deadline.
+    Deadline,
+    /// A stream: a byte at least every this long.
+    Idle(Duration),
+}
+
+/// The upstream's body on its way to the client, shown to the observer chunk by chunk, within
+/// its time budget. A body with a length is dropped without being polled to its end: the
+/// observer finishes then.
 struct Observed {
     inner: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
+    timer: Timer,
+    expires: Pin<Box<tokio::time::Sleep>>,
+    /// The budget ran out (or the body ended): nothing more is polled.
+    ended: bool,
+    metrics: Arc<crate::telemetry::proxy::ProxyMetrics>,
     obs: Option<Observer>,
 }
 
 impl Stream for Observed {
-    type Item = reqwest::Result<Bytes>;
+    type Item = std::io::Result<Bytes>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.ended {
+            return Poll::Ready(None);
+        }
         match self.inner.as_mut().poll_next(cx) {
             Poll::Ready(Some(Ok(chunk))) => {
+                if let Timer::Idle(d) = self.timer {
+                    self.expires.as_mut().reset(tokio::time::Instant::now() + d);
+                }
                 if let Some(o) = &mut self.obs {
                     o.chunk(&chunk);
                 }
                 Poll::Ready(Some(Ok(chunk)))
             }
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(std::io::Error::other(e)))),
             Poll::Ready(None) => {
+                self.ended = true;
                 if let Some(o) = self.obs.take() {
                     o.finish();
                 }
                 Poll::Ready(None)
             }
-            other => other,
+            Poll::Pending => {
+                if self.expires.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.ended = true;
+                match self.timer {
+                    // A stream quiet for too long ends like any stream: cleanly.
+                    Timer::Idle(_) => Poll::Ready(None),
+                    // A body cut short must not look complete: the error aborts the connection.
+                    Timer::Deadline => {
+                        self.metrics.rejected(Rejected::UpstreamTimeout);
+                        Poll::Ready(Some(Err(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            "the MCP server's answer did not end within upstream_timeout",
+                        ))))
+                    }
+                }
+            }
         }
     }
 }

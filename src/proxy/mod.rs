@@ -7,7 +7,10 @@
 //!
 //! One job a module:
 //!
-//! - [`forward`]: one HTTP exchange upstream and back, streamed, with the proxy's own few answers;
+//! - [`paths`]: which paths are forwarded (the MCP path, nothing else of the upstream's host);
+//! - [`forward`]: one HTTP exchange upstream and back, streamed, with the proxy's own few answers
+//!   and its time budgets;
+//! - [`budget`]: the descriptors the proxies may take, so the exporter's own port keeps answering;
 //! - [`observe`]: decoding what passes (the wire's own `jsonrpc` and SSE line framer);
 //! - [`sessions`]: per-session state, bounded in number and size, idle expiry, LRU eviction;
 //! - [`labels`]: the bounded, safe `client` label;
@@ -17,14 +20,17 @@
 //! - [`status`]: what the status page shows.
 //!
 //! The series are in [`crate::telemetry::proxy`], rendered with the probe's at scrape time.
-//! Not yet: the deprecated HTTP+SSE transport (GET `/sse` + POST endpoint) is forwarded as plain
-//! HTTP (the GET stream is streamed like any SSE answer) but its POSTs are not tied to a session.
+//! Not yet: the deprecated HTTP+SSE transport (GET `/sse` + POST endpoint) is forwarded (the GET
+//! stream is streamed like any SSE answer, the message path its `endpoint` event names is
+//! forwarded too) but its POSTs are not tied to a session.
 
+pub mod budget;
 pub mod catalog;
 mod flatten;
 mod forward;
 pub mod labels;
 pub mod observe;
+pub mod paths;
 pub mod schema;
 pub mod sessions;
 pub mod status;
@@ -48,13 +54,15 @@ use sessions::Table;
 
 /// Limits of a proxy's listener: the exporter's own accept loop ([`crate::web::serve_detached`]:
 /// header-read timeout, idle timeout, connection cap with eviction of the longest-waiting
-/// connection), with a longer idle timeout, since GET and listen streams may be quiet for minutes
-/// between events. Its connections are not counted as the exporter's port's.
-fn listener_limits() -> crate::web::Limits {
+/// connection), with the proxy's own idle timeout (`stream_idle_timeout`: GET and listen streams
+/// may be quiet for minutes between events; never shorter than `upstream_timeout`, which a
+/// request waiting for its answer may take) and its cap after the file-limit check
+/// ([`budget`]). Its connections are not counted as the exporter's port's.
+fn listener_limits(config: &McpProxyConfig, max_connections: usize) -> crate::web::Limits {
     crate::web::Limits {
         header_read_timeout: crate::web::DEFAULT_HEADER_READ_TIMEOUT,
-        idle_timeout: Duration::from_secs(600),
-        max_connections: 16_384,
+        idle_timeout: config.stream_idle_timeout.max(config.upstream_timeout),
+        max_connections,
     }
 }
 
@@ -63,6 +71,7 @@ pub(crate) struct Shared {
     config: McpProxyConfig,
     metrics: Arc<ProxyMetrics>,
     labels: ClientLabels,
+    paths: paths::Paths,
     sessions: Mutex<Table>,
     /// Woken when the table dropped an upstream session that is to be ended there.
     dropped: tokio::sync::Notify,
@@ -78,14 +87,28 @@ pub(crate) struct Shared {
 pub struct Proxy {
     shared: Arc<Shared>,
     addr: SocketAddr,
+    /// The listener's connection cap, after the file-limit check.
+    max_connections: usize,
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     telemetry: Arc<Telemetry>,
 }
 
 impl Proxy {
-    /// Bind `config.listen` and start forwarding; the catalog walk and the sweep start too.
+    /// Bind `config.listen` and start forwarding; the catalog walk and the sweep start too. The
+    /// listener's cap is `config.max_connections`, lowered to what the open-files limit leaves
+    /// (see [`budget`]; [`Proxies`] shares that among all proxies).
     pub async fn start(config: McpProxyConfig, telemetry: Arc<Telemetry>) -> Result<Proxy, String> {
+        let cap = budget::caps(&[config.max_connections], budget::open_files_limit())
+            .map_err(|e| format!("proxy {}: {e}", config.name))?[0];
+        Self::start_capped(config, cap, telemetry).await
+    }
+
+    async fn start_capped(
+        config: McpProxyConfig,
+        max_connections: usize,
+        telemetry: Arc<Telemetry>,
+    ) -> Result<Proxy, String> {
         let listener = TcpListener::bind(config.listen).await.map_err(|e| {
             format!(
                 "proxy {}: cannot listen on {}: {e}",
@@ -101,7 +124,9 @@ impl Proxy {
                 config.max_clients,
                 config.flatten_pages.clone(),
                 metrics.clone(),
+                config.client_idle_timeout,
             ),
+            paths: paths::Paths::new(&config.upstream, config.forward_oauth_metadata),
             sessions: Mutex::new(Table::new(config.max_sessions, metrics.clone())),
             dropped: tokio::sync::Notify::new(),
             judging: Arc::new(tokio::sync::Semaphore::new(forward::MAX_JUDGING)),
@@ -118,7 +143,7 @@ impl Proxy {
         let mut tasks = vec![tokio::spawn(crate::web::serve_detached(
             listener,
             app,
-            listener_limits(),
+            listener_limits(&shared.config, max_connections),
             stop_rx.clone(),
         ))];
         tasks.push(tokio::spawn(shared.catalog.clone().run(
@@ -128,10 +153,11 @@ impl Proxy {
             stop_rx.clone(),
         )));
         tasks.push(tokio::spawn(sweep(shared.clone(), stop_rx)));
-        tracing::info!(proxy = %shared.config.name, address = %addr, upstream = %crate::config::redact_url(&shared.config.upstream), "proxy listening");
+        tracing::info!(proxy = %shared.config.name, address = %addr, upstream = %crate::config::redact_url(&shared.config.upstream), max_connections, "proxy listening");
         Ok(Proxy {
             shared,
             addr,
+            max_connections,
             stop,
             tasks,
             telemetry,
@@ -178,6 +204,9 @@ async fn sweep(sh: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             _ = sh.dropped.notified() => false,
             _ = stop.wait_for(|s| *s) => return,
         };
+        if tick {
+            sh.labels.expire(Instant::now());
+        }
         let to_close = {
             let mut table = sh.sessions.lock().expect("sessions lock");
             if tick {
@@ -235,10 +264,39 @@ impl Proxies {
     }
 
     /// Run exactly `configs`: new proxies start, changed ones restart, removed ones stop (their
-    /// series disappear). Errors (a port taken) name the proxy; the others still apply.
+    /// series disappear). Errors (a port taken, a file limit too low for any proxy) name the
+    /// proxy; the others still apply. The connection caps are shared out under the open-files
+    /// limit ([`budget`]); a proxy whose share changed restarts too.
     pub async fn apply(
         &self,
         configs: &[McpProxyConfig],
+        telemetry: &Arc<Telemetry>,
+    ) -> Vec<String> {
+        let limit = budget::open_files_limit();
+        let wanted: Vec<usize> = configs.iter().map(|c| c.max_connections).collect();
+        let (configs, caps) = match budget::caps(&wanted, limit) {
+            Ok(caps) => (configs, caps),
+            Err(e) => {
+                let errors = configs
+                    .iter()
+                    .map(|c| format!("proxy {}: {e}", c.name))
+                    .collect();
+                self.apply_capped(&[], &[], telemetry).await;
+                return errors;
+            }
+        };
+        for (c, cap) in configs.iter().zip(&caps) {
+            if *cap < c.max_connections {
+                tracing::warn!(proxy = %c.name, configured = c.max_connections, max_connections = cap, open_files_limit = limit.unwrap_or_default(), reserved = budget::RESERVE_FDS, "proxy max_connections lowered to fit the open-files limit ({} descriptors per connection, the reserve kept for the exporter's own port and probes)", budget::FDS_PER_CONNECTION);
+            }
+        }
+        self.apply_capped(configs, &caps, telemetry).await
+    }
+
+    async fn apply_capped(
+        &self,
+        configs: &[McpProxyConfig],
+        caps: &[usize],
         telemetry: &Arc<Telemetry>,
     ) -> Vec<String> {
         let mut handles = self.handles.lock().await;
@@ -247,8 +305,9 @@ impl Proxies {
         let stale: Vec<String> = handles
             .iter()
             .filter(|(name, p)| {
-                !configs.iter().any(|c| c.name == **name && c == p.config())
-                    || !names.contains(&name.as_str())
+                !configs.iter().zip(caps).any(|(c, cap)| {
+                    c.name == **name && c == p.config() && *cap == p.max_connections
+                }) || !names.contains(&name.as_str())
             })
             .map(|(n, _)| n.clone())
             .collect();
@@ -258,11 +317,11 @@ impl Proxies {
                 p.stop().await;
             }
         }
-        for c in configs {
+        for (c, cap) in configs.iter().zip(caps) {
             if handles.contains_key(&c.name) {
                 continue;
             }
-            match Proxy::start(c.clone(), telemetry.clone()).await {
+            match Proxy::start_capped(c.clone(), *cap, telemetry.clone()).await {
                 Ok(p) => {
                     self.running
                         .write()

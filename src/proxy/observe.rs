@@ -58,6 +58,10 @@ pub struct SseReader {
     /// The last line ended with `\r`: a lone `\n` line next is the rest of its terminator
     /// (the framer hands it over on its own when `\r\n` is split across chunks).
     after_cr: bool,
+    /// The current event is an `endpoint` event (HTTP+SSE: its data is the message URL).
+    endpoint_event: bool,
+    /// The data of the last `endpoint` event, until taken.
+    endpoint: Option<String>,
 }
 
 impl Default for SseReader {
@@ -67,6 +71,8 @@ impl Default for SseReader {
             data: Vec::new(),
             lines: Vec::new(),
             after_cr: false,
+            endpoint_event: false,
+            endpoint: None,
         }
     }
 }
@@ -91,12 +97,18 @@ impl SseReader {
             }
             let content = trim_eol(&line);
             if content.is_empty() {
-                if !self.data.is_empty() {
-                    if let Ok(messages) = jsonrpc::decode(&self.data) {
-                        messages.into_iter().for_each(&mut each);
-                    }
-                    self.data.clear();
+                if std::mem::take(&mut self.endpoint_event) {
+                    self.endpoint = Some(String::from_utf8_lossy(&self.data).into_owned());
+                } else if !self.data.is_empty()
+                    && let Ok(messages) = jsonrpc::decode(&self.data)
+                {
+                    messages.into_iter().for_each(&mut each);
                 }
+                self.data.clear();
+                continue;
+            }
+            if let Some(name) = content.strip_prefix(b"event:") {
+                self.endpoint_event = name.trim_ascii() == b"endpoint";
                 continue;
             }
             if let Some(value) = content.strip_prefix(b"data") {
@@ -111,6 +123,13 @@ impl SseReader {
                 self.data.extend_from_slice(value);
             }
         }
+    }
+}
+
+impl SseReader {
+    /// The data of the last `endpoint` event seen (HTTP+SSE), once.
+    pub fn take_endpoint(&mut self) -> Option<String> {
+        self.endpoint.take()
     }
 }
 
@@ -274,6 +293,24 @@ mod tests {
                 matches!(&seen[0], Incoming::Notification { method, .. } if method.ends_with("list_changed"))
             );
             assert!(matches!(&seen[1], Incoming::Response { id, .. } if *id == json!(1)));
+        }
+    }
+
+    #[test]
+    fn an_endpoint_event_is_kept_apart_from_messages() {
+        let text = b"event: endpoint\r\ndata: /messages/?session_id=ab\r\n\r\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n";
+        for size in [1, 5, text.len()] {
+            let mut r = SseReader::default();
+            let mut seen = Vec::new();
+            for chunk in text.chunks(size) {
+                r.push(chunk, |m| seen.push(m));
+            }
+            assert_eq!(seen.len(), 1, "chunks of {size}");
+            assert_eq!(
+                r.take_endpoint().as_deref(),
+                Some("/messages/?session_id=ab")
+            );
+            assert_eq!(r.take_endpoint(), None);
         }
     }
 

@@ -234,7 +234,8 @@ mod tests {
     fn the_table_is_bounded_and_evicts_the_idlest() {
         let t = Telemetry::new();
         let m = t.add_proxy("p");
-        let labels = ClientLabels::new(5, vec![], m.clone());
+        let labels =
+            ClientLabels::new(5, vec![], m.clone(), std::time::Duration::from_secs(86_400));
         let c = labels.get(Some("a"));
         let mut table = Table::new(3, m);
         let t0 = Instant::now();
@@ -269,7 +270,8 @@ mod tests {
     fn dropped_upstream_sessions_are_queued_to_end_there_and_identities_are_not() {
         let t = Telemetry::new();
         let m = t.add_proxy("p");
-        let c = ClientLabels::new(5, vec![], m.clone()).get(Some("a"));
+        let c = ClientLabels::new(5, vec![], m.clone(), std::time::Duration::from_secs(86_400))
+            .get(Some("a"));
         let mut table = Table::new(2, m);
         let t0 = Instant::now();
         table.touch("s0", &c, t0).upstream = true;

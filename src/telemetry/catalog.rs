@@ -200,7 +200,7 @@ metrics_catalog! {
     PROXY_REQUEST_DURATION = "mcp_proxy_request_duration_seconds", Histogram, ["proxy", "method"],
         "Time from forwarding a request to the upstream's complete answer, by method.";
     PROXY_REJECTED = "mcp_proxy_rejected_requests_total", Counter, ["proxy", "reason"],
-        "Requests the proxy answered itself or the upstream refused for an unknown session, by reason (invalid_json, body_too_large, unknown_session, session_limit, upstream_unavailable).";
+        "Requests the proxy answered itself or the upstream refused for an unknown session, by reason (invalid_json, body_too_large, unknown_session, session_limit, upstream_unavailable, unknown_path, upstream_timeout, upstream_invalid_response).";
     PROXY_TOOLS_LIST_REQUESTS = "mcp_proxy_tools_list_requests_total", Counter, ["proxy", "client", "cursor"],
         "Clients' tools/list requests, by whether they carried a cursor.";
     PROXY_CURSORS_ISSUED = "mcp_proxy_cursors_issued_total", Counter, ["proxy", "client"],

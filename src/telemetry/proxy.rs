@@ -56,15 +56,27 @@ pub enum Rejected {
     SessionLimit,
     /// The upstream could not be reached: answered 502.
     UpstreamUnavailable,
+    /// A path other than the proxy's MCP path (and the paths it serves with it): answered 404
+    /// without asking the upstream.
+    UnknownPath,
+    /// The upstream did not answer within `upstream_timeout` (504), or a JSON answer's body did
+    /// not end within it (the answer is cut).
+    UpstreamTimeout,
+    /// The upstream answered with something that is not a readable HTTP answer (a header
+    /// section too large, not HTTP, the connection closed mid-answer): answered 502.
+    UpstreamInvalidResponse,
 }
 
 impl Rejected {
-    pub const ALL: [Rejected; 5] = [
+    pub const ALL: [Rejected; 8] = [
         Rejected::InvalidJson,
         Rejected::BodyTooLarge,
         Rejected::UnknownSession,
         Rejected::SessionLimit,
         Rejected::UpstreamUnavailable,
+        Rejected::UnknownPath,
+        Rejected::UpstreamTimeout,
+        Rejected::UpstreamInvalidResponse,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -74,6 +86,9 @@ impl Rejected {
             Rejected::UnknownSession => "unknown_session",
             Rejected::SessionLimit => "session_limit",
             Rejected::UpstreamUnavailable => "upstream_unavailable",
+            Rejected::UnknownPath => "unknown_path",
+            Rejected::UpstreamTimeout => "upstream_timeout",
+            Rejected::UpstreamInvalidResponse => "upstream_invalid_response",
         }
     }
 }
@@ -121,6 +136,11 @@ impl ClientSeries {
     /// One more (or one fewer, `-1`) session tracked for this client.
     pub fn sessions(&self, delta: i64) {
         self.sessions.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// Sessions tracked for this client now.
+    pub fn tracked_sessions(&self) -> i64 {
+        self.sessions.load(Ordering::Relaxed)
     }
 
     pub fn request(&self, method: &'static str) {
@@ -220,6 +240,14 @@ impl ProxyMetrics {
         });
         clients.push(c.clone());
         c
+    }
+
+    /// Stop rendering a client's series (its label was freed, see `crate::proxy::labels`).
+    pub fn remove_client(&self, series: &Arc<ClientSeries>) {
+        self.clients
+            .write()
+            .expect("metrics lock poisoned")
+            .retain(|c| !Arc::ptr_eq(c, series));
     }
 
     fn find(&self, label: &str) -> Option<Arc<ClientSeries>> {
