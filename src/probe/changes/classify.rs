@@ -184,6 +184,7 @@ fn annotations(out: &mut Classification, path: &Path, b: Option<&Value>, a: Opti
     let empty = Map::new();
     let obj = |v: Option<&Value>| v.and_then(Value::as_object).unwrap_or(&empty).clone();
     let (bo, ao) = (obj(b), obj(a));
+    let found = out.findings.len();
     for key in union(&bo, &ao) {
         let (bv, av) = (bo.get(key), ao.get(key));
         if bv == av {
@@ -205,6 +206,10 @@ fn annotations(out: &mut Classification, path: &Path, b: Option<&Value>, a: Opti
         || a.is_some_and(|v| !v.is_object() && !v.is_null())
     {
         out.push(path, "not_an_object", Class::Unknown, b, a);
+    } else if out.findings.len() == found {
+        // They differ, yet no hint does: `null` against absent or `{}`. Still a change (the
+        // fingerprint saw one), and only text.
+        out.push(path, "annotation_changed", Class::Compatible, b, a);
     }
 }
 

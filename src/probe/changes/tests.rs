@@ -1009,6 +1009,14 @@ mod properties {
         })
     }
 
+    /// Found by the property below: `null` annotations against none differ in the fingerprint,
+    /// so the classification must name a change too.
+    #[test]
+    fn null_annotations_against_none_are_a_compatible_change() {
+        let c = classify(&json!({"annotations": null}), &json!({}));
+        assert_eq!(c.class(), Some(Class::Compatible), "{c:?}");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
