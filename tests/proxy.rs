@@ -31,7 +31,12 @@ struct Setup {
 
 impl Setup {
     async fn new(adjust: impl FnOnce(&mut McpProxyConfig)) -> Setup {
-        let lab = start_lab([(PROFILE, Behaviour::default())]).await;
+        Setup::with(Behaviour::default(), adjust).await
+    }
+
+    /// A proxy in front of a lab that behaves as `behaviour` says.
+    async fn with(behaviour: Behaviour, adjust: impl FnOnce(&mut McpProxyConfig)) -> Setup {
+        let lab = start_lab([(PROFILE, behaviour)]).await;
         let telemetry = Telemetry::new();
         let mut config = McpProxyConfig::new(
             "kb",
@@ -306,6 +311,62 @@ async fn careless_clients_show_up_under_their_own_label() {
             .sessions
             .iter()
             .any(|r| r.client == "careless-cache" && r.stale_tool_calls == 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relisting_client_teaches_the_catalog_a_swap_nobody_announced() {
+    // A server that cannot announce (here: a gateway that drops list_changed), and a catalog
+    // refresh far away: only the clients' own listings show the swap to the proxy.
+    let unannounced = Behaviour {
+        deliver_list_changed: false,
+        ..Behaviour::default()
+    };
+    let s = Setup::with(unannounced, |c| {
+        c.catalog_refresh_interval = Duration::from_secs(3600);
+    })
+    .await;
+    let stale = s.client("stale-cache").await;
+    let cached = stale.list_all_tools().await.expect("all pages");
+    assert!(cached.iter().any(|t| t.name == "search_legacy"));
+    let relister = s.client("relister").await;
+    relister.list_all_tools().await.expect("all pages");
+    let walks = s.proxy.status().catalog_walks;
+    s.lab.churn();
+    // The correct client re-lists (its own reason: no notification reached anyone) and calls
+    // only a tool listed before and after the swap.
+    let fresh = relister.list_all_tools().await.expect("re-list");
+    assert!(fresh.iter().any(|t| t.name == "search_v2"));
+    assert!(!fresh.iter().any(|t| t.name == "search_legacy"));
+    assert!(call(&relister, "kb_stats", json!({})).await);
+    // Right after, the other client calls the tool it cached: judged against the re-walk.
+    assert!(!call(&stale, "search_legacy", json!({"query": "q"})).await);
+    let tool = |client| {
+        [
+            ("proxy", "kb"),
+            ("client", client),
+            ("tool", "search_legacy"),
+        ]
+    };
+    let m = s
+        .until("the stale call counted under its own label", |m| {
+            m.v("mcp_proxy_stale_tool_calls_total", &tool("stale-cache")) == 1.0
+        })
+        .await;
+    assert!(
+        s.proxy.status().catalog_walks > walks,
+        "the catalog re-walked"
+    );
+    assert_eq!(
+        m.get("mcp_proxy_stale_tool_calls_total", &tool("relister")),
+        None,
+        "{}",
+        m.text
+    );
+    assert_eq!(
+        m.v("mcp_proxy_list_changed_forwarded_total", &c("relister")),
+        0.0,
+        "nothing was announced"
     );
 }
 

@@ -14,7 +14,8 @@
 //! - [`observe`]: decoding what passes (the wire's own `jsonrpc` and SSE line framer);
 //! - [`sessions`]: per-session state, bounded in number and size, idle expiry, LRU eviction;
 //! - [`labels`]: the bounded, safe `client` label;
-//! - [`catalog`]: the proxy's own walk of the upstream (the probe's walker), for stale calls;
+//! - [`catalog`]: the proxy's own walk of the upstream (the probe's walker), for stale calls,
+//!   re-walked at once when a client's listing shows a change it does not know;
 //! - [`schema`]: whether arguments fit an `inputSchema` (stale-schema calls);
 //! - [`flatten`]: `flatten_pages`, all pages merged into one for chosen clients;
 //! - [`status`]: what the status page shows.
