@@ -371,6 +371,71 @@ async fn a_relisting_client_teaches_the_catalog_a_swap_nobody_announced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstreams_unknown_tool_answers_are_counted_per_client_and_tool() {
+    // kb_stats is listed but its backend is down: an isError result of another shape.
+    let s = Setup::with(
+        Behaviour {
+            broken_tools: vec!["kb_stats"],
+            ..Behaviour::default()
+        },
+        |_| {},
+    )
+    .await;
+    let caller = s.client("caller").await;
+    let bystander = s.client("bystander").await;
+    // (An isError result: whether the SDK calls it a failure does not matter here.)
+    let _ = call(&caller, "kb_stats", json!({})).await;
+    assert!(
+        call(
+            &bystander,
+            "permission_check",
+            json!({"user": "u", "document_id": "d"})
+        )
+        .await
+    );
+    // search_legacy was listed, then removed; the lab answers -32602 "Unknown tool: NAME".
+    s.churn().await;
+    assert!(!call(&caller, "search_legacy", json!({"query": "q"})).await);
+    assert!(!call(&caller, "never_listed", json!({})).await);
+    let answers = |client, tool| [("proxy", "kb"), ("client", client), ("tool", tool)];
+    let m = s
+        .until("the unknown-tool answers counted", |m| {
+            m.v(
+                "mcp_proxy_unknown_tool_answers_total",
+                &answers("caller", "search_legacy"),
+            ) == 1.0
+                && m.v(
+                    "mcp_proxy_unknown_tool_answers_total",
+                    &answers("caller", "other"),
+                ) == 1.0
+        })
+        .await;
+    // The broken tool's answer came before them and is not an unknown-tool answer.
+    assert_eq!(
+        m.get(
+            "mcp_proxy_unknown_tool_answers_total",
+            &answers("caller", "kb_stats")
+        ),
+        None,
+        "{}",
+        m.text
+    );
+    assert!(
+        !m.text
+            .contains("mcp_proxy_unknown_tool_answers_total{proxy=\"kb\",client=\"bystander\""),
+        "{}",
+        m.text
+    );
+    let status = s.proxy.status();
+    assert!(
+        status
+            .sessions
+            .iter()
+            .any(|r| r.client == "caller" && r.unknown_tool_answers == 2)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flatten_pages_answers_one_page_with_every_tool() {
     let s = Setup::new(|c| c.flatten_pages = vec!["flat".into()]).await;
     let flat = s.client("flat").await;

@@ -269,10 +269,14 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
     let kind = match crate::mcp::http::content_kind(resp.headers()) {
         crate::mcp::http::ContentKind::EventStream => Kind::Sse(SseReader::default()),
         crate::mcp::http::ContentKind::Json => {
-            let keep = exchange
-                .requests
-                .iter()
-                .any(|r| matches!(r.asked, Asked::ToolsList { .. }));
+            let asked = |f: fn(&Asked) -> bool| exchange.requests.iter().any(|r| f(&r.asked));
+            let keep = if asked(|a| matches!(a, Asked::ToolsList { .. })) {
+                super::observe::MAX_OBSERVED_BYTES
+            } else if asked(|a| matches!(a, Asked::ToolsCall { .. })) {
+                super::observe::MAX_CALL_ANSWER_BYTES
+            } else {
+                0
+            };
             Kind::Json(JsonBody::new(keep, resp.content_length()))
         }
         _ => Kind::None,
@@ -535,8 +539,21 @@ impl Shared {
                 };
                 self.metrics
                     .duration(r.method, now.duration_since(ex.started));
-                if let Asked::ToolsList { cursor } = &r.asked {
-                    self.on_listing(ex, cursor.is_some(), outcome, now);
+                match &r.asked {
+                    Asked::ToolsList { cursor } => {
+                        self.on_listing(ex, cursor.is_some(), outcome, now)
+                    }
+                    Asked::ToolsCall { tool, .. }
+                        if super::unknown_tool::says_unknown(tool, &outcome) =>
+                    {
+                        let label = self.catalog.tool_label(tool);
+                        ex.client.series.unknown_tool_answer(&label);
+                        let mut table = self.sessions.lock().expect("sessions lock");
+                        if let Some(s) = ex.key.as_deref().and_then(|k| table.get_mut(k)) {
+                            s.unknown_tool_answers = s.unknown_tool_answers.saturating_add(1);
+                        }
+                    }
+                    _ => {}
                 }
             }
             Incoming::Notification { method, .. }

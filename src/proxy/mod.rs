@@ -16,6 +16,7 @@
 //! - [`labels`]: the bounded, safe `client` label;
 //! - [`catalog`]: the proxy's own walk of the upstream (the probe's walker), for stale calls,
 //!   re-walked at once when a client's listing shows a change it does not know;
+//! - [`unknown_tool`]: the upstream's own "no such tool" answers, in each SDK's shape;
 //! - [`schema`]: whether arguments fit an `inputSchema` (stale-schema calls);
 //! - [`flatten`]: `flatten_pages`, all pages merged into one for chosen clients;
 //! - [`status`]: what the status page shows.
@@ -35,6 +36,7 @@ pub mod paths;
 pub mod schema;
 pub mod sessions;
 pub mod status;
+pub mod unknown_tool;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
