@@ -84,19 +84,7 @@ impl Setup {
     }
 
     async fn client(&self, name: &str) -> RunningService<RoleClient, ClientConfig> {
-        let transport = StreamableHttpClientTransport::from_uri(self.url());
-        let info = ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new(name, "1.0"),
-        );
-        let client = info
-            .serve(transport)
-            .await
-            .expect("rmcp client connects through the proxy");
-        client
-            .set_response_cache_config(rmcp::ClientCacheConfig::disabled())
-            .await;
-        client
+        rmcp_client(&self.url(), name).await
     }
 
     /// A churn of the upstream, and the proxy's catalog walked after it.
@@ -108,6 +96,23 @@ impl Setup {
         })
         .await;
     }
+}
+
+/// An rmcp client named `name` on `url`, its response cache off.
+async fn rmcp_client(url: &str, name: &str) -> RunningService<RoleClient, ClientConfig> {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
+    let info = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new(name, "1.0"),
+    );
+    let client = info
+        .serve(transport)
+        .await
+        .expect("rmcp client connects through the proxy");
+    client
+        .set_response_cache_config(rmcp::ClientCacheConfig::disabled())
+        .await;
+    client
 }
 
 fn c(client: &str) -> [(&'static str, &str); 2] {
@@ -433,6 +438,106 @@ async fn the_upstreams_unknown_tool_answers_are_counted_per_client_and_tool() {
             .iter()
             .any(|r| r.client == "caller" && r.unknown_tool_answers == 2)
     );
+}
+
+/// An MCP server built with the official Rust SDK's tool router, as its users write one.
+mod rmcp_kb {
+    use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
+    use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+    use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
+
+    #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+    pub struct Query {
+        pub query: String,
+    }
+
+    #[derive(Debug, Clone)]
+    pub struct Kb {
+        tool_router: ToolRouter<Self>,
+    }
+
+    #[tool_router]
+    impl Kb {
+        pub fn new() -> Self {
+            Kb {
+                tool_router: Self::tool_router(),
+            }
+        }
+
+        #[tool(description = "Search the knowledge base.")]
+        fn search(&self, Parameters(Query { query }): Parameters<Query>) -> String {
+            format!("found {query}")
+        }
+
+        #[tool(description = "A tool whose backend is down.")]
+        fn reindex(&self) -> Result<CallToolResult, ErrorData> {
+            Ok(CallToolResult::error(vec![ContentBlock::text(
+                "backend unavailable",
+            )]))
+        }
+    }
+
+    #[tool_handler(router = self.tool_router)]
+    impl ServerHandler for Kb {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_servers_tool_not_found_is_counted_and_its_tool_errors_are_not() {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let service = StreamableHttpService::new(
+        || Ok(rmcp_kb::Kb::new()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_legacy_session_mode(true),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, axum::Router::new().nest_service("/mcp", service)).await;
+    });
+    let upstream = url::Url::parse(&format!("http://{addr}/mcp")).expect("url");
+    let (proxy, telemetry) = bare_proxy(upstream, |_| {}).await;
+    let start = tokio::time::Instant::now();
+    while proxy.status().upstream_tools != Some(2) {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the catalog walks the rmcp server"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let client = rmcp_client(&format!("http://{}/mcp", proxy.addr()), "rmcp-caller").await;
+    assert!(call(&client, "search", json!({"query": "q"})).await);
+    // An isError result of the tool's own: not "no such tool".
+    let _ = call(&client, "reindex", json!({})).await;
+    // rmcp's router: -32602 "tool not found"; a name never listed is the `other` tool label.
+    assert!(!call(&client, "search_legacy", json!({"query": "q"})).await);
+    let l = |tool| [("proxy", "kb"), ("client", "rmcp-caller"), ("tool", tool)];
+    let start = tokio::time::Instant::now();
+    let m = loop {
+        let m = Scrape::parse(&telemetry.render());
+        if m.v("mcp_proxy_unknown_tool_answers_total", &l("other")) == 1.0 {
+            break m;
+        }
+        assert!(start.elapsed() < DEADLINE, "not counted:\n{}", m.text);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for tool in ["reindex", "search"] {
+        assert_eq!(
+            m.get("mcp_proxy_unknown_tool_answers_total", &l(tool)),
+            None,
+            "{}",
+            m.text
+        );
+    }
+    client.cancel().await.ok();
+    proxy.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
