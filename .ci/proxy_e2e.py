@@ -16,7 +16,8 @@ Run by .ci/proxy_e2e.sh (which installs the peers) with the venv's python:
 3. asserts on /metrics, per `client` label: the correct clients' series are clean (every cursor
    followed, list_changed forwarded and re-listed, no stale call, no first-page-only session, no
    missing re-list); the first-page clients show a first-page-only session, the cached clients a
-   stale-tool call on search_legacy, the reconnecting clients a session without re-list
+   stale-tool call on search_legacy (and the server's own unknown-tool answer to it, counted too),
+   the reconnecting clients a session without re-list
    (after="reconnect") — each attributed to its own client and to no other;
 4. a hostile client: garbage JSON (400, JSON-RPC parse error), a 100 MB body (413 before it is
    read), a session id it does not own (404), 10,000 sessions (the tracked sessions stay within
@@ -214,7 +215,7 @@ def clean(m: Metrics, client: str, rounds: int) -> list[str]:
     want("sessions_started_total", m.sum("mcp_proxy_sessions_started_total", **lab), lambda v: v >= rounds)
     for zero in ("mcp_proxy_first_page_only_sessions_total", "mcp_proxy_cursor_errors_total",
                  "mcp_proxy_stale_tool_calls_total", "mcp_proxy_stale_schema_calls_total",
-                 "mcp_proxy_sessions_without_relist_total"):
+                 "mcp_proxy_sessions_without_relist_total", "mcp_proxy_unknown_tool_answers_total"):
         want(zero, m.sum(zero, **lab), lambda v: v == 0)
     return bad
 
@@ -234,6 +235,10 @@ def careless(m: Metrics, sdk: str) -> list[str]:
     want(f"stale_tool_calls_total{{client={cached},tool=search_legacy}}",
          m.sum("mcp_proxy_stale_tool_calls_total", proxy=PROXY, client=cached, tool="search_legacy"),
          lambda v: v == 1)
+    # The server's own word on that call: the Python SDK's isError "Unknown tool: search_legacy".
+    want(f"unknown_tool_answers_total{{client={cached},tool=search_legacy}}",
+         m.sum("mcp_proxy_unknown_tool_answers_total", proxy=PROXY, client=cached, tool="search_legacy"),
+         lambda v: v == 1)
     want(f"sessions_without_relist_total{{client={rec},after=reconnect}}",
          m.sum("mcp_proxy_sessions_without_relist_total", proxy=PROXY, client=rec, after="reconnect"),
          lambda v: v >= 1)
@@ -252,6 +257,7 @@ def attribution(m: Metrics) -> list[str]:
     expected = {
         "mcp_proxy_first_page_only_sessions_total": {f"{s}-first-page" for s in SDKS},
         "mcp_proxy_stale_tool_calls_total": {f"{s}-cached" for s in SDKS},
+        "mcp_proxy_unknown_tool_answers_total": {f"{s}-cached" for s in SDKS},
     }
     for family, want in expected.items():
         got = m.clients(family)

@@ -31,7 +31,12 @@ struct Setup {
 
 impl Setup {
     async fn new(adjust: impl FnOnce(&mut McpProxyConfig)) -> Setup {
-        let lab = start_lab([(PROFILE, Behaviour::default())]).await;
+        Setup::with(Behaviour::default(), adjust).await
+    }
+
+    /// A proxy in front of a lab that behaves as `behaviour` says.
+    async fn with(behaviour: Behaviour, adjust: impl FnOnce(&mut McpProxyConfig)) -> Setup {
+        let lab = start_lab([(PROFILE, behaviour)]).await;
         let telemetry = Telemetry::new();
         let mut config = McpProxyConfig::new(
             "kb",
@@ -79,19 +84,7 @@ impl Setup {
     }
 
     async fn client(&self, name: &str) -> RunningService<RoleClient, ClientConfig> {
-        let transport = StreamableHttpClientTransport::from_uri(self.url());
-        let info = ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new(name, "1.0"),
-        );
-        let client = info
-            .serve(transport)
-            .await
-            .expect("rmcp client connects through the proxy");
-        client
-            .set_response_cache_config(rmcp::ClientCacheConfig::disabled())
-            .await;
-        client
+        rmcp_client(&self.url(), name).await
     }
 
     /// A churn of the upstream, and the proxy's catalog walked after it.
@@ -103,6 +96,23 @@ impl Setup {
         })
         .await;
     }
+}
+
+/// An rmcp client named `name` on `url`, its response cache off.
+async fn rmcp_client(url: &str, name: &str) -> RunningService<RoleClient, ClientConfig> {
+    let transport = StreamableHttpClientTransport::from_uri(url.to_string());
+    let info = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new(name, "1.0"),
+    );
+    let client = info
+        .serve(transport)
+        .await
+        .expect("rmcp client connects through the proxy");
+    client
+        .set_response_cache_config(rmcp::ClientCacheConfig::disabled())
+        .await;
+    client
 }
 
 fn c(client: &str) -> [(&'static str, &str); 2] {
@@ -307,6 +317,227 @@ async fn careless_clients_show_up_under_their_own_label() {
             .iter()
             .any(|r| r.client == "careless-cache" && r.stale_tool_calls == 1)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relisting_client_teaches_the_catalog_a_swap_nobody_announced() {
+    // A server that cannot announce (here: a gateway that drops list_changed), and a catalog
+    // refresh far away: only the clients' own listings show the swap to the proxy.
+    let unannounced = Behaviour {
+        deliver_list_changed: false,
+        ..Behaviour::default()
+    };
+    let s = Setup::with(unannounced, |c| {
+        c.catalog_refresh_interval = Duration::from_secs(3600);
+    })
+    .await;
+    let stale = s.client("stale-cache").await;
+    let cached = stale.list_all_tools().await.expect("all pages");
+    assert!(cached.iter().any(|t| t.name == "search_legacy"));
+    let relister = s.client("relister").await;
+    relister.list_all_tools().await.expect("all pages");
+    let walks = s.proxy.status().catalog_walks;
+    s.lab.churn();
+    // The correct client re-lists (its own reason: no notification reached anyone) and calls
+    // only a tool listed before and after the swap.
+    let fresh = relister.list_all_tools().await.expect("re-list");
+    assert!(fresh.iter().any(|t| t.name == "search_v2"));
+    assert!(!fresh.iter().any(|t| t.name == "search_legacy"));
+    assert!(call(&relister, "kb_stats", json!({})).await);
+    // Right after, the other client calls the tool it cached: judged against the re-walk.
+    assert!(!call(&stale, "search_legacy", json!({"query": "q"})).await);
+    let tool = |client| {
+        [
+            ("proxy", "kb"),
+            ("client", client),
+            ("tool", "search_legacy"),
+        ]
+    };
+    let m = s
+        .until("the stale call counted under its own label", |m| {
+            m.v("mcp_proxy_stale_tool_calls_total", &tool("stale-cache")) == 1.0
+        })
+        .await;
+    assert!(
+        s.proxy.status().catalog_walks > walks,
+        "the catalog re-walked"
+    );
+    assert_eq!(
+        m.get("mcp_proxy_stale_tool_calls_total", &tool("relister")),
+        None,
+        "{}",
+        m.text
+    );
+    assert_eq!(
+        m.v("mcp_proxy_list_changed_forwarded_total", &c("relister")),
+        0.0,
+        "nothing was announced"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstreams_unknown_tool_answers_are_counted_per_client_and_tool() {
+    // kb_stats is listed but its backend is down: an isError result of another shape.
+    let s = Setup::with(
+        Behaviour {
+            broken_tools: vec!["kb_stats"],
+            ..Behaviour::default()
+        },
+        |_| {},
+    )
+    .await;
+    let caller = s.client("caller").await;
+    let bystander = s.client("bystander").await;
+    // (An isError result: whether the SDK calls it a failure does not matter here.)
+    let _ = call(&caller, "kb_stats", json!({})).await;
+    assert!(
+        call(
+            &bystander,
+            "permission_check",
+            json!({"user": "u", "document_id": "d"})
+        )
+        .await
+    );
+    // search_legacy was listed, then removed; the lab answers -32602 "Unknown tool: NAME".
+    s.churn().await;
+    assert!(!call(&caller, "search_legacy", json!({"query": "q"})).await);
+    assert!(!call(&caller, "never_listed", json!({})).await);
+    let answers = |client, tool| [("proxy", "kb"), ("client", client), ("tool", tool)];
+    let m = s
+        .until("the unknown-tool answers counted", |m| {
+            m.v(
+                "mcp_proxy_unknown_tool_answers_total",
+                &answers("caller", "search_legacy"),
+            ) == 1.0
+                && m.v(
+                    "mcp_proxy_unknown_tool_answers_total",
+                    &answers("caller", "other"),
+                ) == 1.0
+        })
+        .await;
+    // The broken tool's answer came before them and is not an unknown-tool answer.
+    assert_eq!(
+        m.get(
+            "mcp_proxy_unknown_tool_answers_total",
+            &answers("caller", "kb_stats")
+        ),
+        None,
+        "{}",
+        m.text
+    );
+    assert!(
+        !m.text
+            .contains("mcp_proxy_unknown_tool_answers_total{proxy=\"kb\",client=\"bystander\""),
+        "{}",
+        m.text
+    );
+    let status = s.proxy.status();
+    assert!(
+        status
+            .sessions
+            .iter()
+            .any(|r| r.client == "caller" && r.unknown_tool_answers == 2)
+    );
+}
+
+/// An MCP server built with the official Rust SDK's tool router, as its users write one.
+mod rmcp_kb {
+    use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
+    use rmcp::model::{CallToolResult, ContentBlock, ServerCapabilities, ServerConfig};
+    use rmcp::{ErrorData, ServerHandler, schemars, tool, tool_handler, tool_router};
+
+    #[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+    pub struct Query {
+        pub query: String,
+    }
+
+    #[derive(Debug, Clone)]
+    pub struct Kb {
+        tool_router: ToolRouter<Self>,
+    }
+
+    #[tool_router]
+    impl Kb {
+        pub fn new() -> Self {
+            Kb {
+                tool_router: Self::tool_router(),
+            }
+        }
+
+        #[tool(description = "Search the knowledge base.")]
+        fn search(&self, Parameters(Query { query }): Parameters<Query>) -> String {
+            format!("found {query}")
+        }
+
+        #[tool(description = "A tool whose backend is down.")]
+        fn reindex(&self) -> Result<CallToolResult, ErrorData> {
+            Ok(CallToolResult::error(vec![ContentBlock::text(
+                "backend unavailable",
+            )]))
+        }
+    }
+
+    #[tool_handler(router = self.tool_router)]
+    impl ServerHandler for Kb {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_rmcp_servers_tool_not_found_is_counted_and_its_tool_errors_are_not() {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let service = StreamableHttpService::new(
+        || Ok(rmcp_kb::Kb::new()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_legacy_session_mode(true),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, axum::Router::new().nest_service("/mcp", service)).await;
+    });
+    let upstream = url::Url::parse(&format!("http://{addr}/mcp")).expect("url");
+    let (proxy, telemetry) = bare_proxy(upstream, |_| {}).await;
+    let start = tokio::time::Instant::now();
+    while proxy.status().upstream_tools != Some(2) {
+        assert!(
+            start.elapsed() < DEADLINE,
+            "the catalog walks the rmcp server"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let client = rmcp_client(&format!("http://{}/mcp", proxy.addr()), "rmcp-caller").await;
+    assert!(call(&client, "search", json!({"query": "q"})).await);
+    // An isError result of the tool's own: not "no such tool".
+    let _ = call(&client, "reindex", json!({})).await;
+    // rmcp's router: -32602 "tool not found"; a name never listed is the `other` tool label.
+    assert!(!call(&client, "search_legacy", json!({"query": "q"})).await);
+    let l = |tool| [("proxy", "kb"), ("client", "rmcp-caller"), ("tool", tool)];
+    let start = tokio::time::Instant::now();
+    let m = loop {
+        let m = Scrape::parse(&telemetry.render());
+        if m.v("mcp_proxy_unknown_tool_answers_total", &l("other")) == 1.0 {
+            break m;
+        }
+        assert!(start.elapsed() < DEADLINE, "not counted:\n{}", m.text);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for tool in ["reindex", "search"] {
+        assert_eq!(
+            m.get("mcp_proxy_unknown_tool_answers_total", &l(tool)),
+            None,
+            "{}",
+            m.text
+        );
+    }
+    client.cancel().await.ok();
+    proxy.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,19 @@
 //! when a call names a tool it does not know and the catalog is older than the call (so a tool
 //! added a moment ago is not called stale).
 //!
+//! It also learns from the clients' own listings ([`Catalog::saw_page`], [`Catalog::saw_walk`]):
+//! a server that cannot announce a change (no `listChanged`, a lossy gateway) still shows it to
+//! every client that re-lists, and that listing passes through the proxy. A page holding a tool
+//! whose fingerprint (the probe's [`tool_fingerprint`], under its name) the catalog does not have,
+//! or a complete walk of a session with another number of tools, asks for the same debounced,
+//! single-flight re-walk a `list_changed` does, so a call right after is judged against the
+//! freshest list any client has seen, not one up to `catalog_refresh_interval` old. Order is not
+//! compared (the product's list fingerprint is order-free too). Nothing of the page is kept: only
+//! a digest of a disagreement that survived a re-walk (at most [`MAX_DISAGREEMENTS`], forgotten
+//! when the catalog changes), so a client that always sees another list than the catalog (a
+//! listing scoped by its credentials, another instance behind a load balancer) asks for one
+//! re-walk per change, not one per page.
+//!
 //! Kept: the current schema of every tool and the previous schema of tools whose definition
 //! changed (for stale-schema calls), within [`MAX_SCHEMA_BYTES`]; and the names listed in the last
 //! 24 h (at most [`MAX_TOOL_LABELS`]), the only values the `tool` label may take.
@@ -21,7 +34,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::config::Endpoint;
 use crate::mcp::{Client, Era, Inbox, McpError};
-use crate::probe::toolset::kept_name;
+use crate::probe::toolset::{kept_name, tool_fingerprint};
 use crate::probe::walker::{self, Pager, WalkLimits};
 use crate::telemetry::proxy::ProxyMetrics;
 
@@ -36,6 +49,9 @@ pub const MAX_SCHEMA_BYTES: usize = 2 * 1024 * 1024;
 pub const MAX_TOOL_LABELS: usize = 500;
 /// How long a listed name stays a `tool` label value.
 const TOOL_LABEL_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Disagreements between clients' listings and the catalog remembered after a re-walk left them
+/// standing (see the module docs).
+pub const MAX_DISAGREEMENTS: usize = 64;
 /// A `list_changed` seen starts a walk this long after (more in the meantime join it).
 const DEBOUNCE: Duration = Duration::from_millis(300);
 /// Wait before walking again after a failed walk or connect.
@@ -64,6 +80,10 @@ struct State {
     listed: HashMap<Box<str>, Instant>,
     walked_at: Option<Instant>,
     schema_bytes: usize,
+    /// Start of the walk under way that a `list_changed` or a client's listing asked for.
+    refreshing: Option<Instant>,
+    /// Digest of a client listing's disagreement with the catalog, and when it asked for a walk.
+    disagreements: HashMap<u64, Instant>,
 }
 
 /// The catalog of one proxy's upstream.
@@ -100,11 +120,15 @@ pub enum Verdict {
 }
 
 impl Catalog {
-    /// Ask for a walk soon (a `list_changed` passed through).
+    /// Ask for a walk soon (a `list_changed` passed through, or a client's listing differed):
+    /// single-flight, as a walk already asked for and not started yet starts after now anyway.
     pub fn refresh_soon(&self) {
-        self.pending
-            .store(true, std::sync::atomic::Ordering::Relaxed);
-        self.trigger.notify_one();
+        if !self
+            .pending
+            .swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            self.trigger.notify_one();
+        }
     }
 
     /// Walks done so far, complete or not.
@@ -128,8 +152,10 @@ impl Catalog {
     }
 
     /// Whether a call of `tool` with `arguments` made at `at` is stale; walks first when the
-    /// catalog is older than the call and either a `list_changed` passed since the last walk or
-    /// the tool is unknown and the last walk is [`UNKNOWN_TOOL_REWALK`] old (bounded by `wait`).
+    /// catalog is older than the call and either a `list_changed` passed (or a client's listing
+    /// differed) since the last walk or the tool is unknown and the last walk is
+    /// [`UNKNOWN_TOOL_REWALK`] old; waits for the walk such evidence already started (bounded by
+    /// `wait`).
     pub async fn judge(
         &self,
         tool: &str,
@@ -137,7 +163,8 @@ impl Catalog {
         at: Instant,
         wait: Duration,
     ) -> Verdict {
-        let needs_walk = {
+        // The walk to wait for: one that started at or after `target`.
+        let (walk, target) = {
             let s = self.state.read().expect("catalog lock");
             let outdated = self.pending.load(std::sync::atomic::Ordering::Relaxed);
             // An unknown tool walks again only when the last walk is not recent: a client that
@@ -145,23 +172,32 @@ impl Catalog {
             let unknown = !s.tools.contains_key(tool)
                 && s.walked_at
                     .is_some_and(|w| w.elapsed() >= UNKNOWN_TOOL_REWALK);
-            (outdated || unknown) && s.walked_at.is_some_and(|w| w < at)
+            let older = s.walked_at.is_some_and(|w| w < at);
+            match s.refreshing {
+                _ if (outdated || unknown) && older => (true, Some(at)),
+                // A walk asked for by evidence is under way: its list is the freshest.
+                Some(started) if older => (false, Some(started.min(at))),
+                _ => (false, None),
+            }
         };
-        if needs_walk {
+        if let Some(target) = target {
             let mut walks = self.walks.subscribe();
-            self.trigger.notify_one();
+            if walk && !self.pending.load(std::sync::atomic::Ordering::Relaxed) {
+                // (An asked-for walk starts after now: no second one.)
+                self.trigger.notify_one();
+            }
             let newer = async {
                 loop {
-                    if walks.changed().await.is_err() {
-                        return;
-                    }
                     if self
                         .state
                         .read()
                         .expect("catalog lock")
                         .walked_at
-                        .is_some_and(|w| w >= at)
+                        .is_some_and(|w| w >= target)
                     {
+                        return;
+                    }
+                    if walks.changed().await.is_err() {
                         return;
                     }
                 }
@@ -191,8 +227,10 @@ impl Catalog {
         let mut old = std::mem::take(&mut s.tools);
         let mut bytes = 0usize;
         let mut tools = HashMap::with_capacity(defs.len());
+        let mut changed = false;
         for (name, fingerprint, schema) in defs {
             let before = old.remove(&name);
+            changed |= before.as_ref().is_none_or(|b| b.fingerprint != fingerprint);
             let size = |v: &Option<Arc<Value>>| v.as_ref().map_or(0, |v| v.to_string().len());
             let schema = schema.map(Arc::new);
             let previous = match before {
@@ -214,9 +252,14 @@ impl Catalog {
             }
             tools.insert(name, def);
         }
+        changed |= !old.is_empty();
         s.tools = tools;
         s.schema_bytes = bytes;
         s.walked_at = Some(now);
+        if changed {
+            // What clients' listings disagreed on may be what just changed: listen to them again.
+            s.disagreements.clear();
+        }
         let names: Vec<Box<str>> = s.tools.keys().cloned().collect();
         s.listed
             .retain(|_, t| now.duration_since(*t) < TOOL_LABEL_TTL);
@@ -225,6 +268,83 @@ impl Catalog {
                 s.listed.insert(name, now);
             }
         }
+    }
+
+    /// A `tools/list` page a client asked for at `asked` passed through with these `tools`: when
+    /// the catalog is older than the request and lacks one of them (by name and fingerprint), it
+    /// re-walks soon. True when a re-walk was asked for.
+    pub fn saw_page(&self, tools: &[Value], asked: Instant) -> bool {
+        if !self.older_than(asked) {
+            return false;
+        }
+        let listed: Vec<(Box<str>, u64)> = tools
+            .iter()
+            .filter_map(|t| {
+                let name = t.get("name").and_then(Value::as_str)?;
+                Some((kept_name(name).0, tool_fingerprint(t)))
+            })
+            .collect();
+        let digest = {
+            let s = self.state.read().expect("catalog lock");
+            listed
+                .iter()
+                .filter(|(name, fp)| s.tools.get(name).is_none_or(|t| t.fingerprint != *fp))
+                .fold(None, |d: Option<u64>, (_, fp)| {
+                    Some(d.unwrap_or(0) ^ fp.rotate_left(1))
+                })
+        };
+        digest.is_some_and(|d| self.learn(d, asked))
+    }
+
+    /// A client's complete walk (a `tools/list` without a cursor, then every cursor followed to
+    /// the last page) that ended with a request at `asked` listed `tools` tools: when the catalog
+    /// is older and holds another number, it re-walks soon (every page matched the catalog, so
+    /// the client's list lacks some of the catalog's tools). True when a re-walk was asked for.
+    pub fn saw_walk(&self, tools: usize, asked: Instant) -> bool {
+        if !self.older_than(asked) {
+            return false;
+        }
+        let differs = self.tools().is_some_and(|n| n != tools);
+        differs && self.learn(u64::MAX ^ tools as u64, asked)
+    }
+
+    /// Whether the last complete walk started before `t`.
+    fn older_than(&self, t: Instant) -> bool {
+        self.state
+            .read()
+            .expect("catalog lock")
+            .walked_at
+            .is_some_and(|w| w < t)
+    }
+
+    /// A client saw another list than the catalog's (`digest` names the difference): re-walk
+    /// soon, unless the same difference already outlived a re-walk (the client's list differs
+    /// for another reason than a change).
+    fn learn(&self, digest: u64, asked: Instant) -> bool {
+        {
+            let mut s = self.state.write().expect("catalog lock");
+            let Some(walked) = s.walked_at.filter(|w| *w < asked) else {
+                return false;
+            };
+            match s.disagreements.get(&digest) {
+                Some(at) if walked > *at => return false,
+                Some(_) => {}
+                None => {
+                    if s.disagreements.len() >= MAX_DISAGREEMENTS
+                        && let Some(oldest) = s
+                            .disagreements
+                            .iter()
+                            .min_by_key(|(_, t)| **t)
+                            .map(|(d, _)| *d)
+                    {
+                        s.disagreements.remove(&oldest);
+                    }
+                    s.disagreements.insert(digest, Instant::now());
+                }
+            }
+        }
+        self.refresh_soon();
+        true
     }
 
     /// Walk the upstream on start, every `interval`, and when asked, until `stop`.
@@ -238,8 +358,12 @@ impl Catalog {
         let mut session: Option<Arc<Client>> = None;
         loop {
             let started = Instant::now();
-            self.pending
-                .store(false, std::sync::atomic::Ordering::Relaxed);
+            if self
+                .pending
+                .swap(false, std::sync::atomic::Ordering::Relaxed)
+            {
+                self.state.write().expect("catalog lock").refreshing = Some(started);
+            }
             if session.is_none() {
                 session = connect(&upstream).await.ok().map(Arc::new);
             }
@@ -266,6 +390,7 @@ impl Catalog {
             if !ok && let Some(s) = session.take() {
                 s.close().await;
             }
+            self.state.write().expect("catalog lock").refreshing = None;
             metrics.upstream(ok, self.tools());
             self.walks.send_modify(|n| *n += 1);
             let wait = if ok { interval } else { RETRY.min(interval) };
@@ -377,5 +502,79 @@ mod tests {
             .collect();
         c.apply(many, t0);
         assert!(c.state.read().unwrap().listed.len() <= MAX_TOOL_LABELS);
+    }
+
+    fn defs(tools: &[Value]) -> Vec<(Box<str>, u64, Option<Value>)> {
+        tools
+            .iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap().into(),
+                    tool_fingerprint(t),
+                    None,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_listing_that_differs_asks_for_one_walk_and_a_lasting_difference_no_more() {
+        let c = Catalog::default();
+        let tool = |name: &str, rev: u64| json!({"name": name, "inputSchema": {"const": rev}});
+        let (a, b, legacy, v2) = (tool("a", 1), tool("b", 1), tool("legacy", 1), tool("v2", 1));
+        let t0 = Instant::now();
+        let later = |s: u64| t0 + Duration::from_secs(s);
+        c.apply(defs(&[a.clone(), b.clone(), legacy.clone()]), t0);
+        assert!(
+            !c.saw_page(&[a.clone(), b.clone()], later(1)),
+            "the same tools"
+        );
+        assert!(
+            !c.saw_page(std::slice::from_ref(&v2), t0),
+            "a listing asked before the catalog's walk teaches nothing"
+        );
+        assert!(!c.saw_walk(3, later(1)), "a complete walk of as many tools");
+        // The swap: a new tool on a page, a changed definition, or fewer tools in a walk.
+        assert!(c.saw_page(&[a.clone(), v2.clone()], later(1)));
+        assert!(c.pending.load(std::sync::atomic::Ordering::Relaxed));
+        assert!(c.saw_page(&[tool("a", 2)], later(1)));
+        assert!(c.saw_walk(2, later(1)));
+        // A walk that finds the catalog unchanged: the same differences are no evidence.
+        c.pending.store(false, std::sync::atomic::Ordering::Relaxed);
+        c.apply(defs(&[a.clone(), b.clone(), legacy.clone()]), later(2));
+        assert!(!c.saw_page(&[a.clone(), v2.clone()], later(3)));
+        assert!(!c.saw_walk(2, later(3)));
+        assert!(!c.pending.load(std::sync::atomic::Ordering::Relaxed));
+        // Once the catalog changes, clients are listened to again.
+        c.apply(defs(&[a.clone(), b.clone()]), later(4));
+        assert!(c.saw_page(&[a, v2], later(5)));
+        assert!(c.state.read().unwrap().disagreements.len() <= MAX_DISAGREEMENTS);
+    }
+
+    #[tokio::test]
+    async fn a_call_of_a_listed_tool_waits_for_the_walk_a_listing_started() {
+        let c = Arc::new(Catalog::default());
+        let t0 = Instant::now();
+        let legacy = json!({"name": "legacy"});
+        c.apply(defs(std::slice::from_ref(&legacy)), t0);
+        let call = t0 + Duration::from_millis(1);
+        // A walk under way, asked for by a listing: the call is judged by its result.
+        c.state.write().unwrap().refreshing = Some(call);
+        let judged = tokio::spawn({
+            let c = c.clone();
+            async move {
+                c.judge("legacy", &json!({}), call, Duration::from_secs(30))
+                    .await
+            }
+        });
+        // (One thread: the judge runs up to its wait before the walk below ends.)
+        tokio::task::yield_now().await;
+        assert!(!judged.is_finished(), "judged before the walk under way");
+        let mut walks = c.walks.subscribe();
+        c.apply(defs(&[json!({"name": "v2"})]), call);
+        c.state.write().unwrap().refreshing = None;
+        c.walks.send_modify(|n| *n += 1);
+        let _ = walks.changed().await;
+        assert_eq!(judged.await.unwrap(), Verdict::StaleTool);
     }
 }

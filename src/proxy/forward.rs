@@ -269,10 +269,14 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
     let kind = match crate::mcp::http::content_kind(resp.headers()) {
         crate::mcp::http::ContentKind::EventStream => Kind::Sse(SseReader::default()),
         crate::mcp::http::ContentKind::Json => {
-            let keep = exchange
-                .requests
-                .iter()
-                .any(|r| matches!(r.asked, Asked::ToolsList { .. }));
+            let asked = |f: fn(&Asked) -> bool| exchange.requests.iter().any(|r| f(&r.asked));
+            let keep = if asked(|a| matches!(a, Asked::ToolsList { .. })) {
+                super::observe::MAX_OBSERVED_BYTES
+            } else if asked(|a| matches!(a, Asked::ToolsCall { .. })) {
+                super::observe::MAX_CALL_ANSWER_BYTES
+            } else {
+                0
+            };
             Kind::Json(JsonBody::new(keep, resp.content_length()))
         }
         _ => Kind::None,
@@ -427,6 +431,7 @@ impl Shared {
                             if let Some((d, issued)) = session.cursor
                                 && d == digest
                             {
+                                // Its walk goes on (a cursor it was not sent ends it below).
                                 session.cursor = None;
                                 session.cursors_followed =
                                     session.cursors_followed.saturating_add(1);
@@ -434,9 +439,12 @@ impl Shared {
                                     .series
                                     .event(crate::telemetry::proxy::ClientEvent::CursorFollowed);
                                 self.metrics.cursor_age(now.duration_since(issued));
+                            } else {
+                                session.walk = None;
                             }
                         }
                         None => {
+                            session.walk = Some(0);
                             session.cursor_abandoned();
                             if let Some(t) = session.relist_due.take() {
                                 self.metrics.relist_lag(now.duration_since(t));
@@ -531,30 +539,21 @@ impl Shared {
                 };
                 self.metrics
                     .duration(r.method, now.duration_since(ex.started));
-                let Asked::ToolsList { cursor } = &r.asked else {
-                    return;
-                };
-                let mut table = self.sessions.lock().expect("sessions lock");
-                let Some(s) = ex.key.as_deref().and_then(|k| table.get_mut(k)) else {
-                    return;
-                };
-                match outcome {
-                    Ok(result) => {
-                        s.pages = s.pages.saturating_add(1);
-                        if let Some(next) = result.get("nextCursor").and_then(Value::as_str) {
-                            s.cursor = Some((super::observe::cursor_digest(next), now));
-                            ex.client
-                                .series
-                                .event(crate::telemetry::proxy::ClientEvent::CursorIssued);
+                match &r.asked {
+                    Asked::ToolsList { cursor } => {
+                        self.on_listing(ex, cursor.is_some(), outcome, now)
+                    }
+                    Asked::ToolsCall { tool, .. }
+                        if super::unknown_tool::says_unknown(tool, &outcome) =>
+                    {
+                        let label = self.catalog.tool_label(tool);
+                        ex.client.series.unknown_tool_answer(&label);
+                        let mut table = self.sessions.lock().expect("sessions lock");
+                        if let Some(s) = ex.key.as_deref().and_then(|k| table.get_mut(k)) {
+                            s.unknown_tool_answers = s.unknown_tool_answers.saturating_add(1);
                         }
                     }
-                    Err(_) if cursor.is_some() => {
-                        s.cursor_errors = s.cursor_errors.saturating_add(1);
-                        ex.client
-                            .series
-                            .event(crate::telemetry::proxy::ClientEvent::CursorError);
-                    }
-                    Err(_) => {}
+                    _ => {}
                 }
             }
             Incoming::Notification { method, .. }
@@ -571,6 +570,64 @@ impl Shared {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+impl Shared {
+    /// A `tools/list` page (or its error) on its way to the client: the session's cursor and
+    /// walk are accounted, and the catalog learns from a page or a complete walk that differs
+    /// from it (see [`super::catalog`]).
+    fn on_listing(
+        &self,
+        ex: &Exchange,
+        with_cursor: bool,
+        outcome: Result<Value, jsonrpc::RpcError>,
+        now: Instant,
+    ) {
+        let walked = {
+            let mut table = self.sessions.lock().expect("sessions lock");
+            let s = ex.key.as_deref().and_then(|k| table.get_mut(k));
+            match (&outcome, s) {
+                (Ok(result), Some(s)) => {
+                    s.pages = s.pages.saturating_add(1);
+                    let next = result.get("nextCursor").and_then(Value::as_str);
+                    if let Some(next) = next {
+                        s.cursor = Some((super::observe::cursor_digest(next), now));
+                        ex.client
+                            .series
+                            .event(crate::telemetry::proxy::ClientEvent::CursorIssued);
+                    }
+                    let listed = result
+                        .get("tools")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len);
+                    s.walk = s
+                        .walk
+                        .map(|n| n.saturating_add(u16::try_from(listed).unwrap_or(u16::MAX)));
+                    if next.is_none() { s.walk.take() } else { None }
+                }
+                (Err(_), Some(s)) => {
+                    s.walk = None;
+                    if with_cursor {
+                        s.cursor_errors = s.cursor_errors.saturating_add(1);
+                        ex.client
+                            .series
+                            .event(crate::telemetry::proxy::ClientEvent::CursorError);
+                    }
+                    None
+                }
+                (_, None) => None,
+            }
+        };
+        let Ok(result) = outcome else {
+            return;
+        };
+        if let Some(tools) = result.get("tools").and_then(Value::as_array)
+            && !self.catalog.saw_page(tools, ex.started)
+            && let Some(n) = walked
+        {
+            self.catalog.saw_walk(usize::from(n), ex.started);
         }
     }
 }

@@ -14,7 +14,9 @@
 //! - [`observe`]: decoding what passes (the wire's own `jsonrpc` and SSE line framer);
 //! - [`sessions`]: per-session state, bounded in number and size, idle expiry, LRU eviction;
 //! - [`labels`]: the bounded, safe `client` label;
-//! - [`catalog`]: the proxy's own walk of the upstream (the probe's walker), for stale calls;
+//! - [`catalog`]: the proxy's own walk of the upstream (the probe's walker), for stale calls,
+//!   re-walked at once when a client's listing shows a change it does not know;
+//! - [`unknown_tool`]: the upstream's own "no such tool" answers, in each SDK's shape;
 //! - [`schema`]: whether arguments fit an `inputSchema` (stale-schema calls);
 //! - [`flatten`]: `flatten_pages`, all pages merged into one for chosen clients;
 //! - [`status`]: what the status page shows.
@@ -34,6 +36,7 @@ pub mod paths;
 pub mod schema;
 pub mod sessions;
 pub mod status;
+pub mod unknown_tool;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

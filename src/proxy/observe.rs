@@ -141,23 +141,30 @@ fn trim_eol(line: &[u8]) -> &[u8] {
     &line[..end]
 }
 
-/// A JSON answer on its way through: kept (up to [`MAX_OBSERVED_BYTES`]) only when its content
-/// matters (it answers a `tools/list`), otherwise only its end is noticed. With a
+/// Largest answer to a `tools/call` the proxy decodes: every known "no such tool" answer (see
+/// [`super::unknown_tool`]) is a few hundred bytes, and a larger answer is a tool's result, which
+/// the proxy has no reason to hold.
+pub const MAX_CALL_ANSWER_BYTES: usize = 8 * 1024;
+
+/// A JSON answer on its way through: kept (up to a cap) only when its content matters (it
+/// answers a `tools/list`, or a `tools/call` that may say the tool does not exist), otherwise
+/// only its end is noticed. With a
 /// `Content-Length`, the body is complete when its last chunk is seen, before that chunk is
 /// handed on, so the accounting is done before the client can send its next request.
 #[derive(Default)]
 pub struct JsonBody {
     bytes: Vec<u8>,
-    keep: bool,
+    /// Most bytes kept; 0: the content is not read.
+    keep: usize,
     over: bool,
     expected: Option<u64>,
     seen: u64,
 }
 
 impl JsonBody {
-    /// A body of `expected` bytes (its `Content-Length`, when it has one); `keep`: its content
-    /// is read, not only its end.
-    pub fn new(keep: bool, expected: Option<u64>) -> Self {
+    /// A body of `expected` bytes (its `Content-Length`, when it has one); its content is read
+    /// when it is at most `keep` bytes (0: only its end is noticed).
+    pub fn new(keep: usize, expected: Option<u64>) -> Self {
         JsonBody {
             keep,
             expected,
@@ -168,8 +175,8 @@ impl JsonBody {
     /// Feed a chunk; true when it completed the body (its `Content-Length` reached).
     pub fn push(&mut self, chunk: &[u8]) -> bool {
         self.seen += chunk.len() as u64;
-        if self.keep && !self.over {
-            if self.bytes.len() + chunk.len() > MAX_OBSERVED_BYTES {
+        if self.keep > 0 && !self.over {
+            if self.bytes.len() + chunk.len() > self.keep {
                 self.over = true;
                 self.bytes = Vec::new();
             } else {
@@ -181,7 +188,7 @@ impl JsonBody {
 
     /// The messages of the body, when it was kept and whole JSON-RPC.
     pub fn messages(&self) -> Vec<Incoming> {
-        if self.over || !self.keep {
+        if self.over || self.keep == 0 {
             return Vec::new();
         }
         jsonrpc::decode(&self.bytes).unwrap_or_default()
@@ -264,14 +271,20 @@ mod tests {
     fn a_json_answer_is_complete_at_its_length_and_kept_only_when_it_matters() {
         let body = br#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"nextCursor":"c"}}"#;
         let (head, last) = body.split_at(body.len() - 3);
-        let mut kept = JsonBody::new(true, Some(body.len() as u64));
+        let mut kept = JsonBody::new(MAX_OBSERVED_BYTES, Some(body.len() as u64));
         assert!(!kept.push(head), "not complete before its last chunk");
         assert!(
             kept.push(last),
             "complete with its last chunk, before it is handed on"
         );
         assert_eq!(kept.messages().len(), 1);
-        let mut passed = JsonBody::new(false, None);
+        let mut over = JsonBody::new(body.len() - 1, None);
+        over.push(body);
+        assert!(
+            over.messages().is_empty() && over.bytes.is_empty(),
+            "over its cap: not read"
+        );
+        let mut passed = JsonBody::new(0, None);
         assert!(
             !passed.push(body),
             "no length: complete only at the stream's end"

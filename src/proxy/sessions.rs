@@ -48,6 +48,12 @@ pub struct Session {
     pub reconnect_without_list: bool,
     pub stale_tool_calls: u16,
     pub stale_schema_calls: u16,
+    /// Answers of the upstream to this session's `tools/call` that said the tool does not exist.
+    pub unknown_tool_answers: u16,
+    /// Tools listed so far in the walk this session is on (a `tools/list` without a cursor, then
+    /// the cursors it was sent), while it is on one: its complete walk is compared with the
+    /// catalog by number of tools (a count, not a copy of the list).
+    pub walk: Option<u16>,
 }
 
 impl Session {
@@ -70,6 +76,8 @@ impl Session {
             reconnect_without_list: false,
             stale_tool_calls: 0,
             stale_schema_calls: 0,
+            unknown_tool_answers: 0,
+            walk: None,
         }
     }
 

@@ -43,6 +43,8 @@ pub struct SessionRow {
     pub tool_calls: u32,
     pub stale_tool_calls: u16,
     pub stale_schema_calls: u16,
+    /// Answers of the upstream to this session's calls that said the tool does not exist.
+    pub unknown_tool_answers: u16,
     /// Seconds since the last list_changed forwarded to this session.
     pub last_list_changed_seconds: Option<u64>,
     /// A list_changed forwarded and no re-list yet.
@@ -88,6 +90,7 @@ impl super::Shared {
                         tool_calls: s.tool_calls,
                         stale_tool_calls: s.stale_tool_calls,
                         stale_schema_calls: s.stale_schema_calls,
+                        unknown_tool_answers: s.unknown_tool_answers,
                         last_list_changed_seconds: s
                             .last_list_changed
                             .map(|t| now.duration_since(t).as_secs()),

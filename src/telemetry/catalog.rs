@@ -223,6 +223,8 @@ metrics_catalog! {
         "tools/call of a tool absent from the upstream's current list (tool: a name the upstream listed in the last 24 h, else other).";
     PROXY_STALE_SCHEMA_CALLS = "mcp_proxy_stale_schema_calls_total", Counter, ["proxy", "client", "tool"],
         "tools/call whose arguments fit the tool's previous inputSchema but not its current one.";
+    PROXY_UNKNOWN_TOOL_ANSWERS = "mcp_proxy_unknown_tool_answers_total", Counter, ["proxy", "client", "tool"],
+        "Answers of the upstream to clients' tools/call that say the tool does not exist, in one of the known SDKs' shapes (see docs/proxy.md), independent of the proxy's catalog (tool: a name the upstream listed in the last 24 h, else other).";
     PROXY_FLATTENED = "mcp_proxy_flattened_listings_total", Counter, ["proxy", "client", "result"],
         "tools/list answers merged into one page for clients named in flatten_pages, by result (success; failure: the first page was forwarded instead).";
 }

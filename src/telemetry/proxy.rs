@@ -124,6 +124,7 @@ pub struct ClientSeries {
     requests: Lazy<&'static str, Cell>,
     stale_tool: ToolCounts,
     stale_schema: ToolCounts,
+    unknown_tool: ToolCounts,
     /// success, failure: only for clients named in `flatten_pages`.
     flattened: Option<[Cell; 2]>,
 }
@@ -159,6 +160,11 @@ impl ClientSeries {
         bump(&self.stale_schema, tool);
     }
 
+    /// The upstream answered a call of `tool` (a bounded label) that it has no such tool.
+    pub fn unknown_tool_answer(&self, tool: &str) {
+        bump(&self.unknown_tool, tool);
+    }
+
     pub fn flattened(&self, ok: bool) {
         if let Some(f) = &self.flattened {
             f[usize::from(!ok)].add(1);
@@ -166,7 +172,7 @@ impl ClientSeries {
     }
 }
 
-/// Most `tool` values one client's stale counters keep: the catalog bounds the names it hands
+/// Most `tool` values one client's per-tool counters (stale calls, unknown-tool answers) keep: the catalog bounds the names it hands
 /// out at any time, but names churn over days, and a counter's series must not grow with them.
 /// Past it, a new name counts under `other`.
 const MAX_TOOLS_PER_CLIENT: usize = 500;
@@ -236,6 +242,7 @@ impl ProxyMetrics {
             requests: Lazy::default(),
             stale_tool: Mutex::default(),
             stale_schema: Mutex::default(),
+            unknown_tool: Mutex::default(),
             flattened: flatten.then(Default::default),
         });
         clients.push(c.clone());
@@ -387,6 +394,7 @@ fn render_client(c: &ClientSeries, out: &mut Exposition<'_>) {
     for (family, counts) in [
         (m::PROXY_STALE_TOOL_CALLS, &c.stale_tool),
         (m::PROXY_STALE_SCHEMA_CALLS, &c.stale_schema),
+        (m::PROXY_UNKNOWN_TOOL_ANSWERS, &c.unknown_tool),
     ] {
         for (tool, n) in counts.lock().expect("metrics lock poisoned").iter() {
             out.sample(slot(family), l, &[("tool", tool)], Value::Count(*n));
@@ -424,6 +432,7 @@ mod tests {
         assert!(!text.contains("client="), "{text}");
         let c = p.client("claude \"x\"", true);
         c.stale_tool("search_legacy");
+        c.unknown_tool_answer("search_legacy");
         c.sessions(1);
         c.event(ClientEvent::FirstPageOnly);
         let mut e = Exposition::new();
@@ -435,6 +444,9 @@ mod tests {
         assert!(text.contains(
             "mcp_proxy_first_page_only_sessions_total{proxy=\"kb\",client=\"claude \\\"x\\\"\"} 1"
         ));
+        assert!(text.contains(
+            "mcp_proxy_unknown_tool_answers_total{proxy=\"kb\",client=\"claude \\\"x\\\"\",tool=\"search_legacy\"} 1"
+        ), "{text}");
         assert!(text.contains("mcp_proxy_flattened_listings_total{proxy=\"kb\",client=\"claude \\\"x\\\"\",result=\"failure\"} 0"));
         assert!(Arc::ptr_eq(&c, &p.client("claude \"x\"", true)));
     }

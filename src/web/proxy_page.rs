@@ -45,11 +45,11 @@ pub(super) async fn html(State(s): State<WebState>) -> Html<String> {
             p.sessions_tracked,
             p.sessions.len()
         );
-        h.push_str("<table><tr><th>client</th><th>age</th><th>idle</th><th>tools/list</th><th>pages</th><th>cursor outstanding</th><th>followed</th><th>first page only</th><th>cursor errors</th><th>calls</th><th>stale tool</th><th>stale schema</th><th>last list_changed</th><th>re-list due</th><th>called before listing</th></tr>");
+        h.push_str("<table><tr><th>client</th><th>age</th><th>idle</th><th>tools/list</th><th>pages</th><th>cursor outstanding</th><th>followed</th><th>first page only</th><th>cursor errors</th><th>calls</th><th>stale tool</th><th>stale schema</th><th>unknown-tool answers</th><th>last list_changed</th><th>re-list due</th><th>called before listing</th></tr>");
         for r in &p.sessions {
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}s</td><td>{}s</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}s</td><td>{}s</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(&r.client),
                 r.age_seconds,
                 r.idle_seconds,
@@ -62,6 +62,7 @@ pub(super) async fn html(State(s): State<WebState>) -> Html<String> {
                 r.tool_calls,
                 r.stale_tool_calls,
                 r.stale_schema_calls,
+                r.unknown_tool_answers,
                 r.last_list_changed_seconds
                     .map_or("never".to_string(), |s| format!("{s}s ago")),
                 yes(r.relist_due, true),
