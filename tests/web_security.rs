@@ -625,3 +625,105 @@ async fn rate_limit_refuses_requests_over_the_bucket_with_429() {
     s.web_config("rate_limit:\n  interval: 1h\n  burst: 3\n");
     until_status(&e, &client, &healthy, None, StatusCode::OK).await;
 }
+
+/// The figures of docs/reliability.md: logins not yet cached (cost 10, as `htpasswd -nBC 10`)
+/// while 300 connections send wrong passwords for a user as fast as they are answered.
+/// `MCP_EXPORTER_BIN` picks the binary (a release build for figures comparable with the docs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: MCP_EXPORTER_BIN=target/release/mcp_exporter cargo test --test web_security measure -- --ignored --nocapture"]
+async fn measure_logins_under_a_flood_of_wrong_passwords() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    const FLOOD: usize = 300;
+    const LOGINS: usize = 6;
+    let s = Setup::new();
+    let mut users = format!(
+        "basic_auth_users:\n  prometheus: {}\n",
+        bcrypt::hash("x", 10).unwrap()
+    );
+    for i in 0..2 * LOGINS {
+        users.push_str(&format!(
+            "  login{i}: {}\n",
+            bcrypt::hash(format!("pw{i}"), 10).unwrap()
+        ));
+    }
+    s.web_config(&users);
+    let port = common::free_port();
+    let bin = std::env::var("MCP_EXPORTER_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_mcp_exporter").to_string());
+    let mut child = std::process::Command::new(&bin)
+        .arg(format!(
+            "--config.file={}",
+            s.path("mcp_exporter.yml").display()
+        ))
+        .arg(format!("--web.config.file={}", s.path("web.yml").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let start = std::time::Instant::now();
+    while tokio::net::TcpStream::connect(&addr).await.is_err() {
+        assert!(start.elapsed() < DEADLINE);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let wrong = format!(
+        "Basic {}",
+        base64::Engine::encode(
+            &base64::engine::general_purpose::STANDARD,
+            "prometheus:wrong"
+        )
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let counts: Arc<[AtomicU64; 3]> = Arc::new(Default::default()); // 401, 429, other
+    let mut flood = Vec::new();
+    for _ in 0..FLOOD {
+        let (addr, wrong, stop, counts) =
+            (addr.clone(), wrong.clone(), stop.clone(), counts.clone());
+        flood.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                let i = match raw_status(&addr, &wrong).await {
+                    401 => 0,
+                    429 => 1,
+                    _ => 2,
+                };
+                counts[i].fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let flood_from = std::time::Instant::now();
+    for (source, first) in [([127, 0, 0, 2], 0), ([127, 0, 0, 1], LOGINS)] {
+        let client = reqwest::Client::builder()
+            .local_address(std::net::IpAddr::from(source))
+            .pool_max_idle_per_host(0)
+            .timeout(Duration::from_secs(120))
+            .build()
+            .unwrap();
+        let mut seen = Vec::new();
+        for i in first..first + LOGINS {
+            let t = std::time::Instant::now();
+            let user = format!("login{i}");
+            let pw = format!("pw{i}");
+            let answer = status(
+                &client,
+                &format!("http://{addr}/metrics"),
+                Some((&user, &pw)),
+            )
+            .await;
+            seen.push(format!("{} in {:?}", answer.as_u16(), t.elapsed()));
+        }
+        println!("first logins from {source:?}: {}", seen.join(", "));
+    }
+    let secs = flood_from.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for f in flood {
+        let _ = f.await;
+    }
+    let [denied, busy, other] = [0, 1, 2].map(|i| counts[i].load(Ordering::Relaxed));
+    println!(
+        "flood of {FLOOD} connections: {denied} answered 401 (bcrypt checked), {busy} answered 429 (not checked), {other} other, over {secs:.1} s + 3 s"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
