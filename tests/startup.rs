@@ -394,18 +394,19 @@ async fn a_sighup_at_exec_is_not_fatal_and_sighup_reloads_after() {
 /// window before `main`, which no program can close. Prints the count and the latest delay
 /// that killed.
 #[test]
-#[ignore = "a measurement: cargo test --test startup -- --ignored --nocapture"]
+#[ignore = "a measurement: MCP_EXPORTER_BIN=target/release/mcp_exporter cargo test --test startup measure -- --ignored --nocapture"]
 fn measure_sighup_right_after_exec() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mcp_exporter.yml");
     std::fs::write(&path, "targets: []\n").unwrap();
+    let bin = std::env::var("MCP_EXPORTER_BIN").unwrap_or_else(|_| BIN.to_string());
     let tries = 30u32;
     let mut died = Vec::new();
     for i in 0..tries {
         let delay = Duration::from_micros(u64::from(i) * 8_000 / u64::from(tries));
         let port = common::free_port();
         let mut child = Spawned(
-            Command::new(BIN)
+            Command::new(&bin)
                 .arg(format!("--config.file={}", path.display()))
                 .arg(format!("--web.listen-address=127.0.0.1:{port}"))
                 .stdout(Stdio::null())
