@@ -5,7 +5,7 @@
 //! Log lines carry no target or connection fields of their own: the connection task runs inside
 //! a tracing span that has them, so no line can lack them.
 //!
-//! Every line goes through [`limited!`] with the [`Repeats`] of its kind of event: one line per
+//! Every line goes through `limited!` with the [`Repeats`] of its kind of event: one line per
 //! change of state, a `repeated=N` summary at most every 5 minutes, and at most
 //! [`super::repeats::LINES_PER_WINDOW`] lines per kind and window, however often the state
 //! changes. The macro is the only way this module writes a line (a test reads the source to
