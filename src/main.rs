@@ -561,6 +561,9 @@ fn run(fut: impl Future<Output = Result<(), String>>) -> ExitCode {
     // Everything was shut down in order; a configuration parse still running on a blocking
     // thread (a huge or stuck file) must not hold the exit.
     runtime.shutdown_background();
+    // Stdio servers' trees whose guards the background shutdown has not run yet end here,
+    // before the process does.
+    mcp_exporter::mcp::stdio::end_every_tree();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

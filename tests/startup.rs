@@ -439,3 +439,57 @@ fn measure_sighup_right_after_exec() {
         died.last()
     );
 }
+
+/// Alive: in `/proc` and neither a zombie nor dead.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        !state.is_some_and(|s| s.starts_with('Z') || s.starts_with('X'))
+    })
+}
+
+/// The exporter's exit (SIGTERM) leaves no process of a stdio target's tree, also those that
+/// left its process group (a daemon and a `setsid()` child of `common/escaping_server.py`).
+/// Before, the background shutdown of the runtime could end the process before the tree's
+/// guard had killed them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exporters_exit_leaves_no_process_of_a_stdio_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/common/escaping_server.py"
+    );
+    let config = dir.path().join("mcp_exporter.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "targets:\n  - name: esc\n    command: python3\n    args: [{script:?}, {:?}, stay]\n",
+            dir.path().display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut e = Exporter::spawn(&[format!("--config.file={}", config.display())], &[]);
+    let files = ["daemon", "setsid"].map(|n| dir.path().join(n));
+    let start = Instant::now();
+    while !files.iter().all(|f| f.exists()) {
+        assert!(start.elapsed() < DEADLINE, "never started\n{}", e.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pids: Vec<u32> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap().parse().unwrap())
+        .collect();
+    assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
+    assert!(e.terminate().success());
+    let start = Instant::now();
+    while pids.iter().any(|p| alive(*p)) {
+        if start.elapsed() > DEADLINE {
+            for p in &pids {
+                // SAFETY: kill(2) on processes this test started (through the exporter).
+                unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+            }
+            panic!("processes of the tree outlived the exporter: {pids:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

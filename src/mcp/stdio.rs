@@ -11,9 +11,10 @@
 //!   puts a marker unique to it in the server's environment ([`TREE_MARKER`]), which every
 //!   descendant inherits; when the server's process ends, or the target is removed, the group
 //!   is killed and then (on Linux) every process whose `/proc/<pid>/environ` carries the marker
-//!   (see [`kill_tree`]). Why not `PR_SET_CHILD_SUBREAPER`: it makes the exporter the parent of
-//!   every orphan of every tree, which must then be reaped (`waitpid`) beside the runtime's own
-//!   reaping of the children it waits for, and tells no more about which target an orphan came
+//!   (see [`kill_tree`]); at the exporter's exit, every tree it launched ([`end_every_tree`]).
+//!   Why not `PR_SET_CHILD_SUBREAPER`: it makes the exporter the parent of every orphan of
+//!   every tree, which must then be reaped (`waitpid`) beside the runtime's own reaping of the
+//!   children it waits for, and tells no more about which target an orphan came
 //!   from than the marker does. Why not a cgroup: it needs a delegated cgroup (systemd
 //!   `Delegate=yes`), which the exporter cannot count on; under systemd the unit's cgroup already
 //!   ends everything when the service stops. What still escapes: a descendant that execs with
@@ -375,9 +376,23 @@ fn new_marker() -> String {
 /// processes of this user can be read, which is every process a server can start without
 /// privileges. Linux only (elsewhere the group kill is all there is).
 fn kill_tree(marker: &[u8]) -> usize {
+    sweep(|kv| kv == marker)
+}
+
+/// Kill what is left of every tree this process launched (the exporter's exit: a runtime shut
+/// down in the background may drop a tree's guard too late, or not at all, before the process
+/// ends). The daemon calls it after its runtime has stopped; how many were signalled.
+pub fn end_every_tree() -> usize {
+    let mine = format!("{TREE_MARKER}={}.", std::process::id());
+    sweep(|kv| kv.starts_with(mine.as_bytes()))
+}
+
+/// SIGKILL every process (but this one) with an environment entry that `marks`, in rounds
+/// until a round finds none (at most [`SWEEP_ROUNDS`]).
+fn sweep(marks: impl Fn(&[u8]) -> bool) -> usize {
     let mut killed = 0;
     for _ in 0..SWEEP_ROUNDS {
-        let found = marked_processes(marker);
+        let found = marked_processes(&marks);
         if found.is_empty() {
             break;
         }
@@ -392,8 +407,8 @@ fn kill_tree(marker: &[u8]) -> usize {
     killed
 }
 
-/// Processes whose environment holds `marker`, by `/proc` (none where there is no `/proc`).
-fn marked_processes(marker: &[u8]) -> Vec<libc::pid_t> {
+/// Processes with an environment entry that `marks`, by `/proc` (none where there is no `/proc`).
+fn marked_processes(marks: &impl Fn(&[u8]) -> bool) -> Vec<libc::pid_t> {
     use std::io::Read;
     let me = std::process::id();
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -416,7 +431,7 @@ fn marked_processes(marker: &[u8]) -> Vec<libc::pid_t> {
         let read = std::fs::File::open(entry.path().join("environ"))
             .and_then(|f| f.take(SWEEP_MAX_ENVIRON_BYTES).read_to_end(&mut environ));
         if read.is_ok()
-            && environ.split(|b| *b == 0).any(|kv| kv == marker)
+            && environ.split(|b| *b == 0).any(marks)
             && let Ok(pid) = libc::pid_t::try_from(pid)
         {
             found.push(pid);
@@ -540,33 +555,8 @@ mod tests {
         assert_eq!(lines(b"12345678\n", 8).await[0], Ok("12345678".into()));
     }
 
-    /// A server that starts two processes that leave its group: a classic daemon (fork,
-    /// `setsid`, fork) and a child that calls `setsid()`. Each writes its pid to a file in `dir`;
-    /// then the server exits (`exit`) or stays (`stay`). All of them keep its stdout open.
-    const ESCAPING_SERVER: &str = r#"
-import os, sys, time
-dir, mode = sys.argv[1], sys.argv[2]
-def note(name):
-    tmp = os.path.join(dir, name + ".tmp")
-    with open(tmp, "w") as f:
-        f.write(str(os.getpid()))
-    os.rename(tmp, os.path.join(dir, name))
-if os.fork() == 0:
-    os.setsid()
-    if os.fork() == 0:
-        note("daemon")
-        time.sleep(3600)
-    os._exit(0)
-if os.fork() == 0:
-    os.setsid()
-    note("setsid")
-    time.sleep(3600)
-while not all(os.path.exists(os.path.join(dir, n)) for n in ("daemon", "setsid")):
-    time.sleep(0.01)
-if mode == "exit":
-    sys.exit(0)
-time.sleep(3600)
-"#;
+    /// The server of `tests/common/escaping_server.py`: a daemon and a `setsid()` child.
+    const ESCAPING_SERVER: &str = include_str!("../../tests/common/escaping_server.py");
 
     const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -653,7 +643,7 @@ time.sleep(3600)
     fn markers_are_unique_per_launch_and_other_processes_are_never_matched() {
         assert_ne!(new_marker(), new_marker());
         let nobody = format!("{TREE_MARKER}={}", new_marker());
-        assert!(marked_processes(nobody.as_bytes()).is_empty());
+        assert!(marked_processes(&|kv: &[u8]| kv == nobody.as_bytes()).is_empty());
     }
 
     #[test]
