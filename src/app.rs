@@ -32,6 +32,11 @@ use crate::web::{self, ReloadRequest, WebState};
 
 /// How often histogram samples are folded into buckets between scrapes.
 const UPKEEP_PERIOD: Duration = Duration::from_secs(5);
+/// Target names one log line lists per kind (started, restarted, stopped), the rest counted; and
+/// bytes of one name shown. A reload of 10,000 targets is one line of at most
+/// 3 × 10 × (128 + 2) bytes of names (~4 KB) plus its fixed fields, not 269 KB.
+const NAMES_LOGGED: usize = 10;
+const NAME_BYTES_LOGGED: usize = 128;
 
 /// Where targets come from.
 #[derive(Debug, Clone)]
@@ -262,7 +267,18 @@ impl Daemon {
         };
         let applied = self.supervisor.apply(&owned);
         self.proxies_wanted = true;
-        tracing::info!(started = ?applied.started, restarted = ?applied.restarted, stopped = ?applied.stopped, kept = applied.kept.len(), owned = owned.targets.len(), configured = merged.configured, "{what}");
+        tracing::info!(
+            started = applied.started.len(),
+            restarted = applied.restarted.len(),
+            stopped = applied.stopped.len(),
+            kept = applied.kept.len(),
+            owned = owned.targets.len(),
+            configured = merged.configured,
+            started_names = %names_logged(&applied.started),
+            restarted_names = %names_logged(&applied.restarted),
+            stopped_names = %names_logged(&applied.stopped),
+            "{what}"
+        );
         self.telemetry
             .daemon_gauge(catalog::TARGETS)
             .set(owned.targets.len() as f64);
@@ -271,6 +287,11 @@ impl Daemon {
             .set(merged.configured as f64);
         applied
     }
+}
+
+/// Target names for a log line: bounded in count and bytes (see [`NAMES_LOGGED`]).
+fn names_logged(names: &[String]) -> String {
+    crate::text::bounded_list(names, NAMES_LOGGED, NAME_BYTES_LOGGED)
 }
 
 /// SIGHUP, SIGTERM and SIGINT. Installed before anything else: until then each of them kills

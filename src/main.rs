@@ -219,8 +219,50 @@ fn listing_bytes(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{s:?} is not a size of at least 1KiB (bytes, or 256KiB, 1MiB …)"))
 }
 
+/// SIGHUP does nothing until the daemon's own handler (`app`) replaces this one.
+extern "C" fn ignore_sighup(_: libc::c_int) {}
+
+/// The first thing `main` does. SIGHUP's default action ends the process, and the daemon's
+/// handler is only installed once the runtime runs: a `systemctl reload` (or a HUP from a
+/// supervisor) in the first milliseconds after exec used to kill it (22 of 30 tries). A no-op
+/// handler closes that window down to the dynamic loader's, before `main`, which no program
+/// can close (docs/reliability.md). It is a handler, not `SIG_IGN`, so children (stdio
+/// targets) do not inherit an ignored SIGHUP across exec; the runtime's handler chains to it.
+/// Then SIGHUP, SIGTERM and SIGINT are unblocked: a parent that left them blocked would
+/// otherwise make reload and shutdown silently never happen (and a SIGHUP sent before `main`
+/// is delivered here, to the no-op).
+fn early_signals() {
+    // SAFETY: sigaction and sigprocmask with zeroed, then filled, structures; the handler is an
+    // empty extern "C" function, async-signal-safe.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = ignore_sighup as *const () as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGHUP, &action, std::ptr::null_mut());
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for signal in [libc::SIGHUP, libc::SIGTERM, libc::SIGINT] {
+            libc::sigaddset(&mut set, signal);
+        }
+        libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
+/// One-shot commands (`check`, `pin`, `--config.check`) end on a hangup like any command.
+fn default_sighup() {
+    // SAFETY: restoring the default action of one signal.
+    unsafe {
+        libc::signal(libc::SIGHUP, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    early_signals();
     let cli = Cli::parse();
+    if cli.config_check || matches!(cli.command, Some(Command::Check(_) | Command::Pin(_))) {
+        default_sighup();
+    }
     if cli.config_check {
         return match Config::load(&cli.config_file) {
             Ok(c) => {
@@ -528,6 +570,9 @@ fn run(fut: impl Future<Output = Result<(), String>>) -> ExitCode {
     // Everything was shut down in order; a configuration parse still running on a blocking
     // thread (a huge or stuck file) must not hold the exit.
     runtime.shutdown_background();
+    // Stdio servers' trees whose guards the background shutdown has not run yet end here,
+    // before the process does.
+    mcp_exporter::mcp::stdio::end_every_tree();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -270,3 +270,226 @@ async fn metric_families_can_be_left_out_and_bad_names_are_refused() {
         );
     }
 }
+
+/// One log line names at most a few targets: "configuration applied" for 2,000 started targets
+/// (64-byte names, 134 KB of names) is a line of a few KB that counts the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_of_thousands_of_targets_is_one_short_log_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp_exporter.yml");
+    let mut yaml = String::from("global:\n  ping_interval: 1h\n  audit_interval: 1h\ntargets:\n");
+    for i in 0..2_000 {
+        // Port 9 (discard) on loopback: refused at once, then backoff; nothing is reached.
+        yaml.push_str(&format!(
+            "  - name: t{i:04}-{}\n    url: http://127.0.0.1:9/mcp\n",
+            "x".repeat(58)
+        ));
+    }
+    std::fs::write(&path, yaml).unwrap();
+    let mut e = Exporter::spawn(&[format!("--config.file={}", path.display())], &[]);
+    reload_ok(&e).await;
+    let logs = e.logs();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("configuration applied"))
+        .expect("the line is logged");
+    assert!(line.contains("started=2000"), "{line}");
+    assert!(line.contains("… and 1990 more"), "{line}");
+    // 10 names of 64 bytes plus the fixed fields; 2,000 names would be ~134 KB.
+    assert!(line.len() < 4096, "{} bytes: {line}", line.len());
+    assert!(e.terminate().success());
+}
+
+/// Blocks SIGHUP in the process about to exec (the mask is inherited): a SIGHUP sent at once
+/// is then pending when the exporter's `main` starts, and is delivered the moment `main`
+/// unblocks it — which must be after its handler is installed.
+fn exec_with_sighup_blocked(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, libc::SIGHUP);
+            if libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// A SIGHUP in the first instant after exec (before `main` has done anything) does not kill
+/// the exporter, and SIGHUP still reloads afterwards; SIGTERM ends it with status 0. Sent while
+/// SIGHUP is blocked across exec, it is delivered exactly when `main` unblocks it, so this
+/// holds whatever the timing (a process whose handler came later would die of it, and one
+/// that never unblocked SIGHUP would never reload).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sighup_at_exec_is_not_fatal_and_sighup_reloads_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp_exporter.yml");
+    std::fs::write(&path, "targets: []\n").unwrap();
+    for round in 0..5 {
+        let port = common::free_port();
+        let err = tempfile::NamedTempFile::new().unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.arg(format!("--config.file={}", path.display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(err.reopen().unwrap()));
+        exec_with_sighup_blocked(&mut cmd);
+        let mut child = Spawned(cmd.spawn().unwrap());
+        let pid = child.0.id() as i32;
+        // SAFETY: kill(2) on our own child.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+        let base = format!("http://127.0.0.1:{port}");
+        let reloads = |s: &common::Scrape| {
+            s.get(
+                "mcp_exporter_config_reloads_total",
+                &[("result", "success")],
+            )
+            .unwrap_or(0.0)
+        };
+        let start = Instant::now();
+        let first = loop {
+            if let Some(status) = child.0.try_wait().unwrap() {
+                panic!(
+                    "round {round}: a SIGHUP at exec ended the process: {status:?}\n{}",
+                    std::fs::read_to_string(err.path()).unwrap()
+                );
+            }
+            if let Some(text) = common::get(&format!("{base}/metrics")).await {
+                let s = common::Scrape::parse(&text);
+                if reloads(&s) >= 1.0 {
+                    break reloads(&s);
+                }
+            }
+            assert!(start.elapsed() < DEADLINE, "round {round}: never ready");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // SIGHUP is not left blocked: it reloads.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGHUP) }, 0);
+        let start = Instant::now();
+        loop {
+            if let Some(text) = common::get(&format!("{base}/metrics")).await
+                && reloads(&common::Scrape::parse(&text)) > first
+            {
+                break;
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "round {round}: SIGHUP did not reload\n{}",
+                std::fs::read_to_string(err.path()).unwrap()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let status = wait_exit(&mut child.0);
+        assert!(status.success(), "round {round}: {status:?}");
+    }
+}
+
+/// How often a SIGHUP sent 0–8 ms after `spawn` returns (evenly spread over 30 tries, as in the
+/// hostile-input run of issue 22) kills the process. What can remain is the dynamic loader's
+/// window before `main`, which no program can close. Prints the count and the latest delay
+/// that killed.
+#[test]
+#[ignore = "a measurement: MCP_EXPORTER_BIN=target/release/mcp_exporter cargo test --test startup measure -- --ignored --nocapture"]
+fn measure_sighup_right_after_exec() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp_exporter.yml");
+    std::fs::write(&path, "targets: []\n").unwrap();
+    let bin = std::env::var("MCP_EXPORTER_BIN").unwrap_or_else(|_| BIN.to_string());
+    let tries = 30u32;
+    let mut died = Vec::new();
+    for i in 0..tries {
+        let delay = Duration::from_micros(u64::from(i) * 8_000 / u64::from(tries));
+        let port = common::free_port();
+        let mut child = Spawned(
+            Command::new(&bin)
+                .arg(format!("--config.file={}", path.display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let sent = Instant::now();
+        while sent.elapsed() < delay {
+            std::hint::spin_loop();
+        }
+        // SAFETY: kill(2) on our own child.
+        unsafe { libc::kill(child.0.id() as i32, libc::SIGHUP) };
+        let start = Instant::now();
+        loop {
+            if child.0.try_wait().unwrap().is_some() {
+                died.push(delay);
+                break;
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            assert!(start.elapsed() < DEADLINE);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    println!(
+        "SIGHUP 0-8 ms after exec: {} of {tries} processes died (latest at {:?})",
+        died.len(),
+        died.last()
+    );
+}
+
+/// Alive: in `/proc` and neither a zombie nor dead.
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+        !state.is_some_and(|s| s.starts_with('Z') || s.starts_with('X'))
+    })
+}
+
+/// The exporter's exit (SIGTERM) leaves no process of a stdio target's tree, also those that
+/// left its process group (a daemon and a `setsid()` child of `common/escaping_server.py`).
+/// Before, the background shutdown of the runtime could end the process before the tree's
+/// guard had killed them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_exporters_exit_leaves_no_process_of_a_stdio_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/common/escaping_server.py"
+    );
+    let config = dir.path().join("mcp_exporter.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "targets:\n  - name: esc\n    command: python3\n    args: [{script:?}, {:?}, stay]\n",
+            dir.path().display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut e = Exporter::spawn(&[format!("--config.file={}", config.display())], &[]);
+    let files = ["daemon", "setsid"].map(|n| dir.path().join(n));
+    let start = Instant::now();
+    while !files.iter().all(|f| f.exists()) {
+        assert!(start.elapsed() < DEADLINE, "never started\n{}", e.logs());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pids: Vec<u32> = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap().parse().unwrap())
+        .collect();
+    assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
+    assert!(e.terminate().success());
+    let start = Instant::now();
+    while pids.iter().any(|p| alive(*p)) {
+        if start.elapsed() > DEADLINE {
+            for p in &pids {
+                // SAFETY: kill(2) on processes this test started (through the exporter).
+                unsafe { libc::kill(*p as i32, libc::SIGKILL) };
+            }
+            panic!("processes of the tree outlived the exporter: {pids:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -5,7 +5,10 @@
 //! onto them, so their cost is one series per target. The rules keep that series valid and
 //! bounded whatever a discovery source sends: Prometheus' label-name syntax, no `__` names (those
 //! are Prometheus' reserved meta labels), not `target` (the join key, which the exporter sets),
-//! a cap on their number and on each value's bytes.
+//! a cap on their number and on each value's bytes, and no control or bidi character in a value
+//! (a discovery source's raw NUL, ESC, CR or U+202E would otherwise reach `/metrics`, the status
+//! page and the terminal of whoever reads them; the rule is [`crate::text::is_hostile`], refused
+//! rather than rewritten so that a label's value is what its source says or nothing).
 
 use std::collections::BTreeMap;
 
@@ -58,6 +61,12 @@ pub fn collect<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Resul
             return Err(format!(
                 "label {name:?}: value is {} bytes long; at most {MAX_LABEL_VALUE_BYTES}",
                 value.len()
+            ));
+        }
+        if let Some(c) = value.chars().find(|c| crate::text::is_hostile(*c)) {
+            return Err(format!(
+                "label {name:?}: value contains U+{:04X}, a control or bidi character",
+                u32::from(c)
             ));
         }
         if value.is_empty() {

@@ -279,6 +279,23 @@ mod tests {
                 r#"[{"targets": ["http://x/"], "labels": {"n": 1}}]"#,
                 "not a list of target groups",
             ),
+            // Raw control and bidi characters never reach /metrics (JSON's escapes make them).
+            (
+                r#"[{"targets": ["http://x/"], "labels": {"team": "a\u0000b"}}]"#,
+                "label \"team\": value contains U+0000, a control or bidi character",
+            ),
+            (
+                r#"[{"targets": ["http://x/"], "labels": {"team": "\u001b[31mred"}}]"#,
+                "U+001B",
+            ),
+            (
+                r#"[{"targets": ["http://x/"], "labels": {"team": "a\rb"}}]"#,
+                "U+000D",
+            ),
+            (
+                r#"[{"targets": ["http://x/"], "labels": {"team": "evil\u202egnp.exe"}}]"#,
+                "U+202E",
+            ),
         ] {
             let e = found(text, Format::Json).unwrap_err();
             assert!(e.contains(want), "{text}: {e}");

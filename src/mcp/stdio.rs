@@ -5,7 +5,20 @@
 //! - No shell: the program and its arguments are passed as they are, so nothing in a config is
 //!   ever interpreted by `sh`.
 //! - Its own process group: servers are often wrappers (`npx`, `uvx`, shell scripts) whose real
-//!   server is a grandchild; ending the group ends all of them, so a probe never leaks processes.
+//!   server is a grandchild; ending the group ends all of them.
+//! - The whole tree dies with it, not only the group: a descendant that calls `setsid()` or
+//!   double-forks leaves the group (and its parent), and used to outlive the target. Each launch
+//!   puts a marker unique to it in the server's environment ([`TREE_MARKER`]), which every
+//!   descendant inherits; when the server's process ends, or the target is removed, the group
+//!   is killed and then (on Linux) every process whose `/proc/<pid>/environ` carries the marker
+//!   (see [`kill_tree`]); at the exporter's exit, every tree it launched ([`end_every_tree`]).
+//!   Why not `PR_SET_CHILD_SUBREAPER`: it makes the exporter the parent of every orphan of
+//!   every tree, which must then be reaped (`waitpid`) beside the runtime's own reaping of the
+//!   children it waits for, and tells no more about which target an orphan came
+//!   from than the marker does. Why not a cgroup: it needs a delegated cgroup (systemd
+//!   `Delegate=yes`), which the exporter cannot count on; under systemd the unit's cgroup already
+//!   ends everything when the service stops. What still escapes: a descendant that execs with
+//!   a cleared environment or under another user (docs/security.md).
 //! - A trimmed environment: the exporter's own environment may hold credentials for other
 //!   targets, so a server sees only a few variables programs need to run ([`INHERITED_ENV`]) plus
 //!   what its config sets (the official SDKs' stdio clients do the same).
@@ -63,6 +76,16 @@ pub const INHERITED_ENV: &[&str] = &[
     "TMPDIR",
 ];
 
+/// The environment variable that marks every process of one launch's tree: its value is the
+/// exporter's pid and a launch number, unique to the launch.
+pub const TREE_MARKER: &str = "MCP_EXPORTER_STDIO_TREE";
+/// Rounds of [`kill_tree`]'s sweep: a process that forks while the sweep runs is found by the
+/// next round; a tree still forking after this many is left to its killed parents' fate.
+const SWEEP_ROUNDS: usize = 8;
+/// Processes one sweep looks at at most (`/proc` entries), and bytes of one environment read.
+const SWEEP_MAX_PROCESSES: usize = 1 << 20;
+const SWEEP_MAX_ENVIRON_BYTES: u64 = 4 << 20;
+
 /// How much of the server's stderr is kept (the end of it).
 pub const STDERR_TAIL_BYTES: usize = 8 * 1024;
 /// After stdin is closed, how long the server has to exit on its own.
@@ -83,6 +106,7 @@ pub async fn connect_stdio(
     inbox: Arc<Inbox>,
     limits: Limits,
 ) -> Result<Duplex, McpError> {
+    let marker = new_marker();
     let mut process = tokio::process::Command::new(&cmd.program);
     process
         .args(&cmd.args)
@@ -93,6 +117,7 @@ pub async fn connect_stdio(
                 .filter_map(|k| Some((k, std::env::var_os(k)?))),
         )
         .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+        .env(TREE_MARKER, &marker)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -129,7 +154,11 @@ pub async fn connect_stdio(
     )));
     duplex.own(tokio::spawn(read_stderr(stderr, tail.clone())));
     // Not owned: the supervisor outlives a dropped `Duplex` to end the process group.
-    tokio::spawn(supervise(child, group, feed, exit_tx, done_tx));
+    let tree = Tree {
+        group,
+        marker: format!("{TREE_MARKER}={marker}"),
+    };
+    tokio::spawn(supervise(child, tree, feed, exit_tx, done_tx));
     duplex.set_teardown(Box::new(Process {
         done: done_rx,
         tail,
@@ -265,21 +294,25 @@ async fn read_stderr(mut stderr: tokio::process::ChildStderr, tail: Arc<Mutex<Ve
 }
 
 /// Wait for the process; once the channel ends, shut it down as the spec orders. Always ends the
-/// whole group, so wrappers' children do not outlive the channel.
+/// whole tree, so wrappers' children and daemons they started do not outlive the channel.
 async fn supervise(
     mut child: Child,
-    group: Option<u32>,
+    tree: Tree,
     feed: Feed,
     exit: watch::Sender<Option<ExitStatus>>,
     done: watch::Sender<bool>,
 ) {
+    let group = tree.group;
     // Dropped last: at the end of this function, or with the task when the runtime shuts down.
-    let _group = GroupKill(group);
+    let tree = TreeKill(tree);
     tokio::select! {
         status = child.wait() => {
             if let Ok(s) = status {
                 exit.send_replace(Some(s));
             }
+            // The server is gone: what it left running has no purpose (and may hold its stdout
+            // open, so the channel would never see its end).
+            tree.0.kill();
             feed.ended().await;
         }
         _ = feed.ended() => {
@@ -305,16 +338,106 @@ async fn supervise(
     done.send_replace(true);
 }
 
-/// Whatever the leader did, nothing of its group outlives the channel: SIGKILL to the group on
-/// drop (a group already gone gives ESRCH).
-struct GroupKill(Option<u32>);
+/// One launch's processes: its group, and the marker in the environment of all of them.
+struct Tree {
+    group: Option<u32>,
+    /// `NAME=value`, as it appears in `/proc/<pid>/environ`.
+    marker: String,
+}
 
-impl Drop for GroupKill {
-    fn drop(&mut self) {
-        if let Some(group) = self.0 {
+impl Tree {
+    /// SIGKILL to the group (a group already gone gives ESRCH), then to every marked process.
+    fn kill(&self) {
+        if let Some(group) = self.group {
             kill_group(group, Signal::Kill);
         }
+        kill_tree(self.marker.as_bytes());
     }
+}
+
+/// Whatever the leader did, nothing of its tree outlives the channel.
+struct TreeKill(Tree);
+
+impl Drop for TreeKill {
+    fn drop(&mut self) {
+        self.0.kill();
+    }
+}
+
+/// A marker value no other launch has: this process's id and a launch number.
+fn new_marker() -> String {
+    static LAUNCHES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{}.{n}", std::process::id())
+}
+
+/// SIGKILL every process (but this one) whose environment holds `marker` (`NAME=value`), in
+/// rounds until a round finds none (at most [`SWEEP_ROUNDS`]); how many were signalled. Only
+/// processes of this user can be read, which is every process a server can start without
+/// privileges. Linux only (elsewhere the group kill is all there is).
+fn kill_tree(marker: &[u8]) -> usize {
+    sweep(|kv| kv == marker)
+}
+
+/// Kill what is left of every tree this process launched (the exporter's exit: a runtime shut
+/// down in the background may drop a tree's guard too late, or not at all, before the process
+/// ends). The daemon calls it after its runtime has stopped; how many were signalled.
+pub fn end_every_tree() -> usize {
+    let mine = format!("{TREE_MARKER}={}.", std::process::id());
+    sweep(|kv| kv.starts_with(mine.as_bytes()))
+}
+
+/// SIGKILL every process (but this one) with an environment entry that `marks`, in rounds
+/// until a round finds none (at most [`SWEEP_ROUNDS`]).
+fn sweep(marks: impl Fn(&[u8]) -> bool) -> usize {
+    let mut killed = 0;
+    for _ in 0..SWEEP_ROUNDS {
+        let found = marked_processes(&marks);
+        if found.is_empty() {
+            break;
+        }
+        for pid in &found {
+            // SAFETY: kill only sends a signal.
+            unsafe {
+                libc::kill(*pid, libc::SIGKILL);
+            }
+        }
+        killed += found.len();
+    }
+    killed
+}
+
+/// Processes with an environment entry that `marks`, by `/proc` (none where there is no `/proc`).
+fn marked_processes(marks: &impl Fn(&[u8]) -> bool) -> Vec<libc::pid_t> {
+    use std::io::Read;
+    let me = std::process::id();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    let mut environ = Vec::new();
+    for entry in dir.flatten().take(SWEEP_MAX_PROCESSES) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me {
+            continue;
+        }
+        environ.clear();
+        let read = std::fs::File::open(entry.path().join("environ"))
+            .and_then(|f| f.take(SWEEP_MAX_ENVIRON_BYTES).read_to_end(&mut environ));
+        if read.is_ok()
+            && environ.split(|b| *b == 0).any(marks)
+            && let Ok(pid) = libc::pid_t::try_from(pid)
+        {
+            found.push(pid);
+        }
+    }
+    found
 }
 
 /// Signal a process group; false where there are no groups (not unix) or the id does not fit.
@@ -430,6 +553,97 @@ mod tests {
             vec![Err(Reason::BodyTooLarge)]
         );
         assert_eq!(lines(b"12345678\n", 8).await[0], Ok("12345678".into()));
+    }
+
+    /// The server of `tests/common/escaping_server.py`: a daemon and a `setsid()` child.
+    const ESCAPING_SERVER: &str = include_str!("../../tests/common/escaping_server.py");
+
+    const DEADLINE: Duration = Duration::from_secs(20);
+
+    /// Alive: in `/proc` and neither a zombie nor dead.
+    fn alive(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            let state = stat.rsplit_once(')').map(|(_, rest)| rest.trim_start());
+            !state.is_some_and(|s| s.starts_with('Z') || s.starts_with('X'))
+        })
+    }
+
+    async fn until(what: &str, cond: impl Fn() -> bool) {
+        let start = std::time::Instant::now();
+        while !cond() {
+            assert!(start.elapsed() < DEADLINE, "timed out: {what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The escaping server's two escaped processes, once both run.
+    async fn escaped(dir: &std::path::Path) -> Vec<u32> {
+        let files = ["daemon", "setsid"].map(|n| dir.join(n));
+        until("the server started its processes", || {
+            files.iter().all(|f| f.exists())
+        })
+        .await;
+        let pids: Vec<u32> = files
+            .iter()
+            .map(|f| std::fs::read_to_string(f).unwrap().parse().unwrap())
+            .collect();
+        assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
+        pids
+    }
+
+    async fn launch(dir: &std::path::Path, mode: &str) -> Duplex {
+        let script = dir.join("server.py");
+        std::fs::write(&script, ESCAPING_SERVER).unwrap();
+        let cmd = Command {
+            program: "python3".into(),
+            args: vec![
+                script.display().to_string(),
+                dir.display().to_string(),
+                mode.into(),
+            ],
+            env: vec![],
+            cwd: None,
+        };
+        let (inbox, _requests) = Inbox::new();
+        connect_stdio(&cmd, Arc::new(inbox), Limits::default())
+            .await
+            .expect("python3 starts")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_removed_target_leaves_no_process_of_its_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let duplex = launch(dir.path(), "stay").await;
+        let pids = escaped(dir.path()).await;
+        duplex.close().await;
+        until("the daemon and the setsid child are gone", || {
+            !pids.iter().any(|p| alive(*p))
+        })
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_server_that_exits_leaves_no_process_of_its_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let duplex = launch(dir.path(), "exit").await;
+        let pids = escaped(dir.path()).await;
+        // Nothing is closed by the client: the server's own exit ends the tree, and then the
+        // channel (its stdout, which the escaped processes held open, ends with them).
+        until("the daemon and the setsid child are gone", || {
+            !pids.iter().any(|p| alive(*p))
+        })
+        .await;
+        let why = tokio::time::timeout(DEADLINE, duplex.closed())
+            .await
+            .expect("the channel ends");
+        assert_eq!(why.reason, Reason::StreamClosed, "{}", why.detail);
+    }
+
+    #[test]
+    fn markers_are_unique_per_launch_and_other_processes_are_never_matched() {
+        assert_ne!(new_marker(), new_marker());
+        let nobody = format!("{TREE_MARKER}={}", new_marker());
+        assert!(marked_processes(&|kv: &[u8]| kv == nobody.as_bytes()).is_empty());
     }
 
     #[test]

@@ -4,6 +4,13 @@
 //!
 //! Log lines carry no target or connection fields of their own: the connection task runs inside
 //! a tracing span that has them, so no line can lack them.
+//!
+//! Every line goes through `limited!` with the [`Repeats`] of its kind of event: one line per
+//! change of state, a `repeated=N` summary at most every 5 minutes, and at most
+//! [`super::repeats::LINES_PER_WINDOW`] lines per kind and window, however often the state
+//! changes. The macro is the only way this module writes a line (a test reads the source to
+//! make sure), so a new kind of event cannot log without a limiter: with the 11 kinds below, a
+//! connection writes at most 11 × 4 lines (plus one per functional probe) per 5 minutes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,17 +28,32 @@ use super::walker::WalkReport;
 use crate::mcp::{Client, McpError, Reason};
 use crate::telemetry::ConnMetrics;
 
+/// Write a log line when `$gate` (a [`Repeats`] decision) says so, with its count as `$field`.
+macro_rules! limited {
+    ($gate:expr, $level:ident, $field:ident, $($rest:tt)+) => {
+        if let Some($field) = $gate {
+            tracing::$level!($field, $($rest)+);
+        }
+    };
+}
+
 /// How much of a stdio server's stderr the status page shows when its process ends.
 const STDERR_SHOWN: usize = 1024;
 
-/// The failing streaks whose log lines are rate-limited, one per kind of event.
+/// The limiter of each kind of event's log lines: every kind has its own.
 #[derive(Default)]
 struct Logs {
+    opened: Repeats,
     session: Repeats,
+    channel: Repeats,
     walk: Repeats,
+    changes: Repeats,
     drift: Repeats,
     unannounced: Repeats,
     rejected: Repeats,
+    legacy: Repeats,
+    stale: Repeats,
+    promise: Repeats,
     probes: Vec<Repeats>,
 }
 
@@ -57,11 +79,11 @@ impl Events {
         }
     }
 
-    pub fn session_opened(&self, client: &Client, trigger: Trigger) {
+    pub fn session_opened(&mut self, client: &Client, trigger: Trigger) {
         let info = client.info();
         self.metrics.session_opened(client.era(), info);
         self.status.session_opened(client.era(), info, trigger);
-        tracing::debug!(era = client.era().as_str(), protocol_version = %info.protocol_version, "session opened");
+        limited!(self.logs.opened.occurred("opened"), debug, repeated, era = client.era().as_str(), protocol_version = %info.protocol_version, "session opened");
     }
 
     pub fn session_failed(&self, e: &McpError) {
@@ -84,9 +106,7 @@ impl Events {
             "session_expired",
             format!("HTTP 404 on the session id; opening a new session in {retry_in:?}"),
         );
-        if let Some(repeated) = self.logs.session.failed(Reason::SessionExpired.as_str()) {
-            tracing::warn!(reason = %Reason::SessionExpired, retry_in = ?retry_in, repeated, "session expired; re-initializing");
-        }
+        limited!(self.logs.session.failed(Reason::SessionExpired.as_str()), warn, repeated, reason = %Reason::SessionExpired, retry_in = ?retry_in, "session expired; re-initializing");
     }
 
     /// The session failed (or could not open); a new one opens after `retry_in`.
@@ -95,18 +115,19 @@ impl Events {
             "session_closed",
             format!("{}: {}; retry in {retry_in:?}", e.reason, e.detail),
         );
-        if let Some(repeated) = self.logs.session.failed(e.reason.as_str()) {
-            tracing::warn!(reason = %e.reason, error = %e.detail, retry_in = ?retry_in, repeated, "session failed");
-        }
+        limited!(self.logs.session.failed(e.reason.as_str()), warn, repeated, reason = %e.reason, error = %e.detail, retry_in = ?retry_in, "session failed");
     }
 
     /// The session answered: up, and whatever failed before has recovered.
     pub fn up(&mut self) {
         self.metrics.set_up(true);
         self.status.state(ConnState::Up);
-        if let Some(failures) = self.logs.session.recovered() {
-            tracing::info!(failures, "session works again");
-        }
+        limited!(
+            self.logs.session.recovered(),
+            info,
+            failures,
+            "session works again"
+        );
     }
 
     pub fn liveness(&self, result: Result<Duration, &McpError>) {
@@ -122,7 +143,7 @@ impl Events {
         }
     }
 
-    pub fn channel(&self, client: &Client, event: &ChannelEvent) {
+    pub fn channel(&mut self, client: &Client, event: &ChannelEvent) {
         let name = client.channel_name();
         match event {
             ChannelEvent::Opened {
@@ -131,6 +152,7 @@ impl Events {
                 tools_list_changed,
             } => {
                 self.metrics.stream(*tools_list_changed);
+                self.logs.channel.reset();
                 if *reconnected {
                     self.metrics.stream_reconnected();
                 }
@@ -160,7 +182,7 @@ impl Events {
                 });
                 self.status.stream(false, &why);
                 if let Some(e) = error {
-                    tracing::debug!(reason = %e.reason, "notification channel lost");
+                    limited!(self.logs.channel.failed(e.reason.as_str()), debug, repeated, reason = %e.reason, "notification channel lost");
                 }
             }
             ChannelEvent::Closed(e) => {
@@ -203,21 +225,19 @@ impl Events {
         };
         self.status.walk_finished(trigger, outcome, elapsed);
         if report.rejected > 0 {
-            if let Some(repeated) = self.logs.rejected.failed("x_mcp_header") {
-                tracing::warn!(
-                    tools = report.rejected,
-                    repeated,
-                    "tools dropped from the listing: invalid x-mcp-header annotations"
-                );
-            }
+            limited!(
+                self.logs.rejected.failed("x_mcp_header"),
+                warn,
+                repeated,
+                tools = report.rejected,
+                "tools dropped from the listing: invalid x-mcp-header annotations"
+            );
         } else if report.answered > 0 {
             self.logs.rejected.recovered();
         }
         match &report.result {
             Err(e) => {
-                if let Some(repeated) = self.logs.walk.failed(e.reason()) {
-                    tracing::warn!(trigger = trigger.as_str(), reason = e.reason(), error = %e, repeated, "walk failed");
-                }
+                limited!(self.logs.walk.failed(e.reason()), warn, repeated, trigger = trigger.as_str(), reason = e.reason(), error = %e, "walk failed");
                 if trigger.refreshes_cache() {
                     self.metrics.cache_refresh(trigger, false);
                 } else {
@@ -225,9 +245,12 @@ impl Events {
                 }
             }
             Ok(_) => {
-                if let Some(failures) = self.logs.walk.recovered() {
-                    tracing::info!(failures, "walks complete again");
-                }
+                limited!(
+                    self.logs.walk.recovered(),
+                    info,
+                    failures,
+                    "walks complete again"
+                );
             }
         }
     }
@@ -242,8 +265,9 @@ impl Events {
     }
 
     /// Tools changed between this connection's last two listings: counted by class, shown per
-    /// tool on the status page, and logged (breaking and unknown ones by name).
-    pub fn tool_changes(&self, changes: Vec<ToolChange>) {
+    /// tool on the status page, and logged (breaking and unknown ones by name; a list that keeps
+    /// changing is one line, then a summary every 5 minutes).
+    pub fn tool_changes(&mut self, changes: Vec<ToolChange>) {
         self.metrics.tool_changes(super::changes::counts(&changes));
         let named = |class: &str| -> Vec<String> {
             changes
@@ -254,7 +278,10 @@ impl Events {
         };
         let (breaking, unknown) = (named("breaking"), named("unknown"));
         if !breaking.is_empty() || !unknown.is_empty() {
-            tracing::info!(
+            limited!(
+                self.logs.changes.occurred("changed"),
+                info,
+                repeated,
                 breaking = %name_list(&breaking),
                 unknown = %name_list(&unknown),
                 "tool definitions changed"
@@ -272,23 +299,26 @@ impl Events {
         self.status.drift(drift);
         if drift.is_empty() {
             self.logs.unannounced.recovered();
-            if self.logs.drift.recovered().is_some() {
-                tracing::info!("cache matches the server again");
-            }
+            limited!(
+                self.logs.drift.recovered(),
+                info,
+                failures,
+                "cache matches the server again"
+            );
         }
     }
 
     /// An audit started a new divergence.
     pub fn diverged(&mut self, drift: &Drift) {
-        if let Some(repeated) = self.logs.drift.failed("drift") {
-            tracing::info!(
-                missing = %name_list(&drift.missing),
-                extra = %name_list(&drift.extra),
-                changed = %name_list(&drift.changed),
-                repeated,
-                "cache differs from server"
-            );
-        }
+        limited!(
+            self.logs.drift.failed("drift"),
+            info,
+            repeated,
+            missing = %name_list(&drift.missing),
+            extra = %name_list(&drift.extra),
+            changed = %name_list(&drift.changed),
+            "cache differs from server"
+        );
     }
 
     pub fn unannounced(&mut self, grace: Duration) {
@@ -300,23 +330,28 @@ impl Events {
                 humantime::format_duration(grace)
             ),
         );
-        if let Some(repeated) = self.logs.unannounced.failed("unannounced") {
-            tracing::warn!(
-                repeated,
-                "server list changed without list_changed within notification_grace"
-            );
-        }
+        limited!(
+            self.logs.unannounced.failed("unannounced"),
+            warn,
+            repeated,
+            "server list changed without list_changed within notification_grace"
+        );
     }
 
     /// What a 2025-era client of this modern server hears (measured by the legacy watch).
-    pub fn legacy_path(&self, verdict: LegacyVerdict) {
+    pub fn legacy_path(&mut self, verdict: LegacyVerdict) {
         self.metrics.legacy_path(verdict.hears());
         self.status.legacy_clients(verdict);
         if verdict.hears() == Some(false) {
-            tracing::info!(
+            limited!(
+                self.logs.legacy.failed(verdict.as_str()),
+                info,
+                repeated,
                 cause = verdict.as_str(),
                 "legacy-era clients of this server never hear tool list changes"
             );
+        } else {
+            self.logs.legacy.reset();
         }
     }
 
@@ -329,16 +364,28 @@ impl Events {
         let was = self.judged.replace(now);
         if was.map(|(_, s)| s) != Some(stale) && (stale || was.is_some()) {
             if stale {
-                tracing::warn!(
+                limited!(
+                    self.logs.stale.failed("stale"),
+                    warn,
+                    repeated,
                     promise = contract.promise(),
                     "a promise to caching clients is broken: correct clients hold a stale tool list"
                 );
             } else {
-                tracing::info!("no promise to caching clients is broken any more");
+                limited!(
+                    self.logs.stale.recovered(),
+                    info,
+                    failures,
+                    "no promise to caching clients is broken any more"
+                );
             }
         }
-        if was.map(|(p, _)| p) != Some(contract.promised()) && !contract.promised() {
-            tracing::info!(contract = %contract.words(), "the server promises caching clients nothing");
+        if was.map(|(p, _)| p) != Some(contract.promised()) {
+            if contract.promised() {
+                self.logs.promise.reset();
+            } else {
+                limited!(self.logs.promise.failed("none"), info, repeated, contract = %contract.words(), "the server promises caching clients nothing");
+            }
         }
     }
 
@@ -363,14 +410,10 @@ impl Events {
         let log = &mut self.logs.probes[index];
         match &verdict {
             Err((reason, detail)) => {
-                if let Some(repeated) = log.failed(reason.as_str()) {
-                    tracing::warn!(tool = %tool, reason = reason.as_str(), error = %detail, repeated, "functional probe failed");
-                }
+                limited!(log.failed(reason.as_str()), warn, repeated, tool = %tool, reason = reason.as_str(), error = %detail, "functional probe failed");
             }
             Ok(()) => {
-                if let Some(failures) = log.recovered() {
-                    tracing::info!(tool = %tool, failures, "functional probe passes again");
-                }
+                limited!(log.recovered(), info, failures, tool = %tool, "functional probe passes again");
             }
         }
         self.metrics.target().probe_result(
@@ -380,5 +423,165 @@ impl Events {
         );
         self.status
             .probe(index, elapsed, verdict.map_err(|(r, d)| (r.as_str(), d)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::io::Write;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::config::Config;
+    use crate::mcp::Era;
+    use crate::probe::contract::Contract;
+    use crate::probe::functional::ProbeFailure;
+    use crate::probe::repeats::LINES_PER_WINDOW;
+    use crate::probe::status::StatusBoard;
+    use crate::telemetry::Telemetry;
+
+    /// Log output captured in memory.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn events() -> Events {
+        let config = Config::parse(
+            "targets:\n  - name: kb\n    url: http://kb.example/mcp\n    probes:\n      - tool: kb_stats\n",
+            "test.yml",
+            &|_| None,
+        )
+        .expect("valid");
+        let t = &config.targets[0];
+        let metrics = Telemetry::new()
+            .add_target(&t.name, 1, &["kb_stats".to_string()])
+            .connection(0);
+        let status = StatusBoard::default().add(t).connection(0);
+        Events::new(metrics, status, 1)
+    }
+
+    fn change(tool: &str, change: &'static str) -> ToolChange {
+        ToolChange {
+            tool: tool.into(),
+            change,
+            findings: Vec::new(),
+            more: 0,
+            description_changed: false,
+        }
+    }
+
+    /// Every event that logs, driven many times with its state changing on each round, writes
+    /// a bounded number of lines of each message: a kind that logs without its limiter fails.
+    #[test]
+    fn every_kind_of_event_logs_a_bounded_number_of_lines() {
+        let out = Captured::default();
+        let writer = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        const ROUNDS: usize = 2_000;
+        tracing::subscriber::with_default(subscriber, || {
+            let mut e = events();
+            let announce = Contract::new(Era::Legacy, true, Duration::ZERO);
+            let silent = Contract::new(Era::Legacy, false, Duration::ZERO);
+            let verdicts = [LegacyVerdict::DeclaresNone, LegacyVerdict::NoStream];
+            let drift = Drift {
+                missing: vec!["a".into()],
+                ..Drift::default()
+            };
+            for i in 0..ROUNDS {
+                let flip = i % 2 == 0;
+                let reason = if flip {
+                    Reason::Timeout
+                } else {
+                    Reason::Connect
+                };
+                e.session_expired(Duration::from_secs(1));
+                e.session_dead(&McpError::new(reason, "down"), Duration::from_secs(1));
+                e.up();
+                e.tool_changes(vec![change(&format!("t{i}"), "breaking")]);
+                e.diverged(&drift);
+                e.drift(&Drift::default());
+                e.unannounced(Duration::from_secs(5));
+                e.legacy_path(verdicts[i % 2]);
+                e.legacy_path(LegacyVerdict::Delivered);
+                e.judged(if flip { &announce } else { &silent }, flip);
+                let verdict = if flip {
+                    Err((ProbeFailure::Timeout, "slow".to_string()))
+                } else {
+                    Ok(())
+                };
+                e.probe_done(0, "kb_stats", Duration::from_millis(1), verdict);
+            }
+        });
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let mut per_message: BTreeMap<&str, usize> = BTreeMap::new();
+        for line in text.lines() {
+            let message = line
+                .split_once(": ")
+                .map_or(line, |(_, rest)| rest)
+                .split(" repeated=")
+                .next()
+                .unwrap_or(line)
+                .split(" failures=")
+                .next()
+                .unwrap_or(line);
+            *per_message.entry(message).or_default() += 1;
+        }
+        assert!(
+            per_message.len() >= 8,
+            "the events logged what they log: {per_message:#?}"
+        );
+        // Kinds share nothing but a message may be written by two states of one kind (a
+        // failure and its recovery): each kind's lines are within its window's budget.
+        let total: usize = per_message.values().sum();
+        let kinds = 11 + 1;
+        assert!(
+            total <= kinds * LINES_PER_WINDOW as usize,
+            "{total} lines for {ROUNDS} rounds: {per_message:#?}"
+        );
+        for (message, n) in &per_message {
+            assert!(
+                *n <= LINES_PER_WINDOW as usize,
+                "{message:?} written {n} times"
+            );
+        }
+    }
+
+    /// The structural half: this module writes log lines only through `limited!`.
+    #[test]
+    fn no_log_line_bypasses_the_limiter() {
+        let source = include_str!("events.rs");
+        let code = source.split("#[cfg(test)]").next().unwrap();
+        let direct: Vec<&str> = code
+            .lines()
+            .filter(|l| l.contains("tracing::") && !l.contains("tracing::$level!"))
+            .collect();
+        assert!(
+            direct.is_empty(),
+            "log lines without a limiter: {direct:#?}"
+        );
+        for macro_name in ["info!", "warn!", "debug!", "error!", "trace!", "event!"] {
+            let bare = code
+                .lines()
+                .filter(|l| {
+                    let t = l.trim_start();
+                    !t.starts_with("//") && t.contains(macro_name) && !t.contains("limited!")
+                })
+                .count();
+            assert_eq!(bare, 0, "a `{macro_name}` outside `limited!`");
+        }
     }
 }

@@ -439,10 +439,10 @@ async fn serve_metered(
             a = listener.accept() => a,
             _ = stop.wait_for(|s| *s) => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => {
+        let (stream, peer) = match accepted {
+            Ok(accepted) => {
                 backoff = ACCEPT_BACKOFF_MIN;
-                stream
+                accepted
             }
             Err(e) if is_per_connection(&e) => continue,
             Err(e) => {
@@ -486,6 +486,7 @@ async fn serve_metered(
             }
         }
         let conn = Conn {
+            peer,
             slot,
             place,
             limits,
@@ -513,6 +514,9 @@ fn is_per_connection(e: &io::Error) -> bool {
 
 /// One accepted connection and what it needs to enforce its limits.
 struct Conn {
+    /// The client's address, given to each request (`ConnectInfo`: basic authentication admits
+    /// bcrypt checks per address).
+    peer: std::net::SocketAddr,
     slot: Arc<Slot>,
     place: Registered,
     limits: Limits,
@@ -606,7 +610,9 @@ impl Conn {
         });
         let router = TowerToHyperService::new(app);
         let slot = self.slot.clone();
-        let service = hyper::service::service_fn(move |req| {
+        let peer = axum::extract::ConnectInfo(self.peer);
+        let service = hyper::service::service_fn(move |mut req: hyper::Request<_>| {
+            req.extensions_mut().insert(peer);
             let turn = Turn::begin(slot.clone());
             let answer = router.call(req);
             async move {

@@ -20,6 +20,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use axum::http::{HeaderName, HeaderValue};
 use rustls::crypto::{CryptoProvider, SupportedKxGroup, aws_lc_rs};
@@ -80,8 +81,17 @@ struct RawFile {
     http_server_config: Option<RawHttp>,
     basic_auth_users: Option<BTreeMap<String, String>>,
     auth_excluded_paths: Option<Vec<String>>,
-    /// Known to the toolkit, refused here (see [`parse`]).
-    rate_limit: Option<yaml_serde::Value>,
+    rate_limit: Option<RawRateLimit>,
+}
+
+/// `rate_limit`, as in the toolkit: a token bucket over every request of the port.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRateLimit {
+    /// Go duration: time between two requests (one token per interval); 0 disables.
+    interval: Option<String>,
+    /// Requests allowed at once (the bucket's size).
+    burst: Option<u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -173,6 +183,41 @@ pub struct WebConfig {
     pub users: BTreeMap<String, String>,
     /// `auth_excluded_paths`: request paths served without basic authentication.
     pub excluded_paths: HashSet<String>,
+    /// `rate_limit`; `None` when absent or its interval is 0.
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// `rate_limit`, checked: one request per `interval` on average, `burst` at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub interval: Duration,
+    pub burst: u32,
+}
+
+/// `rate_limit` of the file: `None` when absent or disabled (an interval of 0, as in the
+/// toolkit); a burst of 0 would refuse every request, so it is an error rather than that.
+fn rate_limit(raw: Option<RawRateLimit>) -> Result<Option<RateLimit>, (String, String)> {
+    let Some(raw) = raw else { return Ok(None) };
+    let interval = match given(raw.interval) {
+        None => Duration::ZERO,
+        Some(text) if text.trim() == "0" => Duration::ZERO,
+        Some(text) => humantime::parse_duration(text.trim()).map_err(|e| {
+            (
+                "rate_limit.interval".to_string(),
+                format!("{text:?} is not a duration (such as 100ms, 1s, 1m): {e}"),
+            )
+        })?,
+    };
+    if interval.is_zero() {
+        return Ok(None);
+    }
+    match raw.burst.unwrap_or(0) {
+        0 => Err((
+            "rate_limit.burst".into(),
+            "0 with a non-zero interval would refuse every request; at least 1".into(),
+        )),
+        burst => Ok(Some(RateLimit { interval, burst })),
+    }
 }
 
 /// Go's zero value: an empty string is the same as no value.
@@ -196,12 +241,7 @@ fn parse(path: &Path, text: &[u8]) -> Result<WebConfig, WebConfigError> {
             why: e.to_string(),
         })?
     };
-    if raw.rate_limit.is_some() {
-        return Err(err(
-            "rate_limit",
-            "not supported by mcp_exporter; --web.max-connections bounds the port".into(),
-        ));
-    }
+    let rate_limit = rate_limit(raw.rate_limit).map_err(|(field, why)| err(&field, why))?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let tls = match raw.tls_server_config {
         Some(t) => tls_settings(t, dir).map_err(|(field, why)| err(&field, why))?,
@@ -260,6 +300,7 @@ fn parse(path: &Path, text: &[u8]) -> Result<WebConfig, WebConfigError> {
             .unwrap_or_default()
             .into_iter()
             .collect(),
+        rate_limit,
     })
 }
 
@@ -746,11 +787,35 @@ mod tests {
     }
 
     #[test]
-    fn toolkit_keys_rustls_cannot_honour_are_refused_by_name() {
+    fn rate_limit_is_the_toolkits_token_bucket() {
+        let c = parsed("rate_limit:\n  interval: 100ms\n  burst: 5\n").unwrap();
         assert_eq!(
-            field_of("rate_limit:\n  interval: 1s\n  burst: 5\n"),
-            "rate_limit"
+            c.rate_limit,
+            Some(RateLimit {
+                interval: Duration::from_millis(100),
+                burst: 5
+            })
         );
+        for off in [
+            "rate_limit: {}\n",
+            "rate_limit:\n  interval: 0\n  burst: 3\n",
+            "",
+        ] {
+            assert_eq!(parsed(off).unwrap().rate_limit, None, "{off}");
+        }
+        assert_eq!(
+            field_of("rate_limit:\n  interval: 1s\n"),
+            "rate_limit.burst"
+        );
+        assert_eq!(
+            field_of("rate_limit:\n  interval: often\n  burst: 1\n"),
+            "rate_limit.interval"
+        );
+        assert!(field_of("rate_limit:\n  interval: 1s\n  bursts: 1\n").contains("bursts"));
+    }
+
+    #[test]
+    fn toolkit_keys_rustls_cannot_honour_are_refused_by_name() {
         let t = "tls_server_config:\n  cert_file: c\n  key_file: k\n";
         assert_eq!(
             field_of(&format!(
