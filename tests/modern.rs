@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::series::{C0, checks, counter, drift, t, walks};
 use common::{Harness, Scrape, start_lab, target};
 use mcp_exporter::config::{ProtocolChoice, TargetConfig};
@@ -208,6 +210,56 @@ async fn announced_change_is_followed_without_drift_or_ttl_violation() {
     let kinds = ["missing", "extra", "changed"].map(|k| drift(&s, "kb", k));
     assert_eq!(kinds, [0.0; 3], "{}", s.text);
     assert_eq!(session_info(&s, "kb", "modern", MODERN), Some(1.0));
+}
+
+/// A redeploy lands while a walk is between its pages: the walk reads page 1 before and page 2
+/// after, and the announcement arrives before it ends. That listing is a version no client was
+/// served whole; held against the walk the notification wakes, the announced change read as a
+/// second, silent one inside a fresh `ttlMs` — a TTL violation and a stale verdict on a healthy
+/// server, for good when a walk overlapped every periodic redeploy (the demo's `kb_healthy` under
+/// load).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_announced_while_a_walk_reads_its_pages_is_no_ttl_violation() {
+    let b = Behaviour {
+        page_delay: Duration::from_millis(600),
+        ..Behaviour::default()
+    };
+    let (lab, h) = start("kb", b).await;
+    modern_and_walked(&h, "kb").await;
+    h.until("listen stream up", |s| {
+        counter(s, "mcp_probe_notification_stream_up", "kb") == 1.0
+    })
+    .await;
+    // Page 1 answered, page 2 waiting out its delay: redeploy now.
+    let deadline = tokio::time::Instant::now() + common::DEADLINE;
+    while !(lab.tools_list_in_flight() == 1 && lab.tools_list_calls() % 2 == 1) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no walk between its pages"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    lab.churn();
+    let before = checks(&h.scrape(), "kb");
+    let refreshed = |s: &Scrape| {
+        s.v(
+            "mcp_probe_cache_refreshes_total",
+            &[t("kb"), C0, ("trigger", "notification")],
+        )
+    };
+    // Audits take two page delays each, far longer than the grace.
+    let s = h
+        .until("cache follows the change, two audits after it", |s| {
+            refreshed(s) >= 1.0 && fingerprints_agree(s, "kb") && checks(s, "kb") >= before + 2.0
+        })
+        .await;
+    for m in [
+        "mcp_probe_ttl_violations_total",
+        "mcp_probe_unannounced_changes_total",
+        "mcp_probe_tool_cache_stale",
+    ] {
+        assert_eq!(counter(&s, m, "kb"), 0.0, "{m}\n{}", s.text);
+    }
 }
 
 /// F1 in the modern era: the change is never announced on the listen stream. The audit shows the

@@ -311,6 +311,11 @@ impl Lab {
         self.state.tools_list_calls.load(Ordering::Relaxed)
     }
 
+    /// `tools/list` requests being answered now (waiting out `page_delay`), all profiles.
+    pub fn tools_list_in_flight(&self) -> u64 {
+        self.state.tools_list_in_flight.load(Ordering::Relaxed)
+    }
+
     /// The most `tools/list` requests that were ever being answered at the same time.
     pub fn tools_list_max_in_flight(&self) -> u64 {
         self.state.tools_list_max_in_flight.load(Ordering::Relaxed)

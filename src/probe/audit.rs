@@ -130,17 +130,24 @@ struct Promise {
 
 impl TtlWatch {
     /// A complete listing with `fingerprint`, requested at `requested` and promising `ttl`, with
-    /// `notifications` list_changed received when it completed. When it differs from the
-    /// previous listing although that one was still promised fresh when this one was requested
-    /// and no `list_changed` came in between, the change happened within the promise: a suspect
-    /// until `grace` has passed (see [`TtlWatch::grace_over`]). (Requested after the promise ran
-    /// out, the change cannot be placed: not held against it.)
+    /// `heard_before` list_changed received when it was requested and `heard` when it completed.
+    /// When it differs from the previous listing although that one was still promised fresh when
+    /// this one was requested and no `list_changed` came in between, the change happened within
+    /// the promise: a suspect until `grace` has passed (see [`TtlWatch::grace_over`]). (Requested
+    /// after the promise ran out, the change cannot be placed: not held against it.)
+    ///
+    /// A listing during whose walk a `list_changed` arrived promises nothing to compare with: the
+    /// server changed its list while it was read, so it may hold the list before, the list
+    /// after, or pages of each — a version no client was ever served whole. Held against the
+    /// next listing, the announced change would read as a second, silent one (and a walk that
+    /// overlaps each periodic redeploy would keep the target stale for good).
     pub fn listing(
         &mut self,
         fingerprint: u64,
         requested: Instant,
         ttl: Duration,
-        notifications: u64,
+        heard_before: u64,
+        heard: u64,
         grace: Duration,
     ) {
         if self.last.as_ref().is_some_and(|p| requested < p.requested) {
@@ -154,7 +161,7 @@ impl TtlWatch {
             heard_all
                 && p.fingerprint != fingerprint
                 && requested < p.fresh_until
-                && notifications == p.notifications
+                && heard == p.notifications
         });
         if let Some(p) = broken
             && self.suspect.is_none()
@@ -163,14 +170,14 @@ impl TtlWatch {
                 deadline: Instant::now() + grace,
                 ttl: p.fresh_until - p.requested,
                 fresh_until: p.fresh_until,
-                heard: notifications,
+                heard,
             });
         }
-        self.last = Some(Promise {
+        self.last = (heard_before == heard).then(|| Promise {
             fingerprint,
             requested,
             fresh_until: requested + ttl,
-            notifications,
+            notifications: heard,
         });
     }
 
@@ -244,6 +251,29 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_listing_read_while_the_server_announced_a_change_is_no_promise() {
+        let ttl = Duration::from_secs(60);
+        let grace = Duration::from_secs(3);
+        let mut w = TtlWatch::default();
+        let t0 = Instant::now();
+        w.listing(1, t0, ttl, 0, 0, grace);
+        // A periodic redeploy lands while an audit walks: page 1 before, page 2 after, and the
+        // list_changed arrives before the walk ends.
+        w.listing(12, t0 + Duration::from_secs(30), ttl, 0, 1, grace);
+        assert!(w.deadline().is_none(), "announced: no suspect");
+        // The walk the notification woke reads the list after, unlike the mixed one before it.
+        w.listing(2, t0 + Duration::from_secs(31), ttl, 1, 1, grace);
+        assert!(
+            w.deadline().is_none(),
+            "the announced change is not a second, silent one"
+        );
+        // Once settled again, a silent change inside the promise is still a suspect.
+        w.listing(3, t0 + Duration::from_secs(40), ttl, 1, 1, grace);
+        assert_eq!(w.grace_over(1), Some(ttl));
+        assert!(w.broken_until().is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn ttl_promises_are_broken_only_by_unannounced_changes_within_them() {
         let ttl = Duration::from_secs(60);
         let grace = Duration::from_secs(5);
@@ -251,7 +281,7 @@ mod tests {
         let t0 = Instant::now();
         // A listing, then the grace over with `heard` list_changed: the ttl when broken.
         let judge = |w: &mut TtlWatch, fp, at: u64, ttl, seen, heard| {
-            w.listing(fp, t0 + Duration::from_secs(at), ttl, seen, grace);
+            w.listing(fp, t0 + Duration::from_secs(at), ttl, seen, seen, grace);
             w.deadline().and_then(|_| w.grace_over(heard))
         };
         assert_eq!(
@@ -294,7 +324,7 @@ mod tests {
         );
         w.broken_over();
         assert_eq!(w.broken_until(), None);
-        w.listing(8, t0 + Duration::from_secs(210), ttl, 1, grace);
+        w.listing(8, t0 + Duration::from_secs(210), ttl, 1, 1, grace);
         assert!(w.deadline().is_some(), "a suspect");
         w.channel_gap();
         assert!(

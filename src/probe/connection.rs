@@ -466,14 +466,16 @@ impl Connection {
                 }
                 (trigger, report, elapsed, requested) = poll_slot(&mut walk) => {
                     walk = None;
-                    let noise_countable = walking.take().is_none_or(|w| w.noise_countable);
+                    let walked = walking.take();
+                    let noise_countable = walked.is_none_or(|w| w.noise_countable);
+                    let heard_before = walked.map_or_else(|| inbox.list_changed_count(), |w| w.covers);
                     let expired = report.result.as_ref().err()
                         .and_then(|e| e.mcp_error())
                         .is_some_and(|e| e.reason == Reason::SessionExpired);
                     if report.answered > 0 {
                         self.confirm_alive();
                     }
-                    let complete = self.on_walk(trigger, report, elapsed, requested, schedule.refresh_pending(), inbox.list_changed_count(), noise_countable);
+                    let complete = self.on_walk(trigger, report, elapsed, requested, schedule.refresh_pending(), heard_before..inbox.list_changed_count(), noise_countable);
                     if expired {
                         return SessionEnd::Expired;
                     }
@@ -613,7 +615,7 @@ impl Connection {
         elapsed: Duration,
         requested: tokio::time::Instant,
         notified_meanwhile: bool,
-        notifications: u64,
+        heard: std::ops::Range<u64>,
         noise_countable: bool,
     ) -> bool {
         self.events.walk_finished(trigger, &report, elapsed);
@@ -626,7 +628,8 @@ impl Connection {
             walk.tools.fingerprint(),
             requested,
             ttl,
-            notifications,
+            heard.start,
+            heard.end,
             self.config.notification_grace,
         );
         if trigger.refreshes_cache() {
@@ -662,7 +665,7 @@ impl Connection {
                 .as_ref()
                 .map(ToolSet::fingerprint)
                 .unwrap_or_default();
-            if self.audit.diverged(fp, notifications) {
+            if self.audit.diverged(fp, heard.end) {
                 self.events.diverged(&drift);
             }
         }
