@@ -9,7 +9,9 @@
 # Steps: install (pinned, .ci/peers/install.sh; skipped when present), fresh credentials, start
 # both, the plain-client checker (.ci/oauth/check_server_side.py: the server side works), then the
 # exporter for 4 token lifetimes (.ci/oauth/exporter_e2e.py: up throughout, zero failures, tokens
-# renewed). The AS and the MCP server listen on different ports, i.e. different origins: the
+# renewed), then `mcp_exporter proxy` with an oauth2 --http-config in front of the same server
+# (.ci/oauth/proxy_e2e.py: the catalog up throughout, a client's stale calls counted, its own token
+# passed through). The AS and the MCP server listen on different ports, i.e. different origins: the
 # exporter's targets name the AS as `oauth2.issuer` (credentials go nowhere else; without it the
 # run fails with reason untrusted_authorization_server). The pair alone: .ci/oauth/serve.sh.
 #
@@ -58,4 +60,11 @@ timeout -k 10 240 "$PEER_PY" "$here/oauth/exporter_e2e.py" --work "$dir/exporter
   --mcp "$OAUTH_MCP_URL" --issuer "$OAUTH_ISSUER" --ttl "$TTL" --basic-id "$OAUTH_BASIC_ID" \
   --basic-secret-file "$OAUTH_BASIC_SECRET_FILE" --jwt-id "$OAUTH_JWT_ID" --jwt-key-file "$OAUTH_JWT_KEY_FILE" \
   --as-log "$OAUTH_AS_LOG" --rs-log "$OAUTH_RS_LOG"
-log "PASS exporter across token expiries: $(($(date +%s) - step_started)) s, $(($(date +%s) - started)) s in all"
+log "PASS exporter across token expiries: $(($(date +%s) - step_started)) s"
+
+step_started=$(date +%s)
+timeout -k 10 150 "$PEER_PY" "$here/oauth/proxy_e2e.py" --work "$dir/proxy" --bin "$bin" \
+  --mcp "$OAUTH_MCP_URL" --issuer "$OAUTH_ISSUER" --ttl "$TTL" --basic-id "$OAUTH_BASIC_ID" \
+  --basic-secret-file "$OAUTH_BASIC_SECRET_FILE" --jwt-id "$OAUTH_JWT_ID" --jwt-key-file "$OAUTH_JWT_KEY_FILE" \
+  --as-log "$OAUTH_AS_LOG" --rs-log "$OAUTH_RS_LOG"
+log "PASS proxy (catalog with oauth2) across token expiries: $(($(date +%s) - step_started)) s, $(($(date +%s) - started)) s in all"

@@ -123,7 +123,10 @@ enum Command {
     Pin(ServerArgs),
     /// Run an MCP-aware reverse proxy in front of one server (passive mode, no targets): clients
     /// connect to --listen, the proxy forwards to --upstream and exports mcp_proxy_* series on
-    /// --web.listen-address. See docs/proxy.md.
+    /// --web.listen-address. --header and --http-config are the credentials of the proxy's own
+    /// catalog session (its tools/list walks, which judge stale calls), as `check` takes them;
+    /// they are never added to clients' requests, and clients' own Authorization is forwarded
+    /// unchanged and never used by the catalog. See docs/proxy.md.
     Proxy {
         /// The MCP server's endpoint URL; its path is served as-is on --listen.
         #[arg(long)]
@@ -179,14 +182,8 @@ struct CheckArgs {
 /// How to reach one server: what `check` and `pin` share.
 #[derive(Debug, clap::Args)]
 struct ServerArgs {
-    /// Header sent with every request, 'Name: value' (repeatable); ${VAR} in the value is read
-    /// from the environment. Values are never printed.
-    #[arg(long = "header", value_name = "HEADER")]
-    headers: Vec<String>,
-    /// Credentials, TLS and proxy: a YAML file with a target's http_config blocks at the top
-    /// level (authorization, basic_auth, oauth2, tls_config, proxy_url …).
-    #[arg(long = "http-config", value_name = "FILE")]
-    http_config: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    http: config::HttpFlags,
     /// Deadline of each request.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     timeout: Duration,
@@ -507,7 +504,7 @@ fn run_pin(args: ServerArgs) -> ExitCode {
 fn server_options(args: &ServerArgs) -> Result<check::Options, String> {
     let endpoint = match (&args.url, args.stdio.split_first()) {
         (_, Some((program, rest))) => {
-            if !args.headers.is_empty() || args.http_config.is_some() {
+            if args.http.is_set() {
                 return Err(
                     "--header and --http-config apply to a URL, not to a stdio server".into(),
                 );
@@ -535,11 +532,11 @@ fn server_options(args: &ServerArgs) -> Result<check::Options, String> {
     Ok(check::Options {
         endpoint,
         legacy_clients: false,
-        headers: headers("--header", &args.headers)?,
-        http: match &args.http_config {
-            None => Default::default(),
-            Some(path) => config::HttpClientConfig::load(path).map_err(|e| e.to_string())?,
-        },
+        headers: args
+            .http
+            .headers()
+            .map_err(|why| format!("--header: {why}"))?,
+        http: args.http.http_config().map_err(|e| e.to_string())?,
         timeout: args.timeout,
         protocol_version: args
             .protocol_version

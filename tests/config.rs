@@ -284,3 +284,46 @@ fn relative_command_and_cwd_are_resolved_against_the_config_directory() {
     assert_eq!(spec(1).command, Path::new("files-mcp"));
     assert_eq!(spec(1).cwd, None);
 }
+
+#[test]
+fn config_check_refuses_a_proxys_bad_catalog_credentials_by_file_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = "proxies:\n  - name: kb\n    listen: 127.0.0.1:10119\n    upstream: https://kb.example.com/mcp\n";
+    std::fs::write(dir.path().join("catalog.token"), format!("{SENTINEL}\n")).unwrap();
+    // A proxy with a target's credentials (relative files resolved against the config's folder).
+    let ok = check_text(
+        dir.path(),
+        "ok.yml",
+        &format!(
+            "{base}    authorization:\n      credentials_file: catalog.token\n    headers:\n      X-Key: ${{FILES_TOKEN}}\n"
+        ),
+    );
+    assert!(ok.status.success(), "{ok:?}");
+    for (name, extra, want) in [
+        (
+            "missing.yml",
+            "    authorization:\n      credentials_file: nope.token\n",
+            "proxies[0].authorization.credentials_file: cannot read ",
+        ),
+        (
+            "typo.yml",
+            "    oauth2:\n      client_id: c\n      client_secrt: x\n",
+            "unknown field `client_secrt`",
+        ),
+        (
+            "unknown.yml",
+            "    bearer_token: x\n",
+            "unknown field `bearer_token`",
+        ),
+        (
+            "unset.yml",
+            "    headers:\n      X-Key: ${NOT_SET_ANYWHERE}\n",
+            "proxies[0].headers.X-Key: environment variable NOT_SET_ANYWHERE is not set",
+        ),
+    ] {
+        let out = check_text(dir.path(), name, &format!("{base}{extra}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: accepted");
+        assert!(err.contains(name) && err.contains(want), "{name}: {err}");
+    }
+}

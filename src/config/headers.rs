@@ -8,7 +8,7 @@
 use super::expand::expand_env;
 use super::raw::PairList;
 use super::validate::Validator;
-use super::{ConfigError, Secret};
+use super::{ConfigError, HttpClientConfig, Secret};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::PathBuf;
@@ -168,6 +168,43 @@ pub fn header_flag(text: &str) -> Result<(String, Secret), String> {
         .map_err(|why| format!("header {name}: {why}"))?;
     check_header_value(&value).map_err(|why| format!("header {name}: {why}"))?;
     Ok((name.to_string(), Secret::new(value)))
+}
+
+/// `--header` and `--http-config`: how `check`, `pin` and `proxy` (its catalog session) reach a
+/// server, parsed by one code path: each header by [`header_flag`], the file by
+/// [`HttpClientConfig::load`] (a target's `http_config` blocks at the top level).
+#[derive(Debug, Default, clap::Args)]
+pub struct HttpFlags {
+    /// Header sent with every request of the exporter's own session, 'Name: value'
+    /// (repeatable); ${VAR} in the value is read from the environment. Values are never
+    /// printed.
+    #[arg(long = "header", value_name = "HEADER")]
+    pub headers: Vec<String>,
+    /// Credentials, TLS and proxy of the exporter's own session: a YAML file with a target's
+    /// http_config blocks at the top level (authorization, basic_auth, oauth2, tls_config,
+    /// proxy_url …).
+    #[arg(long = "http-config", value_name = "FILE")]
+    pub http_config: Option<PathBuf>,
+}
+
+impl HttpFlags {
+    /// The `--header` flags, checked; an error says why without the value.
+    pub fn headers(&self) -> Result<Vec<(String, Secret)>, String> {
+        self.headers.iter().map(|h| header_flag(h)).collect()
+    }
+
+    /// The `--http-config` file, validated (none: the defaults); errors name file and field.
+    pub fn http_config(&self) -> Result<HttpClientConfig, ConfigError> {
+        match &self.http_config {
+            None => Ok(HttpClientConfig::default()),
+            Some(path) => HttpClientConfig::load(path),
+        }
+    }
+
+    /// Whether either flag is given.
+    pub fn is_set(&self) -> bool {
+        !self.headers.is_empty() || self.http_config.is_some()
+    }
 }
 
 /// RFC 9110 `tchar`.

@@ -56,7 +56,7 @@ pub use discovery::{
 };
 pub use endpoint::parse_target_url;
 pub use error::ConfigError;
-pub use headers::header_flag;
+pub use headers::{HttpFlags, header_flag};
 pub use http_client::{
     ClientAuth, ClientCert, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config, PemSource,
     ProxyConfig, SecretSource, TargetAuth, TlsConfig, TlsVersion,

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::ConfigError;
-use super::raw::{RawBytes, parse_bytes};
+use super::raw::{PairList, RawBytes, parse_bytes, with_http_blocks};
 use super::validate::Validator;
+use super::{ConfigError, HttpClientConfig, Secret};
 
 /// Default `listen` of the `proxy` subcommand and of the demo's `kb_proxy`.
 pub const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:10119";
@@ -66,6 +66,12 @@ pub struct McpProxyConfig {
     pub client_idle_timeout: Duration,
     /// Forward `/.well-known/oauth-protected-resource[/path]` to the upstream (RFC 9728).
     pub forward_oauth_metadata: bool,
+    /// `headers` and `header_files`: sent by the catalog session only, never added to clients'
+    /// forwarded requests.
+    pub headers: Vec<(String, Secret)>,
+    /// The `http_config` blocks (credentials, TLS, proxy) of the catalog session, validated as
+    /// a target's; not inherited from `global` (credentials go only where a proxy names them).
+    pub http: HttpClientConfig,
 }
 
 impl McpProxyConfig {
@@ -89,6 +95,8 @@ impl McpProxyConfig {
             stream_idle_timeout: Duration::from_secs(600),
             client_idle_timeout: Duration::from_secs(24 * 60 * 60),
             forward_oauth_metadata: false,
+            headers: Vec::new(),
+            http: HttpClientConfig::default(),
         }
     }
 }
@@ -107,8 +115,9 @@ pub(super) struct RawHeaderLabel {
     header: String,
 }
 
-/// One entry of `proxies:` as written.
-#[derive(Deserialize)]
+with_http_blocks! {
+/// One entry of `proxies:` as written, with the `http_config` blocks of its catalog session.
+#[derive(Deserialize, Default)]
 #[serde(
     deny_unknown_fields,
     expecting = "a mapping with at least `name`, `listen` and `upstream`"
@@ -131,6 +140,9 @@ pub(super) struct RawProxy {
     stream_idle_timeout: Option<String>,
     client_idle_timeout: Option<String>,
     forward_oauth_metadata: Option<bool>,
+    headers: Option<PairList>,
+    header_files: Option<PairList>,
+}
 }
 
 /// Validate `proxies:`: names and listen addresses unique.
@@ -170,7 +182,8 @@ pub(super) fn validate(
     Ok(out)
 }
 
-fn one(v: &Validator<'_>, p: &str, r: RawProxy) -> Result<McpProxyConfig, ConfigError> {
+fn one(v: &Validator<'_>, p: &str, mut r: RawProxy) -> Result<McpProxyConfig, ConfigError> {
+    let raw_http = r.take_http();
     let name = r.name.ok_or_else(|| {
         v.err(
             format!("{p}.name"),
@@ -215,7 +228,18 @@ fn one(v: &Validator<'_>, p: &str, r: RawProxy) -> Result<McpProxyConfig, Config
                 "not an http:// or https:// URL of an MCP endpoint",
             )
         })?;
+    // The catalog's credentials: the target's blocks and header rules, by the target's code.
+    let who = format!("proxy {name:?}");
+    let http = v.http_blocks(p, &who, raw_http)?;
+    let own_auth = http.auth.as_ref().map(|(_, block)| *block);
+    let http = http.over(&HttpClientConfig::default());
+    let names = super::validate::header_names(p, &r.headers, &r.header_files);
+    v.no_authorization_header(&who, &names, &http, own_auth)?;
+    v.no_user_info(&format!("{p}.upstream"), &who, &upstream, &http)?;
+    let headers = v.headers(p, r.headers.take(), r.header_files.take())?;
     let mut c = McpProxyConfig::new(&name, listen, upstream);
+    c.headers = headers;
+    c.http = http;
     c.client_label = match r.client_label {
         None => ClientLabel::ClientInfo,
         Some(RawClientLabel::Named(n)) if n == "clientInfo" => ClientLabel::ClientInfo,
@@ -347,6 +371,10 @@ pub struct ProxyFlags {
     /// Also forward /.well-known/oauth-protected-resource[/path] to the upstream.
     #[arg(long = "forward-oauth-metadata")]
     pub forward_oauth_metadata: bool,
+    /// `--header` and `--http-config`, as `check` takes them: the catalog session's credentials
+    /// (clients' own requests are forwarded with their own headers, untouched).
+    #[command(flatten)]
+    pub http: super::HttpFlags,
 }
 
 /// The proxy of the `proxy` subcommand: `name`, `listen`, `upstream` and the tuning flags, as if
@@ -362,6 +390,8 @@ pub fn from_flags(
         base_dir: None,
         env: &|_| None,
     };
+    let headers = flags.http.headers().map_err(|why| v.err("--header", why))?;
+    let http = flags.http.http_config()?;
     let raw = RawProxy {
         name: Some(name.to_string()),
         listen: Some(listen.to_string()),
@@ -380,8 +410,19 @@ pub fn from_flags(
         stream_idle_timeout: flags.stream_idle_timeout,
         client_idle_timeout: flags.client_idle_timeout,
         forward_oauth_metadata: Some(flags.forward_oauth_metadata),
+        ..RawProxy::default()
     };
-    one(&v, "proxy", raw)
+    let mut c = one(&v, "proxy", raw)?;
+    let own_auth = super::http_blocks::auth_block(&http.auth);
+    let names: Vec<(String, &str)> = headers
+        .iter()
+        .map(|(n, _)| ("--header".to_owned(), n.as_str()))
+        .collect();
+    v.no_authorization_header("--http-config", &names, &http, own_auth)?;
+    v.no_user_info("--upstream", "--http-config", &c.upstream, &http)?;
+    c.headers = headers;
+    c.http = http;
+    Ok(c)
 }
 
 /// `host:port`, `:port` (every interface) or `localhost:port`.
@@ -445,6 +486,162 @@ mod tests {
             .expect_err("refused")
             .to_string();
         assert!(e.contains("proxy.stream_idle_timeout"), "{e}");
+    }
+
+    #[test]
+    fn the_catalog_session_takes_a_targets_headers_and_http_blocks() {
+        use super::super::test_support::{SENTINEL, assert_has, write};
+        use super::super::{SecretSource, TargetAuth};
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "token", format!("{SENTINEL}\n").as_bytes());
+        let base = "proxies:\n  - name: kb\n    listen: 127.0.0.1:10119\n    upstream: https://kb.example.com/mcp\n";
+        let text = format!(
+            "{base}    headers:\n      X-Tenant: blue\n      X-Key: ${{KB_TOKEN}}\n    authorization:\n      credentials_file: token\n    tls_config:\n      insecure_skip_verify: true\n    proxy_url: http://proxy.example:3128\n"
+        );
+        let c = crate::config::Config::parse(
+            &text,
+            &dir.path().join("c.yml").display().to_string(),
+            &super::super::test_support::fake_env,
+        )
+        .unwrap();
+        let p = &c.proxies[0];
+        let headers: Vec<(&str, &str)> = p
+            .headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.expose()))
+            .collect();
+        assert_eq!(headers, [("X-Tenant", "blue"), ("X-Key", SENTINEL)]);
+        assert_eq!(
+            p.http.auth,
+            TargetAuth::Authorization {
+                scheme: "Bearer".into(),
+                credentials: SecretSource::File(dir.path().join("token")),
+            }
+        );
+        assert!(p.http.tls.insecure_skip_verify);
+        assert!(!format!("{c:?}").contains(SENTINEL), "secret in Debug");
+        // oauth2 with discovery and its trust keys, by the target's validator
+        let c = ok(&format!(
+            "{base}    oauth2:\n      client_id: c\n      client_secret: ${{KB_TOKEN}}\n      issuer: https://auth.example.com\n"
+        ));
+        let TargetAuth::OAuth2(o) = &c.proxies[0].http.auth else {
+            panic!("oauth2")
+        };
+        assert_eq!(
+            o.issuer.as_ref().map(url::Url::as_str),
+            Some("https://auth.example.com/")
+        );
+        assert!(!format!("{c:?}").contains(SENTINEL));
+        // Not inherited from global: a proxy's credentials are only its own.
+        let c = ok(&format!("global:\n  basic_auth: {{username: u}}\n{base}"));
+        assert_eq!(c.proxies[0].http, HttpClientConfig::default());
+        // Errors name file, field and why, never the value.
+        let e = err(&format!(
+            "{base}    authorization:\n      credentials_file: /nonexistent/token\n"
+        ));
+        assert_has(
+            &e,
+            "test.yml: proxies[0].authorization.credentials_file: cannot read /nonexistent/token",
+        );
+        let e = err(&format!(
+            "{base}    oauth2:\n      client_id: c\n      client_secret: x\n      issuers: [https://a]\n"
+        ));
+        assert_has(&e, "unknown field `issuers`");
+        let e = err(&format!("{base}    tls_confg: {{}}\n"));
+        assert_has(&e, "unknown field `tls_confg`");
+        let e = err(&format!(
+            "{base}    header_files:\n      X-Key: /nonexistent/key\n"
+        ));
+        assert_has(
+            &e,
+            "test.yml: proxies[0].header_files.X-Key: cannot read /nonexistent/key",
+        );
+        let e = err(&format!("{base}    headers:\n      Mcp-Session-Id: x\n"));
+        assert_has(
+            &e,
+            "proxies[0].headers.Mcp-Session-Id: header Mcp-Session-Id is set by the exporter's MCP client",
+        );
+        let e = err(&format!(
+            "{base}    headers:\n      Authorization: Bearer ${{KB_TOKEN}}\n    basic_auth: {{username: u}}\n"
+        ));
+        assert_eq!(
+            e,
+            "test.yml: proxies[0].headers.Authorization: proxy \"kb\" authenticates with `basic_auth`: an Authorization header would conflict with it; remove one of the two"
+        );
+        let e = err(&format!(
+            "{base}    basic_auth: {{username: u}}\n    oauth2: {{client_id: c}}\n"
+        ));
+        assert_has(
+            &e,
+            "test.yml: proxies[0].oauth2: proxy \"kb\" sets both `basic_auth` and `oauth2`",
+        );
+        let e = err(
+            "proxies:\n  - name: kb\n    listen: 127.0.0.1:1\n    upstream: https://u:p@kb.example.com/mcp\n    authorization: {credentials: x}\n",
+        );
+        assert_has(
+            &e,
+            "proxies[0].upstream: proxy \"kb\" authenticates with `authorization`, and its URL carries user info",
+        );
+    }
+
+    #[test]
+    fn subcommand_header_and_http_config_flags_are_checks_own() {
+        use super::super::test_support::{SENTINEL, write};
+        let dir = tempfile::tempdir().unwrap();
+        let up = url::Url::parse("http://h/mcp").expect("url");
+        let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
+        let file = write(
+            dir.path(),
+            "http.yml",
+            format!("basic_auth:\n  username: u\n  password: {SENTINEL}\n").as_bytes(),
+        );
+        let flags = |headers: &[&str], http: Option<&std::path::Path>| ProxyFlags {
+            http: super::super::HttpFlags {
+                headers: headers.iter().map(|h| h.to_string()).collect(),
+                http_config: http.map(Into::into),
+            },
+            ..ProxyFlags::default()
+        };
+        let c = from_flags(
+            "default",
+            addr,
+            &up,
+            flags(&["X-Tenant: blue"], Some(&file)),
+        )
+        .unwrap();
+        assert_eq!(c.headers.len(), 1);
+        assert!(matches!(
+            c.http.auth,
+            super::super::TargetAuth::Basic { .. }
+        ));
+        assert!(!format!("{c:?}").contains(SENTINEL));
+        let e = from_flags("default", addr, &up, flags(&["X-Key:"], None))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "command line: --header: header X-Key: header value is empty"
+        );
+        let e = from_flags(
+            "default",
+            addr,
+            &up,
+            flags(&[&format!("Authorization: Bearer {SENTINEL}")], Some(&file)),
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "command line: --header: --http-config authenticates with `basic_auth`: an Authorization header would conflict with it; remove one of the two"
+        );
+        let typo = write(dir.path(), "typo.yml", b"tls_confg: {}\n");
+        let e = from_flags("default", addr, &up, flags(&[], Some(&typo)))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&typo.display().to_string()) && e.contains("unknown field `tls_confg`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -12,19 +12,20 @@ use std::marker::PhantomData;
 
 /// Declares a raw struct with the `http_config` blocks after its own fields, and `take_http`
 /// to move them out. Written out rather than `#[serde(flatten)]`: flattening would switch off
-/// `deny_unknown_fields`.
+/// `deny_unknown_fields`. Used for targets, `global`, `http_sd_configs`, `--http-config` files
+/// and `proxies:` entries (their catalog session).
 macro_rules! with_http_blocks {
     (
         $(#[$meta:meta])*
-        pub(super) struct $name:ident { $(pub(super) $field:ident: $ty:ty,)* }
+        pub(super) struct $name:ident { $($vis:vis $field:ident: $ty:ty,)* }
     ) => {
         $(#[$meta])*
         pub(super) struct $name {
-            $(pub(super) $field: $ty,)*
-            pub(super) authorization: Option<RawAuthorization>,
-            pub(super) basic_auth: Option<RawBasicAuth>,
-            pub(super) oauth2: Option<RawOAuth2>,
-            pub(super) tls_config: Option<RawTls>,
+            $($vis $field: $ty,)*
+            pub(super) authorization: Option<$crate::config::raw::RawAuthorization>,
+            pub(super) basic_auth: Option<$crate::config::raw::RawBasicAuth>,
+            pub(super) oauth2: Option<$crate::config::raw::RawOAuth2>,
+            pub(super) tls_config: Option<$crate::config::raw::RawTls>,
             pub(super) proxy_url: Option<String>,
             pub(super) no_proxy: Option<String>,
             pub(super) proxy_from_environment: Option<bool>,
@@ -32,8 +33,8 @@ macro_rules! with_http_blocks {
 
         impl $name {
             #[allow(dead_code)] // RawHttp is the blocks already
-            pub(super) fn take_http(&mut self) -> RawHttp {
-                RawHttp {
+            pub(super) fn take_http(&mut self) -> $crate::config::raw::RawHttp {
+                $crate::config::raw::RawHttp {
                     authorization: self.authorization.take(),
                     basic_auth: self.basic_auth.take(),
                     oauth2: self.oauth2.take(),
@@ -46,6 +47,7 @@ macro_rules! with_http_blocks {
         }
     };
 }
+pub(super) use with_http_blocks;
 
 #[derive(Deserialize)]
 #[serde(

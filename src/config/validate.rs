@@ -108,6 +108,23 @@ impl HttpClientConfig {
     }
 }
 
+/// The header names of `headers` and `header_files` at `p`, each with its field path.
+pub(super) fn header_names<'a>(
+    p: &str,
+    headers: &'a Option<super::raw::PairList>,
+    files: &'a Option<super::raw::PairList>,
+) -> Vec<(String, &'a str)> {
+    [("headers", headers), ("header_files", files)]
+        .into_iter()
+        .flat_map(|(section, pairs)| {
+            pairs
+                .iter()
+                .flat_map(|l| l.0.iter())
+                .map(move |(n, _)| (format!("{p}.{section}.{n}"), n.as_str()))
+        })
+        .collect()
+}
+
 fn parse_with_base(
     text: &str,
     source: &str,
@@ -298,18 +315,10 @@ impl Validator<'_> {
                 let own = self.http_blocks(p, &who, raw.take_http())?;
                 let own_auth = own.auth.as_ref().map(|(_, block)| *block);
                 let http = own.over(&global.http);
-                self.no_authorization_header(p, &who, &raw, &http, own_auth)?;
-                if let (Some(block), Endpoint::Http { url, .. }) =
-                    (auth_block(&http.auth), &endpoint)
-                    && (!url.username().is_empty() || url.password().is_some())
-                {
-                    return Err(self.err(
-                        format!("{p}.url"),
-                        format!(
-                            "{who} authenticates with `{block}`, and its URL carries user info \
-                             (sent as basic authentication): remove one of the two"
-                        ),
-                    ));
+                let names = header_names(p, &raw.headers, &raw.header_files);
+                self.no_authorization_header(&who, &names, &http, own_auth)?;
+                if let Endpoint::Http { url, .. } = &endpoint {
+                    self.no_user_info(&format!("{p}.url"), &who, url, &http)?;
                 }
                 http
             }
@@ -381,13 +390,12 @@ impl Validator<'_> {
         Ok(Some(path))
     }
 
-    /// `headers.Authorization` (or `header_files`) beside an auth block would send two
-    /// credentials, or let one silently win: refused.
-    fn no_authorization_header(
+    /// `headers.Authorization` (or `header_files`, `--header`) beside an auth block would send
+    /// two credentials, or let one silently win: refused. `names`: (field path, header name).
+    pub(super) fn no_authorization_header(
         &self,
-        p: &str,
         who: &str,
-        raw: &RawTarget,
+        names: &[(String, &str)],
         http: &HttpClientConfig,
         own_auth: Option<&str>,
     ) -> Result<(), ConfigError> {
@@ -399,26 +407,39 @@ impl Validator<'_> {
         } else {
             " (from global)"
         };
-        for (section, pairs) in [
-            ("headers", &raw.headers),
-            ("header_files", &raw.header_files),
-        ] {
-            let Some(pairs) = pairs else { continue };
-            if let Some((name, _)) = pairs
-                .0
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case("authorization"))
-            {
-                return Err(self.err(
-                    format!("{p}.{section}.{name}"),
-                    format!(
-                        "{who} authenticates with `{block}`{from}: an Authorization header would \
-                         conflict with it; remove one of the two"
-                    ),
-                ));
-            }
+        if let Some((field, _)) = names
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case("authorization"))
+        {
+            return Err(self.err(
+                field,
+                format!(
+                    "{who} authenticates with `{block}`{from}: an Authorization header would \
+                     conflict with it; remove one of the two"
+                ),
+            ));
         }
         Ok(())
+    }
+
+    /// A URL with user info (sent as basic authentication) beside an auth block: refused.
+    pub(super) fn no_user_info(
+        &self,
+        field: &str,
+        who: &str,
+        url: &url::Url,
+        http: &HttpClientConfig,
+    ) -> Result<(), ConfigError> {
+        match auth_block(&http.auth) {
+            Some(block) if !url.username().is_empty() || url.password().is_some() => Err(self.err(
+                field,
+                format!(
+                    "{who} authenticates with `{block}`, and its URL carries user info \
+                         (sent as basic authentication): remove one of the two"
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     pub(super) fn name(&self, p: &str, raw: Option<String>) -> Result<String, ConfigError> {

@@ -21,6 +21,11 @@
 //! listing scoped by its credentials, another instance behind a load balancer) asks for one
 //! re-walk per change, not one per page.
 //!
+//! The catalog session authenticates like a target: the proxy's own `headers`, `header_files`
+//! and `http_config` blocks (`--header`, `--http-config`), through the target's [`TargetHttp`]
+//! (static credentials re-read from files, OAuth tokens with the same trust rules). Clients'
+//! credentials are never used here, and these are never added to clients' requests.
+//!
 //! Kept: the current schema of every tool and the previous schema of tools whose definition
 //! changed (for stale-schema calls), within [`MAX_SCHEMA_BYTES`]; and the names listed in the last
 //! 24 h (at most [`MAX_TOOL_LABELS`]), the only values the `tool` label may take.
@@ -32,8 +37,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
 
-use crate::config::Endpoint;
+use crate::config::{Endpoint, Secret};
 use crate::mcp::{Client, Era, Inbox, McpError};
+use crate::net::TargetHttp;
 use crate::probe::toolset::{kept_name, tool_fingerprint};
 use crate::probe::walker::{self, Pager, WalkLimits};
 use crate::telemetry::proxy::ProxyMetrics;
@@ -84,6 +90,9 @@ struct State {
     refreshing: Option<Instant>,
     /// Digest of a client listing's disagreement with the catalog, and when it asked for a walk.
     disagreements: HashMap<u64, Instant>,
+    /// Why the last walk (or its session) failed: the reason label and the error (bounded, no
+    /// secrets); `None` after a complete walk.
+    failure: Option<(&'static str, String)>,
 }
 
 /// The catalog of one proxy's upstream.
@@ -129,6 +138,12 @@ impl Catalog {
         {
             self.trigger.notify_one();
         }
+    }
+
+    /// Why the catalog session is down (the last walk's failure), if it is.
+    pub fn failure(&self) -> Option<String> {
+        let s = self.state.read().expect("catalog lock");
+        s.failure.as_ref().map(|(_, text)| text.clone())
     }
 
     /// Walks done so far, complete or not.
@@ -347,10 +362,15 @@ impl Catalog {
         true
     }
 
-    /// Walk the upstream on start, every `interval`, and when asked, until `stop`.
+    /// Walk the upstream on start, every `interval`, and when asked, until `stop`; `net` and
+    /// `headers` are the catalog session's own credentials, TLS and proxy.
+    #[allow(clippy::too_many_arguments)]
     pub async fn run(
         self: Arc<Self>,
+        name: String,
         upstream: url::Url,
+        net: Arc<TargetHttp>,
+        headers: Vec<(String, Secret)>,
         interval: Duration,
         metrics: Arc<ProxyMetrics>,
         mut stop: watch::Receiver<bool>,
@@ -364,8 +384,12 @@ impl Catalog {
             {
                 self.state.write().expect("catalog lock").refreshing = Some(started);
             }
+            let mut failure = None;
             if session.is_none() {
-                session = connect(&upstream).await.ok().map(Arc::new);
+                match connect(&upstream, &net, &headers).await {
+                    Ok(client) => session = Some(Arc::new(client)),
+                    Err(e) => failure = Some((e.reason.as_str(), e.to_string())),
+                }
             }
             let ok = match &session {
                 Some(client) => {
@@ -380,7 +404,7 @@ impl Catalog {
                             true
                         }
                         Err(e) => {
-                            tracing::debug!(error = %e, "proxy catalog walk failed");
+                            failure = Some((e.reason(), e.to_string()));
                             false
                         }
                     }
@@ -390,6 +414,7 @@ impl Catalog {
             if !ok && let Some(s) = session.take() {
                 s.close().await;
             }
+            self.record_failure(&name, failure);
             self.state.write().expect("catalog lock").refreshing = None;
             metrics.upstream(ok, self.tools());
             self.walks.send_modify(|n| *n += 1);
@@ -409,9 +434,33 @@ impl Catalog {
     }
 }
 
-async fn connect(upstream: &url::Url) -> Result<Client, McpError> {
-    let net = crate::net::TargetHttp::plain();
-    let dialer = crate::probe::connection::dialer(&Endpoint::http(upstream.clone()), &[], &net)?;
+impl Catalog {
+    /// Keep why the catalog is down (`None`: it is up) and log a change of state or reason once,
+    /// not every retry.
+    fn record_failure(&self, proxy: &str, failure: Option<(&'static str, String)>) {
+        let before = std::mem::replace(
+            &mut self.state.write().expect("catalog lock").failure,
+            failure.clone(),
+        );
+        match (before, failure) {
+            (None, None) => {}
+            (Some(_), None) => tracing::info!(proxy, "proxy catalog session to the upstream is up"),
+            (Some((was, _)), Some((reason, text))) if was == reason => {
+                tracing::debug!(proxy, reason, error = %text, "proxy catalog walk failed again");
+            }
+            (_, Some((reason, text))) => {
+                tracing::warn!(proxy, reason, error = %text, "proxy catalog session to the upstream is down: stale-call verdicts are off until it is back (its credentials are the proxy's own headers and http_config, see docs/proxy.md)");
+            }
+        }
+    }
+}
+
+async fn connect(
+    upstream: &url::Url,
+    net: &Arc<TargetHttp>,
+    headers: &[(String, Secret)],
+) -> Result<Client, McpError> {
+    let dialer = crate::probe::connection::dialer(&Endpoint::http(upstream.clone()), headers, net)?;
     let (inbox, _requests) = Inbox::new();
     let observe = |_: &'static str, _, _| {};
     Client::connect(&dialer, None, Arc::new(inbox), REQUEST_TIMEOUT, &observe).await

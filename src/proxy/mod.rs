@@ -121,6 +121,10 @@ impl Proxy {
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
         let http = crate::net::build_client(&Default::default(), &Default::default())
             .map_err(|e| format!("proxy {}: {e}", config.name))?;
+        // The catalog session's own credentials, TLS and proxy (the target's code path); never
+        // used for clients' requests, which go through `http` with their own headers.
+        let catalog_net = crate::net::TargetHttp::new(&config.name, &config.http, &config.upstream)
+            .map_err(|e| format!("proxy {}: catalog credentials: {e}", config.name))?;
         let metrics = telemetry.add_proxy(&config.name);
         let shared = Arc::new_cyclic(|me| Shared {
             labels: ClientLabels::new(
@@ -150,7 +154,10 @@ impl Proxy {
             stop_rx.clone(),
         ))];
         tasks.push(tokio::spawn(shared.catalog.clone().run(
+            shared.config.name.clone(),
             shared.config.upstream.clone(),
+            catalog_net,
+            shared.config.headers.clone(),
             shared.config.catalog_refresh_interval,
             shared.metrics.clone(),
             stop_rx.clone(),

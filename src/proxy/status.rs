@@ -23,6 +23,8 @@ pub struct ProxyStatus {
     pub upstream_tools: Option<usize>,
     /// Walks of the upstream's list so far (complete or not).
     pub catalog_walks: u64,
+    /// Why the catalog session is down (`reason: detail`, no secrets), if it is.
+    pub catalog_failure: Option<String>,
     pub sessions_tracked: usize,
     pub sessions: Vec<SessionRow>,
 }
@@ -108,6 +110,7 @@ impl super::Shared {
             upstream: crate::config::redact_url(&sh.config.upstream),
             upstream_tools: sh.catalog.tools(),
             catalog_walks: sh.catalog.walks(),
+            catalog_failure: sh.catalog.failure(),
             sessions_tracked: table.len(),
             sessions: rows.into_iter().map(|(_, r)| r).collect(),
         }

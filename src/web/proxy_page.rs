@@ -45,6 +45,13 @@ pub(super) async fn html(State(s): State<WebState>) -> Html<String> {
             p.sessions_tracked,
             p.sessions.len()
         );
+        if let Some(why) = &p.catalog_failure {
+            let _ = write!(
+                h,
+                "<p class=\"bad\">catalog session down: {}</p>",
+                escape(why)
+            );
+        }
         h.push_str("<table><tr><th>client</th><th>age</th><th>idle</th><th>tools/list</th><th>pages</th><th>cursor outstanding</th><th>followed</th><th>first page only</th><th>cursor errors</th><th>calls</th><th>stale tool</th><th>stale schema</th><th>unknown-tool answers</th><th>last list_changed</th><th>re-list due</th><th>called before listing</th></tr>");
         for r in &p.sessions {
             let _ = write!(

@@ -180,7 +180,7 @@ impl Drop for Exporter {
 }
 
 impl Exporter {
-    /// Start the binary with `args` (a free listen address and debug logs are added).
+    /// Start the binary with `args` (a free listen address and debug logs are put before them).
     pub fn spawn(args: &[String], envs: &[(&str, &str)]) -> Exporter {
         Self::spawn_under(&[], args, envs)
     }
@@ -200,9 +200,10 @@ impl Exporter {
                 c
             }
         };
-        cmd.args(args)
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        // Before `args`, so a subcommand (`proxy`) may follow: the daemon's flags go before it.
+        cmd.arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .arg("--log.level=debug")
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::from(log.reopen().expect("log file")));
         for (k, v) in envs {
