@@ -136,6 +136,68 @@ impl Front {
     }
 }
 
+/// A proxy in front of an upstream that demands mutual TLS with a private CA: the hop to the
+/// upstream is the proxy's own connection, so its `tls_config` carries the clients' forwarded
+/// requests too (with the platform's roots and no certificate, none could pass), and the
+/// catalog walks over the same TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxys_tls_config_carries_its_clients_and_its_catalog_to_a_mutual_tls_upstream() {
+    let lab = start_lab([("kb", Behaviour::default())]).await;
+    let ca = ca();
+    let front = Front::start(lab.addr(), server_config(&ca)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let client = leaf(&ca, &["proxy"]);
+    put(dir.path(), "ca.pem", &ca.pem);
+    put(dir.path(), "client.pem", &client.cert);
+    put(dir.path(), "client.key", &client.key);
+    let http = "tls_config:\n  ca_file: ca.pem\n  cert_file: client.pem\n  key_file: client.key\n  server_name: mcp.internal\n";
+    let upstream =
+        url::Url::parse(&format!("https://127.0.0.1:{}/kb/mcp", front.addr.port())).unwrap();
+    let telemetry = mcp_exporter::telemetry::Telemetry::new();
+    let mut config =
+        mcp_exporter::config::McpProxyConfig::new("kb", "127.0.0.1:0".parse().unwrap(), upstream);
+    config.http = HttpClientConfig::parse(http, "http.yml", Some(dir.path()), &|_| None)
+        .expect("http config");
+    let proxy = mcp_exporter::proxy::Proxy::start(config, telemetry.clone())
+        .await
+        .expect("proxy starts");
+
+    // A client that speaks plain HTTP to the proxy reaches the upstream through it.
+    let answer = reqwest::Client::new()
+        .post(format!("http://{}/kb/mcp", proxy.addr()))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"tls-client","version":"1"}}}"#)
+        .send()
+        .await
+        .expect("the proxy answers");
+    assert_eq!(
+        answer.status(),
+        200,
+        "forwarded over the proxy's mutual TLS"
+    );
+    let body = answer.text().await.unwrap();
+    assert!(body.contains("serverInfo"), "{body}");
+
+    let start = tokio::time::Instant::now();
+    loop {
+        let s = common::Scrape::parse(&telemetry.render());
+        if s.get("mcp_proxy_upstream_up", &[("proxy", "kb")]) == Some(1.0) {
+            break;
+        }
+        assert!(
+            start.elapsed() < DEADLINE,
+            "catalog up over mutual TLS\n{}",
+            s.text
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        front.handshakes(0) >= 2,
+        "the client's request and the catalog both shook hands"
+    );
+}
+
 /// Write `content` to `dir/name` through a rename, as rotation tools do.
 fn put(dir: &Path, name: &str, content: &str) {
     let tmp = dir.join(format!(".{name}.tmp"));

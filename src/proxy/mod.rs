@@ -119,10 +119,13 @@ impl Proxy {
             )
         })?;
         let addr = listener.local_addr().map_err(|e| e.to_string())?;
-        let http = crate::net::build_client(&Default::default(), &Default::default())
+        // The hop to the upstream is the proxy's own connection: its `tls_config` (roots,
+        // server_name, a client certificate the upstream demands) and `proxy_url` serve the
+        // clients' forwarded requests and the catalog alike, or no client could pass.
+        let http = crate::net::build_client(&config.http.tls, &config.http.proxy)
             .map_err(|e| format!("proxy {}: {e}", config.name))?;
-        // The catalog session's own credentials, TLS and proxy (the target's code path); never
-        // used for clients' requests, which go through `http` with their own headers.
+        // The catalog session's own credentials (the target's code path); never used for
+        // clients' requests, which go through `http` with their own headers.
         let catalog_net = crate::net::TargetHttp::new(&config.name, &config.http, &config.upstream)
             .map_err(|e| format!("proxy {}: catalog credentials: {e}", config.name))?;
         let metrics = telemetry.add_proxy(&config.name);
