@@ -123,10 +123,11 @@ enum Command {
     Pin(ServerArgs),
     /// Run an MCP-aware reverse proxy in front of one server (passive mode, no targets): clients
     /// connect to --listen, the proxy forwards to --upstream and exports mcp_proxy_* series on
-    /// --web.listen-address. --header and --http-config are the credentials of the proxy's own
-    /// catalog session (its tools/list walks, which judge stale calls), as `check` takes them;
+    /// --web.listen-address. --header and --http-config's credentials are the proxy's own
+    /// catalog session's (its tools/list walks, which judge stale calls), as `check` takes them;
     /// they are never added to clients' requests, and clients' own Authorization is forwarded
-    /// unchanged and never used by the catalog. See docs/proxy.md.
+    /// unchanged and never used by the catalog. Its tls_config and proxy_url carry the clients'
+    /// requests to the upstream too. See docs/proxy.md.
     Proxy {
         /// The MCP server's endpoint URL; its path is served as-is on --listen.
         #[arg(long)]
