@@ -91,7 +91,7 @@ pub async fn run(opts: &Options) -> Report {
         dialer,
         session,
         inbox,
-        mut requests,
+        requests,
     } = match open(opts).await {
         Ok(o) => o,
         Err(e) => {
@@ -100,14 +100,7 @@ pub async fn run(opts: &Options) -> Report {
         }
     };
     // A correct client answers the server's requests (ping) while it works.
-    let answering = {
-        let session = session.clone();
-        tokio::spawn(async move {
-            while let Some(req) = requests.recv().await {
-                let _ = session.answer(&req.id, &req.method).await;
-            }
-        })
-    };
+    let answering = tokio::spawn(session.clone().answer_requests(requests));
     let started = Instant::now();
     let stream = session_rows(&session, &inbox, opts, &mut report).await;
     let legacy = match (opts.legacy_clients, &dialer, session.era()) {

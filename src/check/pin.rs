@@ -7,8 +7,6 @@
 //! named), missing, or any tool nobody pinned fails the check, so a server author's CI notices
 //! a changed tool before a deploy does.
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
 use super::recorder::{names, one_change};
@@ -115,15 +113,7 @@ impl Pager for Collect<'_> {
 pub async fn pin(opts: &Options) -> Result<String, String> {
     let opened = open(opts).await?;
     let session = opened.session.clone();
-    let mut requests = opened.requests;
-    let answering = {
-        let session: Arc<crate::mcp::Client> = session.clone();
-        tokio::spawn(async move {
-            while let Some(req) = requests.recv().await {
-                let _ = session.answer(&req.id, &req.method).await;
-            }
-        })
-    };
+    let answering = tokio::spawn(session.clone().answer_requests(opened.requests));
     let mut pager = Collect {
         session: &session,
         tools: Vec::new(),

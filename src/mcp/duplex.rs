@@ -468,6 +468,56 @@ mod tests {
             .expect("within the test deadline")
     }
 
+    /// The one server-request responder ([`crate::mcp::Client::answer_requests`]): a server's
+    /// `ping` gets the empty result the spec requires, any other request "method not found"
+    /// (this client offers no capabilities), each with the server's own id.
+    #[tokio::test]
+    async fn the_responder_answers_a_servers_ping_and_refuses_other_requests() {
+        use crate::mcp::Client;
+        use crate::mcp::session::Session;
+        use crate::mcp::version::ProtocolVersion;
+        let (d, feed, mut out, inbox, requests) = channel();
+        let wait = Duration::from_secs(5);
+        let opening = tokio::spawn(Session::open_over(
+            Arc::new(d),
+            ProtocolVersion::NEWEST_LEGACY,
+            inbox,
+            wait,
+            wait,
+        ));
+        within(out.recv()).await.expect("initialize sent");
+        feed.message(
+            br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}"#,
+        )
+        .expect("the answer is JSON-RPC");
+        let session = within(opening).await.expect("task").expect("session");
+        within(out.recv()).await.expect("initialized sent");
+        let client = Arc::new(Client::Legacy(session));
+        // Every connection of a fleet keeps one idle responder: it holds its wait, not a send.
+        let idle = client
+            .clone()
+            .answer_requests(tokio::sync::mpsc::channel(1).1);
+        let size = std::mem::size_of_val(&idle);
+        assert!(size <= 256, "an idle responder is {size} bytes");
+        let _responder = tokio::spawn(client.answer_requests(requests));
+        let mut next = async || -> Value {
+            serde_json::from_slice(&within(out.recv()).await.expect("an answer")).expect("JSON")
+        };
+        feed.message(br#"{"jsonrpc":"2.0","id":"s-1","method":"ping"}"#)
+            .expect("a request");
+        assert_eq!(
+            next().await,
+            json!({"jsonrpc": "2.0", "id": "s-1", "result": {}})
+        );
+        feed.message(br#"{"jsonrpc":"2.0","id":7,"method":"sampling/createMessage","params":{}}"#)
+            .expect("a request");
+        let refused = next().await;
+        assert_eq!(
+            (refused["id"].clone(), refused["error"]["code"].clone()),
+            (json!(7), json!(-32601))
+        );
+    }
+
     fn pending(d: &Duplex) -> usize {
         d.core.lock().pending.len()
     }

@@ -324,7 +324,7 @@ impl Connection {
                     self.sessions += 1;
                     // Not up until this session answers a request after connecting.
                     self.alive = false;
-                    let responder = spawn_responder(client.clone(), requests);
+                    let responder = OwnedTask::spawn(client.clone().answer_requests(requests));
                     let end = self
                         .run_session(&client, &inbox, trigger, &mut shutdown)
                         .await;
@@ -755,59 +755,6 @@ async fn legacy_next(watch: &mut Option<LegacyWatch>) -> LegacyVerdict {
     match watch {
         Some(w) => w.next().await,
         None => std::future::pending().await,
-    }
-}
-
-fn spawn_responder(
-    client: Arc<Client>,
-    mut requests: tokio::sync::mpsc::Receiver<crate::mcp::inbox::ServerRequest>,
-) -> OwnedTask<()> {
-    OwnedTask::spawn(async move {
-        while let Some(req) = requests.recv().await {
-            let _ = client.answer(&req.id, &req.method).await;
-        }
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every tick of a timer first due at `first` with `period`, before `until`.
-    fn ticks(first: Duration, period: Duration, until: Duration) -> Vec<Duration> {
-        (0..)
-            .map(|k| first + period * k)
-            .take_while(|t| *t < until)
-            .collect()
-    }
-
-    #[test]
-    fn pings_stay_half_a_period_away_from_audits() {
-        let (ping, audit) = (Duration::from_secs(15), Duration::from_secs(30));
-        let horizon = Duration::from_secs(600);
-        let mut firsts = std::collections::BTreeSet::new();
-        for index in 0..200u16 {
-            let (ping_at, audit_at) = timer_phases("kb", index, ping, audit);
-            assert!(ping_at >= ping / 2 && ping_at < ping * 3 / 2, "{ping_at:?}");
-            assert!(audit_at >= audit / 2 && audit_at < audit, "{audit_at:?}");
-            for a in ticks(audit_at, audit, horizon) {
-                for p in ticks(ping_at, ping, horizon) {
-                    let apart = a.abs_diff(p);
-                    assert!(apart >= ping / 2 - Duration::from_millis(1), "{a:?} {p:?}");
-                }
-            }
-            firsts.insert(audit_at.as_millis());
-        }
-        assert!(firsts.len() > 150, "connections spread: {}", firsts.len());
-        assert_eq!(
-            timer_phases("kb", 3, ping, audit),
-            timer_phases("kb", 3, ping, audit),
-            "deterministic"
-        );
-        assert_ne!(
-            timer_phases("kb", 3, ping, audit),
-            timer_phases("kc", 3, ping, audit)
-        );
     }
 }
 
