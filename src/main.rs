@@ -129,9 +129,10 @@ enum Command {
     /// unchanged and never used by the catalog. Its tls_config and proxy_url carry the clients'
     /// requests to the upstream too. See docs/proxy.md.
     Proxy {
-        /// The MCP server's endpoint URL; its path is served as-is on --listen.
+        /// The MCP server's endpoint URL; its path is served as-is on --listen. (A string here:
+        /// checked by the configuration's URL rule, whose errors never echo it.)
         #[arg(long)]
-        upstream: url::Url,
+        upstream: String,
         /// Where clients connect.
         #[arg(long, default_value = "127.0.0.1:10119")]
         listen: String,
@@ -330,10 +331,6 @@ fn main() -> ExitCode {
                 eprintln!("mcp_exporter proxy: --listen {listen:?} is not host:port");
                 return ExitCode::from(2);
             };
-            if !matches!(upstream.scheme(), "http" | "https") {
-                eprintln!("mcp_exporter proxy: --upstream must be an http:// or https:// URL");
-                return ExitCode::from(2);
-            }
             match config::proxy_from_flags(&name, addr, &upstream, tuning) {
                 Ok(c) => Source::Proxy(Box::new(c)),
                 Err(e) => {
@@ -519,10 +516,7 @@ fn server_options(args: &ServerArgs) -> Result<check::Options, String> {
         }
         (Some(url), None) => {
             // Parsed here, not by clap: clap's error would echo the URL, credentials included.
-            let url = url::Url::parse(url.trim())
-                .ok()
-                .filter(|u| matches!(u.scheme(), "http" | "https"))
-                .ok_or("URL: not an absolute http:// or https:// URL")?;
+            let url = config::parse_target_url(url.trim()).map_err(|why| format!("URL: {why}"))?;
             Endpoint::Http {
                 url,
                 transport: args.transport,

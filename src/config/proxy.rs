@@ -219,15 +219,10 @@ fn one(v: &Validator<'_>, p: &str, mut r: RawProxy) -> Result<McpProxyConfig, Co
     let upstream = r
         .upstream
         .ok_or_else(|| v.err(format!("{p}.upstream"), "required: the MCP server's URL"))?;
-    let upstream = url::Url::parse(&upstream)
-        .ok()
-        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
-        .ok_or_else(|| {
-            v.err(
-                format!("{p}.upstream"),
-                "not an http:// or https:// URL of an MCP endpoint",
-            )
-        })?;
+    // The targets' one URL rule (scheme, host, no fragment, no whitespace); its errors never
+    // echo the URL, which may carry credentials.
+    let upstream = super::endpoint::parse_target_url(upstream.trim())
+        .map_err(|why| v.err(format!("{p}.upstream"), why))?;
     // The catalog's credentials: the target's blocks and header rules, by the target's code.
     let who = format!("proxy {name:?}");
     let http = v.http_blocks(p, &who, raw_http)?;
@@ -382,7 +377,7 @@ pub struct ProxyFlags {
 pub fn from_flags(
     name: &str,
     listen: SocketAddr,
-    upstream: &url::Url,
+    upstream: &str,
     flags: ProxyFlags,
 ) -> Result<McpProxyConfig, ConfigError> {
     let v = Validator {
@@ -465,7 +460,7 @@ mod tests {
 
     #[test]
     fn subcommand_flags_follow_the_same_rules() {
-        let up = url::Url::parse("http://h/mcp").expect("url");
+        let up = "http://h/mcp";
         let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
         let flags = ProxyFlags {
             max_connections: Some(10),
@@ -473,7 +468,7 @@ mod tests {
             forward_oauth_metadata: true,
             ..ProxyFlags::default()
         };
-        let c = from_flags("default", addr, &up, flags).expect("valid");
+        let c = from_flags("default", addr, up, flags).expect("valid");
         assert_eq!(c.max_connections, 10);
         assert_eq!(c.upstream_timeout, Duration::from_secs(5));
         assert!(c.forward_oauth_metadata);
@@ -482,7 +477,7 @@ mod tests {
             stream_idle_timeout: Some("0s".into()),
             ..ProxyFlags::default()
         };
-        let e = from_flags("default", addr, &up, bad)
+        let e = from_flags("default", addr, up, bad)
             .expect_err("refused")
             .to_string();
         assert!(e.contains("proxy.stream_idle_timeout"), "{e}");
@@ -588,7 +583,7 @@ mod tests {
     fn subcommand_header_and_http_config_flags_are_checks_own() {
         use super::super::test_support::{SENTINEL, write};
         let dir = tempfile::tempdir().unwrap();
-        let up = url::Url::parse("http://h/mcp").expect("url");
+        let up = "http://h/mcp";
         let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
         let file = write(
             dir.path(),
@@ -602,20 +597,14 @@ mod tests {
             },
             ..ProxyFlags::default()
         };
-        let c = from_flags(
-            "default",
-            addr,
-            &up,
-            flags(&["X-Tenant: blue"], Some(&file)),
-        )
-        .unwrap();
+        let c = from_flags("default", addr, up, flags(&["X-Tenant: blue"], Some(&file))).unwrap();
         assert_eq!(c.headers.len(), 1);
         assert!(matches!(
             c.http.auth,
             super::super::TargetAuth::Basic { .. }
         ));
         assert!(!format!("{c:?}").contains(SENTINEL));
-        let e = from_flags("default", addr, &up, flags(&["X-Key:"], None))
+        let e = from_flags("default", addr, up, flags(&["X-Key:"], None))
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -625,7 +614,7 @@ mod tests {
         let e = from_flags(
             "default",
             addr,
-            &up,
+            up,
             flags(&[&format!("Authorization: Bearer {SENTINEL}")], Some(&file)),
         )
         .unwrap_err()
@@ -635,7 +624,7 @@ mod tests {
             "command line: --header: --http-config authenticates with `basic_auth`: an Authorization header would conflict with it; remove one of the two"
         );
         let typo = write(dir.path(), "typo.yml", b"tls_confg: {}\n");
-        let e = from_flags("default", addr, &up, flags(&[], Some(&typo)))
+        let e = from_flags("default", addr, up, flags(&[], Some(&typo)))
             .unwrap_err()
             .to_string();
         assert!(
@@ -679,5 +668,30 @@ mod tests {
         assert!(e.contains("proxies[1].listen"), "{e}");
         let e = err("proxies:\n  - name: kb\n    listen: 127.0.0.1:1\n    upstream: ftp://h/\n");
         assert!(e.contains("proxies[0].upstream"), "{e}");
+    }
+
+    /// An upstream is held to the targets' one URL rule, and the subcommand's `--upstream` to
+    /// the same: no host, a fragment or whitespace are refused with why, never echoing the URL
+    /// (it may carry credentials).
+    #[test]
+    fn the_upstream_follows_the_targets_url_rule_and_is_never_echoed() {
+        let addr: SocketAddr = "127.0.0.1:1".parse().expect("address");
+        for (upstream, why) in [
+            ("http:///mcp", "no host"),
+            ("https://u:hunter2@h/mcp#frag", "fragment"),
+            ("http://u:hunter2@h/m cp", "whitespace"),
+            ("ftp://u:hunter2@h/", "scheme"),
+        ] {
+            let e = err(&format!(
+                "proxies:\n  - name: kb\n    listen: 127.0.0.1:1\n    upstream: \"{upstream}\"\n"
+            ));
+            assert!(e.contains("proxies[0].upstream") && e.contains(why), "{e}");
+            assert!(!e.contains("hunter2"), "{e}");
+            let e = from_flags("default", addr, upstream, ProxyFlags::default())
+                .expect_err("refused")
+                .to_string();
+            assert!(e.contains("upstream") && e.contains(why), "{e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
     }
 }
