@@ -211,11 +211,11 @@ struct ServerArgs {
     stdio: Vec<String>,
 }
 
+/// `--max-listing-bytes`: a size, held to the configuration's rule for `max_listing_bytes`.
 fn listing_bytes(s: &str) -> Result<usize, String> {
-    config::parse_bytes(s)
-        .and_then(|n| usize::try_from(n).ok())
-        .filter(|n| *n >= 1024)
-        .ok_or_else(|| format!("{s:?} is not a size of at least 1KiB (bytes, or 256KiB, 1MiB …)"))
+    let n = config::parse_bytes(s)
+        .ok_or_else(|| format!("{s:?} is not a size (bytes, or 256KiB, 1MiB …)"))?;
+    config::listing_bytes(n)
 }
 
 /// SIGHUP does nothing until the daemon's own handler (`app`) replaces this one.

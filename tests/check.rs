@@ -209,15 +209,22 @@ async fn broken_pagination_and_duplicates_exit_1_naming_the_problem() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listing_over_the_byte_cap_fails_naming_the_cap() {
-    let lab = lab(&["healthy"]).await;
-    // The 14 tools take a few KiB over two pages; 1 KiB does not hold them.
-    let run = check(&["--max-listing-bytes", "1KiB", &url(&lab, "healthy")], &[]).await;
+    let lab = lab(&["endless-cursors"]).await;
+    // Pages without end: the smallest budget (4 KiB) runs out long before the 64-page cap.
+    let endless = url(&lab, "endless-cursors");
+    let run = check(&["--max-listing-bytes", "4KiB", &endless], &[]).await;
     run.ended(1, "fail");
     let detail = run.expect("FAIL", "tools_list");
     assert!(detail.contains("max_listing_bytes"), "{detail}");
-    let bad = check(&["--max-listing-bytes", "lots", &url(&lab, "healthy")], &[]).await;
+    let bad = check(&["--max-listing-bytes", "lots", &endless], &[]).await;
     assert_eq!(bad.code, 2, "{}", bad.stderr);
     assert!(bad.stderr.contains("not a size"), "{}", bad.stderr);
+    // The configuration's rule: between 4KiB and 64MiB.
+    for size in ["1KiB", "65MiB"] {
+        let bad = check(&["--max-listing-bytes", size, &endless], &[]).await;
+        assert_eq!(bad.code, 2, "{}", bad.stderr);
+        assert!(bad.stderr.contains("between 4KiB and 64MiB"), "{}", bad.stderr);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

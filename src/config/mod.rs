@@ -77,3 +77,4 @@ pub use proxy::{
 };
 pub use raw::parse_bytes;
 pub use secret::{Secret, redact_url};
+pub use validate::listing_bytes;

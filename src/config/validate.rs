@@ -33,6 +33,17 @@ const MIN_LISTING_BYTES: u64 = 4 * 1024;
 const MAX_LISTING_BYTES: u64 = 64 * 1024 * 1024;
 const MAX_NAME_LEN: usize = 64;
 
+/// The one rule for a listing budget: `max_listing_bytes` of `global` and a target, and the
+/// `--max-listing-bytes` of `check` and `pin`, are between 4 KiB and 64 MiB.
+pub fn listing_bytes(n: u64) -> Result<usize, String> {
+    if !(MIN_LISTING_BYTES..=MAX_LISTING_BYTES).contains(&n) {
+        return Err(format!(
+            "{n} bytes is out of range; must be between 4KiB and 64MiB"
+        ));
+    }
+    Ok(usize::try_from(n).expect("checked range"))
+}
+
 impl Config {
     /// Reads and validates the file at `path`, expanding `${VAR}` from the process
     /// environment. Relative `header_files` paths are resolved against the file's directory.
@@ -546,13 +557,9 @@ impl Validator<'_> {
                 "not a size; write bytes as a number, or a number with a unit: 256KiB, 1MiB",
             )
         })?;
-        if !(MIN_LISTING_BYTES..=MAX_LISTING_BYTES).contains(&n) {
-            return Err(self.err(
-                field,
-                format!("{n} bytes is out of range; must be between 4KiB and 64MiB"),
-            ));
-        }
-        Ok(Some(usize::try_from(n).expect("checked range")))
+        listing_bytes(n)
+            .map(Some)
+            .map_err(|why| self.err(field, why))
     }
 
     fn connections(&self, p: &str, raw: Option<i64>) -> Result<Option<u16>, ConfigError> {

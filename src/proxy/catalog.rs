@@ -64,8 +64,11 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 const RETRY: Duration = Duration::from_secs(5);
 /// Deadline of each request of the catalog session.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-/// Walk limits of the catalog session (the probe's defaults).
-const LIMITS: WalkLimits = WalkLimits {
+/// Walk limits of the proxy's own walks (the catalog's, and the merged walks of flattened
+/// clients): the probe's page cap, and four times its default byte budget — the proxy must
+/// follow whatever listing its clients are served, and they are not held to the exporter's
+/// default.
+pub(super) const LIMITS: WalkLimits = WalkLimits {
     max_pages: 64,
     max_bytes: crate::config::DEFAULT_MAX_LISTING_BYTES * 4,
 };

@@ -21,15 +21,12 @@ use super::forward::Exchange;
 use super::observe::SseReader;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::{McpError, Reason};
-use crate::probe::walker::{self, Pager, WalkLimits};
+use crate::probe::walker::{self, Pager};
 
 /// The id of the proxy's own `tools/list` requests in a client's session.
 const FLATTEN_ID: &str = "mcp-proxy-flatten";
 
-const LIMITS: WalkLimits = WalkLimits {
-    max_pages: 64,
-    max_bytes: crate::config::DEFAULT_MAX_LISTING_BYTES * 4,
-};
+use super::catalog::LIMITS;
 
 /// Answer the exchange with one merged page when its client is flattened and it is a
 /// `tools/list` without a cursor; otherwise (or when the walk fails) give the exchange back.
