@@ -223,7 +223,11 @@ async fn a_listing_over_the_byte_cap_fails_naming_the_cap() {
     for size in ["1KiB", "65MiB"] {
         let bad = check(&["--max-listing-bytes", size, &endless], &[]).await;
         assert_eq!(bad.code, 2, "{}", bad.stderr);
-        assert!(bad.stderr.contains("between 4KiB and 64MiB"), "{}", bad.stderr);
+        assert!(
+            bad.stderr.contains("between 4KiB and 64MiB"),
+            "{}",
+            bad.stderr
+        );
     }
 }
 

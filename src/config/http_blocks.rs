@@ -345,15 +345,8 @@ impl Validator<'_> {
             return Err(self.err(join(p, "server_name"), "empty; remove it or name the host"));
         }
         let version = |key: &str, v: Option<String>| -> Result<Option<TlsVersion>, ConfigError> {
-            match v.as_deref() {
-                None => Ok(None),
-                Some("TLS12") => Ok(Some(TlsVersion::Tls12)),
-                Some("TLS13") => Ok(Some(TlsVersion::Tls13)),
-                Some(other) => Err(self.err(
-                    join(p, key),
-                    format!("unknown TLS version {other:?}; allowed: TLS12, TLS13 (older versions are not supported)"),
-                )),
-            }
+            v.map(|name| TlsVersion::parse(&name).map_err(|why| self.err(join(p, key), why)))
+                .transpose()
         };
         let tls = TlsConfig {
             ca,
@@ -733,7 +726,15 @@ mod tests {
             &target("    tls_config:\n      min_version: TLS11\n"),
         );
         assert!(
-            e.contains("targets[0].tls_config.min_version: unknown TLS version \"TLS11\""),
+            e.contains("targets[0].tls_config.min_version: TLS11 is not supported"),
+            "{e}"
+        );
+        let e = load_err(
+            dir.path(),
+            &target("    tls_config:\n      max_version: TLS1.3\n"),
+        );
+        assert!(
+            e.contains("targets[0].tls_config.max_version: unknown TLS version \"TLS1.3\""),
             "{e}"
         );
         // inline PEM works too; the key stays a secret in Debug

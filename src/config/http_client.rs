@@ -146,6 +146,23 @@ pub enum TlsVersion {
     Tls13,
 }
 
+impl TlsVersion {
+    /// The one reader of a TLS version's name, as Prometheus writes it (`TLS12`, `TLS13`): for
+    /// a target's `tls_config` and the web server's `tls_server_config` alike.
+    pub fn parse(name: &str) -> Result<TlsVersion, String> {
+        match name {
+            "TLS12" => Ok(TlsVersion::Tls12),
+            "TLS13" => Ok(TlsVersion::Tls13),
+            "TLS10" | "TLS11" => Err(format!(
+                "{name} is not supported: the exporter's TLS (rustls) speaks TLS12 and TLS13 only"
+            )),
+            other => Err(format!(
+                "unknown TLS version {other:?}; allowed: TLS12, TLS13"
+            )),
+        }
+    }
+}
+
 /// `proxy_url`, `no_proxy`, `proxy_from_environment`. `Debug` and `Display` show the proxy URL
 /// through [`super::redact_url`] (its password is a secret).
 #[derive(Clone, PartialEq, Eq, Default)]

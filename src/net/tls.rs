@@ -139,18 +139,27 @@ fn check_pair(
     Ok(())
 }
 
-/// A rustls client configuration for `tls` with `material` (from [`Material::load`]).
-pub fn client_config(tls: &TlsConfig, material: Material) -> Result<rustls::ClientConfig, String> {
-    let provider = provider();
-    let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
+/// The rustls versions from `min` to `max` (each end open when `None`), oldest first: the
+/// exporter's client and its web server's alike.
+pub fn versions(
+    min: Option<TlsVersion>,
+    max: Option<TlsVersion>,
+) -> Vec<&'static rustls::SupportedProtocolVersion> {
+    [
         (TlsVersion::Tls12, &rustls::version::TLS12),
         (TlsVersion::Tls13, &rustls::version::TLS13),
     ]
     .into_iter()
-    .filter(|(v, _)| tls.min_version.is_none_or(|min| *v >= min))
-    .filter(|(v, _)| tls.max_version.is_none_or(|max| *v <= max))
+    .filter(|(v, _)| min.is_none_or(|min| *v >= min))
+    .filter(|(v, _)| max.is_none_or(|max| *v <= max))
     .map(|(_, p)| p)
-    .collect();
+    .collect()
+}
+
+/// A rustls client configuration for `tls` with `material` (from [`Material::load`]).
+pub fn client_config(tls: &TlsConfig, material: Material) -> Result<rustls::ClientConfig, String> {
+    let provider = provider();
+    let versions = versions(tls.min_version, tls.max_version);
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
         .map_err(|e| format!("TLS versions: {e}"))?;

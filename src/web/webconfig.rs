@@ -34,7 +34,7 @@ use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
 use super::serve::Throttle;
-use crate::config::PemSource;
+use crate::config::{PemSource, TlsVersion};
 use crate::net::files;
 
 /// Largest web configuration file, certificate chain, key or CA bundle read: far above any real
@@ -321,24 +321,12 @@ fn pem_source(
     }
 }
 
-fn tls_version(
-    field: &str,
-    value: Option<String>,
-    default: &'static SupportedProtocolVersion,
-) -> Result<&'static SupportedProtocolVersion, (String, String)> {
-    let field = format!("tls_server_config.{field}");
-    match given(value).as_deref() {
-        None => Ok(default),
-        Some("TLS12") => Ok(&rustls::version::TLS12),
-        Some("TLS13") => Ok(&rustls::version::TLS13),
-        Some(v @ ("TLS10" | "TLS11")) => Err((
-            field,
-            format!(
-                "{v} is not supported: the exporter's TLS (rustls) speaks TLS12 and TLS13 only"
-            ),
-        )),
-        Some(v) => Err((field, format!("unknown TLS version {v:?} (TLS12 or TLS13)"))),
-    }
+fn tls_version(field: &str, value: Option<String>) -> Result<Option<TlsVersion>, (String, String)> {
+    given(value)
+        .map(|name| {
+            TlsVersion::parse(&name).map_err(|why| (format!("tls_server_config.{field}"), why))
+        })
+        .transpose()
 }
 
 fn tls_settings(raw: RawTls, dir: &Path) -> Result<Option<TlsSettings>, (String, String)> {
@@ -384,15 +372,9 @@ fn tls_settings(raw: RawTls, dir: &Path) -> Result<Option<TlsSettings>, (String,
                 .into(),
         ));
     }
-    let min = tls_version("min_version", raw.min_version, &rustls::version::TLS12)?;
-    let max = tls_version("max_version", raw.max_version, &rustls::version::TLS13)?;
-    let versions: Vec<_> = [&rustls::version::TLS12, &rustls::version::TLS13]
-        .into_iter()
-        .filter(|v| {
-            u16::from(v.version) >= u16::from(min.version)
-                && u16::from(v.version) <= u16::from(max.version)
-        })
-        .collect();
+    let min = tls_version("min_version", raw.min_version)?;
+    let max = tls_version("max_version", raw.max_version)?;
+    let versions = crate::net::tls::versions(min, max);
     if versions.is_empty() {
         return Err((field("min_version"), "is above max_version".into()));
     }
