@@ -576,19 +576,19 @@ mod tests {
         }
     }
 
-    /// The escaping server's two escaped processes, once both run.
+    /// The escaping server's two escaped processes, once both have written their pid (each
+    /// writes its own, so both ran). Not checked alive here: a server that exits at once may
+    /// have its tree ended before the test reads the files.
     async fn escaped(dir: &std::path::Path) -> Vec<u32> {
         let files = ["daemon", "setsid"].map(|n| dir.join(n));
         until("the server started its processes", || {
             files.iter().all(|f| f.exists())
         })
         .await;
-        let pids: Vec<u32> = files
+        files
             .iter()
             .map(|f| std::fs::read_to_string(f).unwrap().parse().unwrap())
-            .collect();
-        assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
-        pids
+            .collect()
     }
 
     async fn launch(dir: &std::path::Path, mode: &str) -> Duplex {
@@ -615,6 +615,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let duplex = launch(dir.path(), "stay").await;
         let pids = escaped(dir.path()).await;
+        assert!(pids.iter().all(|p| alive(*p)), "{pids:?}");
         duplex.close().await;
         until("the daemon and the setsid child are gone", || {
             !pids.iter().any(|p| alive(*p))
