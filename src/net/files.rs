@@ -6,8 +6,8 @@
 //! so the two can never disagree about what a file holds.
 
 use crate::config::PemSource;
-use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::io::Read;
 use std::path::Path;
 use std::time::SystemTime;
@@ -70,6 +70,13 @@ pub fn certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, String> 
         return Err("no PEM certificate (BEGIN CERTIFICATE) found".into());
     }
     Ok(certs)
+}
+
+/// The private key of a PEM text (PKCS#8, PKCS#1 or SEC1): the one key reader of the client's
+/// certificates and the web server's. The error never quotes the text (it is a secret).
+pub fn private_key(pem: &[u8]) -> Result<PrivateKeyDer<'static>, String> {
+    PrivateKeyDer::from_pem_slice(pem)
+        .map_err(|_| "no PEM private key (PKCS#8, PKCS#1 or SEC1) found".into())
 }
 
 /// A secret kept in a file: UTF-8, trailing line breaks removed (editors add one), not empty.

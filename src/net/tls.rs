@@ -15,7 +15,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
@@ -75,10 +74,7 @@ impl Material {
                         files::read_bounded(p, files::MAX_SECRET_BYTES).map_err(fault(key_field))?
                     }
                 };
-                let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsFault {
-                    field: key_field,
-                    why: "no PEM private key (PKCS#8, PKCS#1 or SEC1) found".into(),
-                })?;
+                let key = files::private_key(&key_pem).map_err(fault(key_field))?;
                 check_pair(&chain, &key, cert_field, key_field)?;
                 Some((chain, key))
             }

@@ -24,8 +24,7 @@ use std::time::Duration;
 
 use axum::http::{HeaderName, HeaderValue};
 use rustls::crypto::{CryptoProvider, SupportedKxGroup, aws_lc_rs};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::pki_types::CertificateDer;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ServerConfig, WebPkiClientVerifier};
 use rustls::{DistinguishedName, RootCertStore, SupportedCipherSuite, SupportedProtocolVersion};
@@ -492,8 +491,7 @@ impl TlsSettings {
         let cert_field = self.field("cert", &self.cert);
         let key_field = self.field("key", &self.key);
         let chain = files::certificates(&m.cert).map_err(|e| (cert_field, e))?;
-        let key = PrivateKeyDer::from_pem_slice(&m.key)
-            .map_err(|e| (key_field.clone(), format!("no usable PEM private key: {e}")))?;
+        let key = files::private_key(&m.key).map_err(|e| (key_field.clone(), e))?;
 
         let mut provider = aws_lc_rs::default_provider();
         if let Some(tls12) = &self.tls12_suites {
