@@ -89,9 +89,9 @@ pub struct Connection {
     probes: Vec<ProbeConfig>,
     dialer: Dialer,
     /// What a correct client holds: changed only by refresh walks.
-    cache: Option<ToolSet>,
-    /// The last complete walk of any trigger.
-    server: Option<ToolSet>,
+    cache: Option<Arc<ToolSet>>,
+    /// The last complete walk of any trigger. One copy with `cache` while the two agree.
+    server: Option<Arc<ToolSet>>,
     /// Its tools' `x-mcp-header` parameters (mirrored into headers when a probe calls them).
     param_headers: walker::ParamHeaders,
     audit: Audit,
@@ -622,10 +622,18 @@ impl Connection {
         let Ok(walk) = report.result else {
             return false;
         };
+        // One copy of a listing: equal to what a view holds already (the cache and the server
+        // view agree almost always), the walk's tools are dropped for a share of that.
+        let tools = [&self.server, &self.cache]
+            .into_iter()
+            .flatten()
+            .find(|held| ***held == walk.tools)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(walk.tools));
         let ttl = walk.cache.unwrap_or_default().hint.ttl;
         self.listing_ttl = ttl;
         self.ttl.listing(
-            walk.tools.fingerprint(),
+            tools.fingerprint(),
             requested,
             ttl,
             heard.start,
@@ -633,27 +641,27 @@ impl Connection {
             self.config.notification_grace,
         );
         if trigger.refreshes_cache() {
-            let unchanged = self.cache.as_ref() == Some(&walk.tools);
+            let unchanged = self.cache.as_ref() == Some(&tools);
             self.events
-                .cache_replaced(trigger, &walk.tools, unchanged && noise_countable);
-            self.cache = Some(walk.tools.clone());
+                .cache_replaced(trigger, &tools, unchanged && noise_countable);
+            self.cache = Some(tools.clone());
         } else {
             self.events.audited();
         }
         if let (Some(before), Some(shared)) = (&self.server, &self.changes) {
-            let changes = super::changes::changes(before, &walk.tools, &shared.definitions);
+            let changes = super::changes::changes(before, &tools, &shared.definitions);
             if !changes.is_empty() {
                 self.events.tool_changes(changes);
             }
         }
         if let Some(shared) = &self.changes {
-            shared.listing(self.index, &walk.tools);
+            shared.listing(self.index, &tools);
         }
-        let changed = self.server.as_ref().is_some_and(|s| *s != walk.tools);
+        let changed = self.server.as_ref().is_some_and(|s| *s != tools);
         if let (true, Some(legacy)) = (changed, &mut self.legacy) {
             legacy.change_seen();
         }
-        self.server = Some(walk.tools);
+        self.server = Some(tools);
         self.param_headers = walk.param_headers;
         let drift = self.drift();
         self.events.drift(&drift);
@@ -663,7 +671,7 @@ impl Connection {
             let fp = self
                 .server
                 .as_ref()
-                .map(ToolSet::fingerprint)
+                .map(|s| s.fingerprint())
                 .unwrap_or_default();
             if self.audit.diverged(fp, heard.end) {
                 self.events.diverged(&drift);
