@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::serve::Throttle;
+use super::throttle::Throttle;
 use super::webconfig::{RateLimit, WebConfig, WebConfigFile};
 
 /// Verified credentials remembered at most: a handful of scrapers and people, with room to

@@ -12,6 +12,7 @@ mod auth;
 mod page;
 mod proxy_page;
 mod serve;
+mod throttle;
 mod webconfig;
 
 pub use serve::{

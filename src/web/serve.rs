@@ -79,10 +79,8 @@ const ACCEPT_BACKOFF_MIN: Duration = Duration::from_millis(5);
 /// within a second of a descriptor coming free, and a persistent error costs one try a second.
 const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-/// At most one warning line per this period for each of: the cap hit, the cap hit with every
-/// connection busy, accept errors. An attack must not turn into a log flood; the metric counts
-/// every event.
-pub const WARN_EVERY: Duration = Duration::from_secs(30);
+use super::throttle::Throttle;
+pub use super::throttle::WARN_EVERY;
 
 /// Limits of the exporter's own port (the `--web.*` flags).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -353,29 +351,6 @@ fn evict_longest_waiting(slots: &mut HashMap<u64, Arc<Slot>>) -> bool {
             true
         }
         None => false,
-    }
-}
-
-/// One warning line per [`WARN_EVERY`] for an event that repeats.
-#[derive(Default)]
-pub(super) struct Throttle {
-    last: Option<Instant>,
-    count: u64,
-}
-
-impl Throttle {
-    /// Count an event; the number of events since the last line (this one included) when a
-    /// line is due.
-    pub(super) fn hit(&mut self, now: Instant) -> Option<u64> {
-        self.count += 1;
-        if self
-            .last
-            .is_some_and(|last| now.duration_since(last) < WARN_EVERY)
-        {
-            return None;
-        }
-        self.last = Some(now);
-        Some(std::mem::take(&mut self.count))
     }
 }
 
@@ -766,17 +741,6 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn throttle_logs_once_per_period_with_the_count() {
-        let mut t = Throttle::default();
-        let start = Instant::now();
-        assert_eq!(t.hit(start), Some(1));
-        for i in 1..100 {
-            assert_eq!(t.hit(start + Duration::from_millis(i)), None);
-        }
-        assert_eq!(t.hit(start + WARN_EVERY), Some(100));
-    }
 
     #[test]
     fn eviction_takes_the_longest_waiting_and_spares_the_serving() {

@@ -32,7 +32,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
-use super::serve::Throttle;
+use super::throttle::Throttle;
 use crate::config::{PemSource, TlsVersion};
 use crate::net::files;
 
