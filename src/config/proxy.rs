@@ -50,6 +50,10 @@ pub struct McpProxyConfig {
     pub session_idle_timeout: Duration,
     pub cursor_grace: Duration,
     pub relist_grace: Duration,
+    /// Time a 2026-07-28 client may take between a listing and a call made from it beyond the
+    /// listing's `ttlMs` (the host's own turn: a model's answer) before the call counts as made
+    /// with an expired listing.
+    pub ttl_grace: Duration,
     pub catalog_refresh_interval: Duration,
     /// Client label values whose `tools/list` is answered as one page.
     pub flatten_pages: Vec<String>,
@@ -87,6 +91,7 @@ impl McpProxyConfig {
             session_idle_timeout: Duration::from_secs(30 * 60),
             cursor_grace: Duration::from_secs(30),
             relist_grace: Duration::from_secs(60),
+            ttl_grace: Duration::from_secs(30),
             catalog_refresh_interval: Duration::from_secs(5 * 60),
             flatten_pages: Vec::new(),
             max_request_bytes: 4 * 1024 * 1024,
@@ -132,6 +137,7 @@ pub(super) struct RawProxy {
     session_idle_timeout: Option<String>,
     cursor_grace: Option<String>,
     relist_grace: Option<String>,
+    ttl_grace: Option<String>,
     catalog_refresh_interval: Option<String>,
     flatten_pages: Option<Vec<String>>,
     max_request_bytes: Option<RawBytes>,
@@ -284,6 +290,7 @@ fn one(v: &Validator<'_>, p: &str, mut r: RawProxy) -> Result<McpProxyConfig, Co
         ),
         ("cursor_grace", r.cursor_grace, &mut c.cursor_grace),
         ("relist_grace", r.relist_grace, &mut c.relist_grace),
+        ("ttl_grace", r.ttl_grace, &mut c.ttl_grace),
         (
             "catalog_refresh_interval",
             r.catalog_refresh_interval,
@@ -397,6 +404,7 @@ pub fn from_flags(
         session_idle_timeout: None,
         cursor_grace: None,
         relist_grace: None,
+        ttl_grace: None,
         catalog_refresh_interval: None,
         flatten_pages: None,
         max_request_bytes: None,

@@ -32,7 +32,10 @@ use serde_json::{Value, json};
 
 use super::Shared;
 use super::labels::Client;
-use super::observe::{Asked, JsonBody, SseReader, client_name, method_label};
+use super::observe::{
+    Asked, JsonBody, Pending, SseReader, client_name, method_label, stream_session,
+};
+use super::sessions::StreamPending;
 use crate::mcp::jsonrpc::{self, Incoming};
 use crate::telemetry::proxy::Rejected;
 
@@ -111,18 +114,14 @@ fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
         .into_response()
 }
 
-/// One client request of the exchange, kept to interpret its answer.
-pub(super) struct Pending {
-    pub id: Value,
-    pub method: &'static str,
-    pub asked: Asked,
-}
-
 /// The exchange's JSON-RPC and who sent it.
 pub(super) struct Exchange {
     pub client: Arc<Client>,
-    /// The tracked session's key (legacy session id, or a modern client identity).
+    /// The tracked session's key (legacy session id, an HTTP+SSE session as `sse:<id>`, or a
+    /// modern client identity).
     pub key: Option<String>,
+    /// Made in the 2026-07-28 era: its listings carry a `ttlMs` the client must honour.
+    pub modern: bool,
     pub requests: Vec<Pending>,
     pub notifications: Vec<&'static str>,
     pub started: Instant,
@@ -171,6 +170,16 @@ fn unknown_path() -> Response {
         .into_response()
 }
 
+/// The session key of an HTTP+SSE session (its id in the message URL); apart from legacy
+/// `Mcp-Session-Id`s and modern identities by its prefix.
+fn stream_key(id: &str) -> String {
+    format!("sse:{id}")
+}
+
+fn is_stream_key(key: &str) -> bool {
+    key.starts_with("sse:")
+}
+
 /// The axum handler of every path and method.
 pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
@@ -217,7 +226,7 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
         let _ = body;
         None
     };
-    let exchange = sh.exchange(&parts.headers, session_id.as_deref(), &messages, started);
+    let exchange = sh.exchange(&parts, session_id.as_deref(), &messages, started);
     let exchange = match super::flatten::try_flatten(&sh, &parts, exchange, &messages).await {
         Ok(answer) => return answer,
         Err(exchange) => exchange,
@@ -310,20 +319,28 @@ impl Shared {
     /// Who sent the exchange, and its JSON-RPC (accounted once the upstream's status is known).
     fn exchange(
         &self,
-        headers: &HeaderMap,
+        parts: &axum::http::request::Parts,
         session_id: Option<&str>,
         messages: &[Incoming],
         started: Instant,
     ) -> Exchange {
+        let headers = &parts.headers;
         let mut requests = Vec::new();
         let mut notifications = Vec::new();
         let mut reported: Option<String> = None;
+        let mut modern = false;
         for m in messages {
             match m {
                 Incoming::Request { id, method, params } => {
                     if reported.is_none() {
                         reported = client_name(method, params.as_ref()).map(str::to_string);
                     }
+                    modern |= super::observe::modern(
+                        headers
+                            .get("mcp-protocol-version")
+                            .and_then(|v| v.to_str().ok()),
+                        params.as_ref(),
+                    );
                     requests.push(Pending {
                         id: id.clone(),
                         method: method_label(method),
@@ -340,9 +357,24 @@ impl Shared {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string);
         }
-        let tracked = session_id.and_then(|id| {
+        // An HTTP+SSE POST names its session in the message URL's query, not in a header.
+        let stream = match session_id {
+            None if !self.paths.is_mcp(parts.uri.path()) => stream_session(parts.uri.query())
+                .filter(|id| id.len() <= MAX_SESSION_ID_BYTES)
+                .map(|id| stream_key(&id)),
+            _ => None,
+        };
+        let tracked = session_id.or(stream.as_deref()).and_then(|id| {
             let mut t = self.sessions.lock().expect("sessions lock");
-            t.get_mut(id).map(|s| s.client.clone())
+            let s = t.get_mut(id)?;
+            if stream.is_some() {
+                // Its answers come on the session's GET stream, and may come before the POST's
+                // own `202`: they are awaited from before the request leaves.
+                for r in &requests {
+                    s.await_on_stream(StreamPending::of(r, started));
+                }
+            }
+            Some(s.client.clone())
         });
         let client = match (tracked, reported) {
             (Some(c), _) => {
@@ -352,6 +384,7 @@ impl Shared {
             (None, name) => self.labels.get_at(name.as_deref(), started),
         };
         let key = match session_id {
+            None if stream.is_some() => stream,
             Some(id) if id.len() <= MAX_SESSION_ID_BYTES => Some(id.to_string()),
             // A longer id (the spec's are a UUID or a hash) is forwarded, not tracked: what a
             // session costs here stays bounded whatever a client sends.
@@ -370,6 +403,7 @@ impl Shared {
         Exchange {
             client,
             key,
+            modern,
             requests,
             notifications,
             started,
@@ -456,6 +490,11 @@ impl Shared {
                     session.tool_calls = session.tool_calls.saturating_add(1);
                     session.cursor_abandoned();
                     session.relist_missed();
+                    if session.listing_expired(now, self.config.ttl_grace) {
+                        ex.client
+                            .series
+                            .event(crate::telemetry::proxy::ClientEvent::ExpiredListingCall);
+                    }
                     if session.lists == 0 && !session.reconnect_without_list {
                         session.reconnect_without_list = true;
                         ex.client
@@ -475,6 +514,35 @@ impl Shared {
         }
         self.wake_if_dropped(&table);
         ex
+    }
+
+    /// A message on an HTTP+SSE session's GET stream: an answer to a request POSTed before (read
+    /// with that request), or a notification, each accounted to the session's client.
+    fn on_stream_message(&self, key: &str, message: Incoming) {
+        let (client, pending) = {
+            let mut table = self.sessions.lock().expect("sessions lock");
+            let Some(s) = table.get_mut(key) else {
+                return;
+            };
+            let pending = match &message {
+                Incoming::Response { id, .. } => s.answered_on_stream(id),
+                _ => None,
+            };
+            (s.client.clone(), pending)
+        };
+        let (requests, started) = match pending {
+            Some(p) => (vec![p.pending], p.started),
+            None => (Vec::new(), Instant::now()),
+        };
+        let ex = Exchange {
+            client,
+            key: Some(key.to_string()),
+            modern: false,
+            requests,
+            notifications: Vec::new(),
+            started,
+        };
+        self.on_answer(&ex, message);
     }
 
     /// Have the sweeper end at the upstream the sessions this exchange made the table drop.
@@ -591,6 +659,14 @@ impl Shared {
             match (&outcome, s) {
                 (Ok(result), Some(s)) => {
                     s.pages = s.pages.saturating_add(1);
+                    // Missing or negative is 0 (SEP-2549); legacy listings have no ttl.
+                    let ttl_ms = ex.modern.then(|| {
+                        result
+                            .get("ttlMs")
+                            .and_then(Value::as_f64)
+                            .map_or(0, |ms| ms.max(0.0) as i64)
+                    });
+                    s.listed(!with_cursor, ttl_ms, now);
                     let next = result.get("nextCursor").and_then(Value::as_str);
                     if let Some(next) = next {
                         s.cursor = Some((super::observe::cursor_digest(next), now));
@@ -654,11 +730,19 @@ impl Observer {
                 r.push(chunk, |m| seen.push(m));
                 if let Some(endpoint) = r.take_endpoint()
                     && self.learn_endpoints
+                    && let Some(url) = self.sh.paths.learn_endpoint(&endpoint)
                 {
-                    self.sh.paths.learn_endpoint(&endpoint);
+                    // This GET stream is an HTTP+SSE session's: its messages answer the POSTs
+                    // to the URL it named.
+                    self.exchange.key = stream_session(url.query())
+                        .filter(|id| id.len() <= MAX_SESSION_ID_BYTES)
+                        .map(|id| stream_key(&id));
                 }
                 for m in seen {
-                    self.sh.on_answer(&self.exchange, m);
+                    match self.exchange.key.as_deref() {
+                        Some(k) if is_stream_key(k) => self.sh.on_stream_message(k, m),
+                        _ => self.sh.on_answer(&self.exchange, m),
+                    }
                 }
             }
             Kind::Json(b) => {

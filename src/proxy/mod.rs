@@ -22,9 +22,9 @@
 //! - [`status`]: what the status page shows.
 //!
 //! The series are in [`crate::telemetry::proxy`], rendered with the probe's at scrape time.
-//! Not yet: the deprecated HTTP+SSE transport (GET `/sse` + POST endpoint) is forwarded (the GET
-//! stream is streamed like any SSE answer, the message path its `endpoint` event names is
-//! forwarded too) but its POSTs are not tied to a session.
+//! Every channel is read: a legacy session's GET stream and SSE answers, a modern client's
+//! `subscriptions/listen` stream, and the deprecated HTTP+SSE transport, whose POSTs are tied to
+//! their session by the message URL's `sessionId` and whose answers come on its GET stream.
 
 pub mod budget;
 pub mod catalog;

@@ -195,6 +195,13 @@ impl JsonBody {
     }
 }
 
+/// One client request, kept to interpret its answer.
+pub struct Pending {
+    pub id: Value,
+    pub method: &'static str,
+    pub asked: Asked,
+}
+
 /// What a client request is, as far as the proxy's accounting goes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Asked {
@@ -235,6 +242,30 @@ impl Asked {
             _ => Asked::Other,
         }
     }
+}
+
+/// Whether a request was made in the 2026-07-28 era, whose clients honour `ttlMs`: by its
+/// `MCP-Protocol-Version` header (required on every modern HTTP request), else by the protocol
+/// version its `_meta` carries.
+pub fn modern(header: Option<&str>, params: Option<&Value>) -> bool {
+    let version = header.or_else(|| {
+        params
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get("io.modelcontextprotocol/protocolVersion"))
+            .and_then(Value::as_str)
+    });
+    version
+        .and_then(crate::mcp::ProtocolVersion::parse)
+        .is_some_and(|v| v.era() == crate::mcp::Era::Modern)
+}
+
+/// The session an HTTP+SSE (2024-11-05) message URL names in its query: `sessionId` (the
+/// TypeScript SDK) or `session_id` (the Python SDK), as the `endpoint` event gave it.
+pub fn stream_session(query: Option<&str>) -> Option<String> {
+    url::form_urlencoded::parse(query?.as_bytes())
+        .find(|(k, _)| k == "sessionId" || k == "session_id")
+        .map(|(_, v)| v.into_owned())
+        .filter(|v| !v.is_empty())
 }
 
 /// The client's self-reported name: `initialize`'s `clientInfo.name` (legacy) or the modern
@@ -325,6 +356,26 @@ mod tests {
             );
             assert_eq!(r.take_endpoint(), None);
         }
+    }
+
+    #[test]
+    fn the_era_is_read_from_the_header_or_meta_and_the_stream_session_from_the_query() {
+        assert!(modern(Some("2026-07-28"), None));
+        assert!(!modern(Some("2025-11-25"), None));
+        assert!(!modern(None, None));
+        let meta = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}});
+        assert!(modern(None, Some(&meta)));
+        assert!(!modern(Some("2025-06-18"), Some(&meta)), "the header rules");
+        assert_eq!(
+            stream_session(Some("sessionId=abc")).as_deref(),
+            Some("abc")
+        );
+        assert_eq!(
+            stream_session(Some("x=1&session_id=f00d")).as_deref(),
+            Some("f00d")
+        );
+        assert_eq!(stream_session(Some("session_id=")), None);
+        assert_eq!(stream_session(None), None);
     }
 
     #[test]

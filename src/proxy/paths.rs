@@ -74,19 +74,18 @@ impl Paths {
 
     /// An `endpoint` event's data on a stream of the MCP path: its path is forwarded from now on
     /// (ignored when it names another origin or is not a URI reference).
-    pub fn learn_endpoint(&self, data: &str) {
-        let Ok(url) = crate::mcp::legacy_sse::message_endpoint(&self.upstream, data) else {
-            return;
-        };
+    /// Gives the endpoint's URL back (its query names the session), or none when refused.
+    pub fn learn_endpoint(&self, data: &str) -> Option<url::Url> {
+        let url = crate::mcp::legacy_sse::message_endpoint(&self.upstream, data).ok()?;
         let path = url.path().to_string();
         let mut learnt = self.learnt.lock().expect("paths lock");
-        if self.fixed.contains(&path) || learnt.contains(&path) {
-            return;
+        if !self.fixed.contains(&path) && !learnt.contains(&path) {
+            if learnt.len() >= MAX_MESSAGE_PATHS {
+                learnt.pop_front();
+            }
+            learnt.push_back(path);
         }
-        if learnt.len() >= MAX_MESSAGE_PATHS {
-            learnt.pop_front();
-        }
-        learnt.push_back(path);
+        Some(url)
     }
 }
 

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::labels::Client;
+use super::observe::{Asked, Pending};
 use crate::telemetry::proxy::{ClientEvent, Ended, ProxyMetrics};
 
 /// One tracked session.
@@ -54,6 +55,44 @@ pub struct Session {
     /// the cursors it was sent), while it is on one: its complete walk is compared with the
     /// catalog by number of tools (a count, not a copy of the list).
     pub walk: Option<u16>,
+    /// When the listing this session holds stops being fresh: its pages' `ttlMs` (the earliest
+    /// of its walk) from their arrival, for a 2026-07-28 listing; none for a legacy one, whose
+    /// contract is to cache until `list_changed`.
+    pub fresh_until: Option<Instant>,
+    /// Requests of an HTTP+SSE session (2024-11-05) sent by POST and answered on its GET
+    /// stream, kept to read those answers: at most [`MAX_STREAM_PENDING`], oldest dropped first,
+    /// without the call arguments.
+    pub stream_pending: Vec<StreamPending>,
+}
+
+/// Most requests of one HTTP+SSE session awaiting their answer on its stream.
+pub const MAX_STREAM_PENDING: usize = 16;
+
+/// A request of an HTTP+SSE session whose answer comes on the session's GET stream.
+pub struct StreamPending {
+    pub pending: Pending,
+    pub started: Instant,
+}
+
+impl StreamPending {
+    /// `r`, sent at `started`, kept without a call's arguments (judged when it was sent).
+    pub fn of(r: &Pending, started: Instant) -> StreamPending {
+        let asked = match &r.asked {
+            Asked::ToolsCall { tool, .. } => Asked::ToolsCall {
+                tool: tool.clone(),
+                arguments: serde_json::Value::Null,
+            },
+            other => other.clone(),
+        };
+        StreamPending {
+            pending: Pending {
+                id: r.id.clone(),
+                method: r.method,
+                asked,
+            },
+            started,
+        }
+    }
 }
 
 impl Session {
@@ -78,7 +117,44 @@ impl Session {
             stale_schema_calls: 0,
             unknown_tool_answers: 0,
             walk: None,
+            fresh_until: None,
+            stream_pending: Vec::new(),
         }
+    }
+
+    /// A 2026-07-28 listing page arrived at `now` with `ttl_ms` (missing or negative is 0): the
+    /// session's listing is fresh until the earliest expiry of its walk's pages. A legacy page
+    /// (`ttl_ms` none) makes the listing one that never expires by time.
+    pub fn listed(&mut self, first_page: bool, ttl_ms: Option<i64>, now: Instant) {
+        self.fresh_until = ttl_ms.map(|ms| {
+            let until = now + Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+            match self.fresh_until {
+                Some(held) if !first_page => held.min(until),
+                _ => until,
+            }
+        });
+    }
+
+    /// A `tools/call` at `now`: was it made with a listing expired longer than `grace` ago?
+    pub fn listing_expired(&self, now: Instant, grace: Duration) -> bool {
+        self.fresh_until.is_some_and(|f| now > f + grace)
+    }
+
+    /// Remember a request whose answer comes on the session's stream (bounded).
+    pub fn await_on_stream(&mut self, pending: StreamPending) {
+        if self.stream_pending.len() >= MAX_STREAM_PENDING {
+            self.stream_pending.remove(0);
+        }
+        self.stream_pending.push(pending);
+    }
+
+    /// The request a stream's answer with `id` answers, if remembered.
+    pub fn answered_on_stream(&mut self, id: &serde_json::Value) -> Option<StreamPending> {
+        let i = self
+            .stream_pending
+            .iter()
+            .position(|p| &p.pending.id == id)?;
+        Some(self.stream_pending.remove(i))
     }
 
     /// The cursor sent to this session was not followed: first-page-only, once per session.
@@ -228,6 +304,37 @@ mod tests {
     use super::*;
     use crate::proxy::labels::ClientLabels;
     use crate::telemetry::Telemetry;
+
+    #[test]
+    fn a_modern_listing_expires_at_its_walks_earliest_ttl_and_a_legacy_one_never() {
+        let t0 = Instant::now();
+        let secs = Duration::from_secs;
+        let t = Telemetry::new();
+        let client =
+            ClientLabels::new(4, vec![], t.add_proxy("kb"), secs(60)).get_at(Some("c"), t0);
+        let mut s = Session::new(client, t0);
+        s.listed(true, Some(60_000), t0);
+        s.listed(false, Some(10_000), t0 + secs(1));
+        assert!(!s.listing_expired(t0 + secs(11), Duration::ZERO));
+        assert!(
+            s.listing_expired(t0 + secs(12), Duration::ZERO),
+            "page 2's ttl"
+        );
+        assert!(
+            !s.listing_expired(t0 + secs(12), secs(5)),
+            "within the grace"
+        );
+        s.listed(true, Some(-5), t0 + secs(20));
+        assert!(
+            s.listing_expired(t0 + secs(21), Duration::ZERO),
+            "negative is 0"
+        );
+        s.listed(true, None, t0 + secs(30));
+        assert!(
+            !s.listing_expired(t0 + secs(3600), Duration::ZERO),
+            "legacy"
+        );
+    }
 
     #[test]
     fn an_idle_session_costs_well_under_4_kib() {

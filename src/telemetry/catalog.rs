@@ -219,6 +219,8 @@ metrics_catalog! {
         "Time from forwarding list_changed to a session to that session's next tools/list.";
     PROXY_WITHOUT_RELIST = "mcp_proxy_sessions_without_relist_total", Counter, ["proxy", "client", "after"],
         "Sessions that called tools on a list they did not refresh: after=list_changed (no tools/list within relist_grace or before the next tools/call), after=reconnect (the session's first tools/call came before any tools/list).";
+    PROXY_EXPIRED_LISTING_CALLS = "mcp_proxy_expired_listing_calls_total", Counter, ["proxy", "client"],
+        "tools/call of 2026-07-28 clients made with a listing whose ttlMs (0 when missing) had run out by more than ttl_grace, with no tools/list since: the client cached past the server's promise of freshness.";
     PROXY_STALE_TOOL_CALLS = "mcp_proxy_stale_tool_calls_total", Counter, ["proxy", "client", "tool"],
         "tools/call of a tool absent from the upstream's current list (tool: a name the upstream listed in the last 24 h, else other).";
     PROXY_STALE_SCHEMA_CALLS = "mcp_proxy_stale_schema_calls_total", Counter, ["proxy", "client", "tool"],

@@ -106,9 +106,11 @@ pub enum ClientEvent {
     NoRelistAfterListChanged,
     /// A session's first tools/call came before any tools/list.
     NoRelistAfterReconnect,
+    /// A 2026-07-28 client's tools/call with a listing past its `ttlMs` (and `ttl_grace`).
+    ExpiredListingCall,
 }
 
-const EVENTS: usize = 8;
+const EVENTS: usize = 9;
 
 /// Per-tool counters of one client (stale calls), bounded by the caller's tool labels.
 type ToolCounts = Mutex<BTreeMap<Box<str>, u64>>;
@@ -359,6 +361,10 @@ fn render_client(c: &ClientSeries, out: &mut Exposition<'_>) {
         (
             m::PROXY_LIST_CHANGED_FORWARDED,
             ClientEvent::ListChangedForwarded,
+        ),
+        (
+            m::PROXY_EXPIRED_LISTING_CALLS,
+            ClientEvent::ExpiredListingCall,
         ),
     ] {
         out.sample(slot(family), l, &[], count(event));
