@@ -6,6 +6,14 @@
 # label, a hostile client (garbage JSON, 100 MB body, 10,000 sessions, a foreign session id)
 # contained, the correct clients passing again after it.
 #
+# Then servers that CANNOT announce (.ci/proxy_silent_e2e.py): fastmcp 4.2.3 with its defaults
+# (`http`; the Python and TypeScript SDK clients, legacy era) and the Python SDK low-level Server
+# on its 2026-07-28 path (the Python SDK client, modern era), each swapping search_legacy for search_v2 silently, one proxy in front
+# of each with catalog_refresh_interval 10m: a correct client's re-list through the proxy makes the
+# catalog re-walk at once (learning from traffic), so a cached client's call of search_legacy 5 s
+# later is counted under its own label within 1 s of that call (stale call and the server's own
+# unknown-tool answer), while nothing is attributed to the correct client. About 20 s.
+#
 # Usage: .ci/proxy_e2e.sh WORKDIR EXPORTER_BIN
 # Installs the pinned peers under WORKDIR with .ci/peers/install.sh (skipped when already there).
 # Bounded: the install and the run have deadlines.
@@ -26,3 +34,8 @@ run_started=$(date +%s)
 timeout -k 10 420 "$PEER_PY" "$here/proxy_e2e.py" --work "$root/proxy_e2e" --bin "$bin" \
   --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
 log "PASS proxy e2e: run took $(($(date +%s) - run_started)) s"
+
+silent_started=$(date +%s)
+timeout -k 10 120 "$PEER_PY" "$here/proxy_silent_e2e.py" --work "$root/proxy_silent_e2e" --bin "$bin" \
+  --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
+log "PASS proxy silent-change e2e: run took $(($(date +%s) - silent_started)) s"

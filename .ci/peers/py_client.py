@@ -6,20 +6,28 @@ follow cursors, re-list after list_changed, call tools that are gone). Its end-t
 (.ci/proxy_e2e.py) must drive it with the SDK's own client, not an imitation: the handshake, the
 GET stream, the session id and the DELETE at the end are the SDK's.
 
-Modes (the server is a kb peer: 14 tools, 8 per page, a swap of search_legacy for search_v2):
+Modes (the server is a kb peer: 14 tools (--tools), 8 per page, a swap of search_legacy for
+search_v2):
   correct     list_tools following every nextCursor, call kb_stats; after the swap wait for
               notifications/tools/list_changed, re-list every page, call search_v2 and kb_stats
+  relist      correct with a server that cannot announce: list every page, call kb_stats; once
+              told (the --go file) re-list every page, print `relisted {json}` (with `at`, the
+              wall-clock time the re-list ended), then call kb_stats only (listed before and after)
   first-page  one list_tools() without a cursor (8 of 14 tools), then call kb_search
   cached      list every page, then after the swap call search_legacy from that cached list
-              (list_changed is heard and ignored)
+              (list_changed is heard and ignored); `called_at` is when that call returned
   reconnect   list every page in a first session and end it; after the swap open a new session
               and call kb_stats without listing (a list cached from the earlier session)
+
+Eras (--era): `legacy` (default) is the `initialize` handshake and a session; `modern` is the
+SDK's 2026-07-28 path (`server/discover`, then requests stamped with `_meta`, no session).
 
 Protocol with the orchestrator: prints `ready {json}` once its pre-swap part is done, then waits
 (bounded) for the file given by --go to exist (written after the swap), then prints
 `result {json}` and exits 0; any failure prints `error ...` and exits 1. Every wait has a deadline.
 
 Usage: python py_client.py URL --name CLIENT_NAME --mode MODE --go FILE [--timeout 60]
+                                 [--era legacy|modern] [--tools 14]
 """
 
 from __future__ import annotations
@@ -71,13 +79,24 @@ async def list_tools(session: ClientSession, follow: bool) -> tuple[list[str], i
 
 
 async def call(session: ClientSession, tool: str) -> tuple[bool, str]:
-    """(is_error, first text) of a tools/call; a JSON-RPC error is an error too."""
+    """(is_error, first text) of a tools/call; a JSON-RPC error is an error too. kb_stats takes
+    no arguments (fastmcp's refuses any); the others a query."""
     try:
-        result = await session.call_tool(tool, {"q": "proxy e2e"})
+        result = await session.call_tool(tool, {} if tool == "kb_stats" else {"q": "proxy e2e"})
     except Exception as exc:  # noqa: BLE001 - the TS peer answers unknown tools with -32602
         return True, f"{type(exc).__name__}: {exc}"[:200]
     text = next((c.text for c in result.content if getattr(c, "text", None) is not None), "")
     return bool(result.is_error), text[:200]
+
+
+async def handshake(session: ClientSession, era: str) -> str:
+    """The era's start: `initialize` (legacy) or `server/discover` (2026-07-28); the version."""
+    if era == "modern":
+        await session.discover()
+        expect(session.protocol_version == "2026-07-28", f"modern era: negotiated {session.protocol_version}")
+    else:
+        await session.initialize()
+    return session.protocol_version
 
 
 def expect(cond: bool, what: str) -> None:
@@ -108,17 +127,17 @@ async def run(args: argparse.Namespace) -> dict:
     out: dict = {"mode": args.mode, "name": args.name}
     async with streamable_http_client(args.url) as (read, write):
         async with c.session(read, write) as s:
-            await s.initialize()
+            out["protocol_version"] = await handshake(s, args.era)
             if args.mode == "first-page":
                 names, pages = await list_tools(s, follow=False)
-                expect(pages == 1 and len(names) < 14, f"first page: {pages} pages, {len(names)} tools")
+                expect(pages == 1 and len(names) < args.tools, f"first page: {pages} pages, {len(names)} tools")
                 out["first_page_tools"] = len(names)
                 out["kb_search"] = await call(s, "kb_search")
                 say("ready", **out)
                 await wait_go(args.go, deadline)
                 return out
             names, pages = await list_tools(s, follow=True)
-            expect(len(names) == 14 and "search_legacy" in names, f"before the swap: {pages} pages, {names}")
+            expect(len(names) == args.tools and "search_legacy" in names, f"before the swap: {pages} pages, {names}")
             out["pages_before"] = pages
             out["kb_stats_before"] = await call(s, "kb_stats")
             expect(out["kb_stats_before"] == (False, "ok"), f"kb_stats: {out['kb_stats_before']}")
@@ -128,17 +147,29 @@ async def run(args: argparse.Namespace) -> dict:
                 with anyio.fail_after(max(1.0, deadline - time.monotonic())):
                     await c.changed.wait()
                 names, pages = await list_tools(s, follow=True)
-                expect(len(names) == 14 and "search_v2" in names and "search_legacy" not in names,
+                expect(len(names) == args.tools and "search_v2" in names and "search_legacy" not in names,
                        f"after the swap: {pages} pages, {names}")
                 out["pages_after"] = pages
                 out["search_v2"] = await call(s, "search_v2")
                 out["kb_stats_after"] = await call(s, "kb_stats")
                 expect(not out["search_v2"][0] and not out["kb_stats_after"][0], f"calls after the re-list: {out}")
                 return out
+            if args.mode == "relist":
+                say("ready", **out)
+                await wait_go(args.go, deadline)
+                names, pages = await list_tools(s, follow=True)
+                expect(len(names) == args.tools and "search_v2" in names and "search_legacy" not in names,
+                       f"after the swap: {pages} pages, {names}")
+                out["pages_after"] = pages
+                say("relisted", at=time.time(), pages=pages)
+                out["kb_stats_after"] = await call(s, "kb_stats")
+                expect(out["kb_stats_after"] == (False, "ok"), f"kb_stats after the re-list: {out['kb_stats_after']}")
+                return out
             if args.mode == "cached":
                 say("ready", **out)
                 await wait_go(args.go, deadline)
                 out["search_legacy"] = await call(s, "search_legacy")
+                out["called_at"] = time.time()
                 expect(out["search_legacy"][0], f"search_legacy after the swap should fail: {out['search_legacy']}")
                 return out
     # reconnect: the first session has ended (DELETE); a new one calls without listing
@@ -146,7 +177,7 @@ async def run(args: argparse.Namespace) -> dict:
     await wait_go(args.go, deadline)
     async with streamable_http_client(args.url) as (read, write):
         async with c.session(read, write) as s:
-            await s.initialize()
+            await handshake(s, args.era)
             out["kb_stats_reconnected"] = await call(s, "kb_stats")
             expect(out["kb_stats_reconnected"] == (False, "ok"), f"kb_stats: {out['kb_stats_reconnected']}")
     return out
@@ -156,9 +187,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("url")
     ap.add_argument("--name", required=True, help="clientInfo.name (the proxy's `client` label)")
-    ap.add_argument("--mode", required=True, choices=["correct", "first-page", "cached", "reconnect"])
+    ap.add_argument("--mode", required=True, choices=["correct", "relist", "first-page", "cached", "reconnect"])
     ap.add_argument("--go", required=True, help="a file whose appearance means: the swap happened")
     ap.add_argument("--timeout", type=float, default=60.0, help="deadline for the whole run (s)")
+    ap.add_argument("--era", choices=["legacy", "modern"], default="legacy",
+                    help="legacy: initialize and a session; modern: server/discover (2026-07-28)")
+    ap.add_argument("--tools", type=int, default=14, help="tools the server lists (fastmcp's peer: 15)")
     args = ap.parse_args()
     try:
         out = anyio.run(_bounded, args)

@@ -3,7 +3,10 @@
 A real peer for .ci/sdk_peers_e2e.sh: 14 tools served 5 per page behind opaque cursors,
 `tools.listChanged` declared, one read-only tool (`kb_stats`, annotated readOnlyHint: true,
 answers "ok") for functional probes. `POST /admin/change` swaps `search_legacy` for `search_v2`
-(or back) and sends `notifications/tools/list_changed` to every session that has talked to us.
+(or back) and sends `notifications/tools/list_changed` to every session that has talked to us;
+`POST /admin/change?announce=0` swaps silently (kb_catalog.py's convention), as a server that
+cannot announce does. On the 2026-07-28 path (the SDK serves it with these defaults) there is no
+session and no `subscriptions/listen`, so `tools.listChanged` is false there and no swap is heard.
 
 Usage: python py_lowlevel_server.py PORT        (listens on 127.0.0.1:PORT, MCP at /mcp)
 """
@@ -88,7 +91,8 @@ async def admin_change(request: Request) -> JSONResponse:
     state["swapped"] = not state["swapped"]
     state["generation"] += 1
     sent = 0
-    for sid, session in list(sessions.items()):
+    announce = request.query_params.get("announce", "1") != "0"
+    for sid, session in list(sessions.items()) if announce else []:
         try:
             await session.send_tool_list_changed()
             sent += 1

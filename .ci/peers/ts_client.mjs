@@ -5,18 +5,23 @@
 // end-to-end test (.ci/proxy_e2e.py) drives it with the SDK's own client, not an imitation: the
 // handshake, the GET stream, the session id and the DELETE at the end are the SDK's.
 //
-// Modes (the server is a kb peer: 14 tools, 8 per page, a swap of search_legacy for search_v2):
+// Modes (the server is a kb peer: 14 tools (--tools), 8 per page, a swap of search_legacy for
+// search_v2):
 //   correct     listTools following every nextCursor, call kb_stats; after the swap wait for
 //               notifications/tools/list_changed, re-list every page, call search_v2 and kb_stats
+//   relist      correct with a server that cannot announce: list every page, call kb_stats; once
+//               told (the --go file) re-list every page, print `relisted {json}` (with `at`, the
+//               wall-clock time in s the re-list ended), then call kb_stats only
 //   first-page  one listTools() without a cursor (8 of 14 tools), then call kb_search
-//   cached      list every page, then after the swap call search_legacy from that cached list
+//   cached      list every page, then after the swap call search_legacy from that cached list;
+//               `called_at` is when that call returned (wall clock, s)
 //   reconnect   list every page in a first session and end it; after the swap open a new session
 //               and call kb_stats without listing
 //
 // Protocol (as .ci/peers/py_client.py): prints `ready {json}`, waits (bounded) for the --go file,
 // prints `result {json}` and exits 0; a failure prints `error ...` and exits 1.
 //
-// Usage: node ts_client.mjs URL --name CLIENT_NAME --mode MODE --go FILE [--timeout 60]
+// Usage: node ts_client.mjs URL --name CLIENT_NAME --mode MODE --go FILE [--timeout 60] [--tools 14]
 // NODE_PATH=<prefix>/node_modules resolves the SDK.
 import { existsSync } from 'node:fs';
 import { load } from './kb_catalog.mjs';
@@ -26,10 +31,10 @@ const { StreamableHTTPClientTransport } = await load('@modelcontextprotocol/sdk/
 const { ToolListChangedNotificationSchema } = await load('@modelcontextprotocol/sdk/types.js');
 
 const MAX_PAGES = 10;
-const MODES = ['correct', 'first-page', 'cached', 'reconnect'];
+const MODES = ['correct', 'relist', 'first-page', 'cached', 'reconnect'];
 
 function parse(argv) {
-  const a = { url: null, name: null, mode: null, go: null, timeout: 60 };
+  const a = { url: null, name: null, mode: null, go: null, timeout: 60, tools: 14 };
   const rest = [...argv];
   while (rest.length) {
     const k = rest.shift();
@@ -37,11 +42,12 @@ function parse(argv) {
     else if (k === '--mode') a.mode = rest.shift();
     else if (k === '--go') a.go = rest.shift();
     else if (k === '--timeout') a.timeout = Number(rest.shift());
+    else if (k === '--tools') a.tools = Number(rest.shift());
     else if (!a.url && !k.startsWith('--')) a.url = k;
     else throw new Error(`unknown argument ${k}`);
   }
-  if (!a.url || !a.name || !MODES.includes(a.mode) || !a.go || !(a.timeout > 0)) {
-    throw new Error(`usage: URL --name NAME --mode ${MODES.join('|')} --go FILE [--timeout S]`);
+  if (!a.url || !a.name || !MODES.includes(a.mode) || !a.go || !(a.timeout > 0) || !(a.tools > 0)) {
+    throw new Error(`usage: URL --name NAME --mode ${MODES.join('|')} --go FILE [--timeout S] [--tools N]`);
   }
   return a;
 }
@@ -72,7 +78,7 @@ async function open(url, name) {
     await transport.terminateSession().catch(() => {});
     await client.close();
   };
-  return { client, state, close };
+  return { client, state, close, protocolVersion: transport.protocolVersion };
 }
 
 async function listTools(client, follow) {
@@ -90,9 +96,10 @@ async function listTools(client, follow) {
 }
 
 // [isError, first text]; a JSON-RPC error (the TS server's unknown tool) is an error too.
+// kb_stats takes no arguments (fastmcp's refuses any); the others a query.
 async function call(client, tool) {
   try {
-    const r = await client.callTool({ name: tool, arguments: { q: 'proxy e2e' } });
+    const r = await client.callTool({ name: tool, arguments: tool === 'kb_stats' ? {} : { q: 'proxy e2e' } });
     const text = (r.content || []).find((c) => typeof c.text === 'string')?.text ?? '';
     return [Boolean(r.isError), text.slice(0, 200)];
   } catch (e) {
@@ -104,10 +111,11 @@ async function run(a) {
   const deadline = Date.now() + a.timeout * 1000;
   const out = { mode: a.mode, name: a.name };
   const s = await open(a.url, a.name);
+  out.protocol_version = s.protocolVersion;
   try {
     if (a.mode === 'first-page') {
       const { names, pages } = await listTools(s.client, false);
-      expect(pages === 1 && names.length < 14, `first page: ${pages} pages, ${names.length} tools`);
+      expect(pages === 1 && names.length < a.tools, `first page: ${pages} pages, ${names.length} tools`);
       out.first_page_tools = names.length;
       out.kb_search = await call(s.client, 'kb_search');
       say('ready', out);
@@ -115,7 +123,7 @@ async function run(a) {
       return out;
     }
     const before = await listTools(s.client, true);
-    expect(before.names.length === 14 && before.names.includes('search_legacy'), `before the swap: ${JSON.stringify(before)}`);
+    expect(before.names.length === a.tools && before.names.includes('search_legacy'), `before the swap: ${JSON.stringify(before)}`);
     out.pages_before = before.pages;
     out.kb_stats_before = await call(s.client, 'kb_stats');
     expect(!out.kb_stats_before[0] && out.kb_stats_before[1] === 'ok', `kb_stats: ${out.kb_stats_before}`);
@@ -124,7 +132,7 @@ async function run(a) {
       await waitFor('go file', () => existsSync(a.go), deadline);
       await waitFor('notifications/tools/list_changed', () => s.state.changed, deadline);
       const after = await listTools(s.client, true);
-      expect(after.names.length === 14 && after.names.includes('search_v2') && !after.names.includes('search_legacy'),
+      expect(after.names.length === a.tools && after.names.includes('search_v2') && !after.names.includes('search_legacy'),
         `after the swap: ${JSON.stringify(after)}`);
       out.pages_after = after.pages;
       out.search_v2 = await call(s.client, 'search_v2');
@@ -132,10 +140,23 @@ async function run(a) {
       expect(!out.search_v2[0] && !out.kb_stats_after[0], `calls after the re-list: ${JSON.stringify(out)}`);
       return out;
     }
+    if (a.mode === 'relist') {
+      say('ready', out);
+      await waitFor('go file', () => existsSync(a.go), deadline);
+      const after = await listTools(s.client, true);
+      expect(after.names.length === a.tools && after.names.includes('search_v2') && !after.names.includes('search_legacy'),
+        `after the swap: ${JSON.stringify(after)}`);
+      out.pages_after = after.pages;
+      say('relisted', { at: Date.now() / 1000, pages: after.pages });
+      out.kb_stats_after = await call(s.client, 'kb_stats');
+      expect(!out.kb_stats_after[0] && out.kb_stats_after[1] === 'ok', `kb_stats after the re-list: ${out.kb_stats_after}`);
+      return out;
+    }
     if (a.mode === 'cached') {
       say('ready', out);
       await waitFor('go file', () => existsSync(a.go), deadline);
       out.search_legacy = await call(s.client, 'search_legacy');
+      out.called_at = Date.now() / 1000;
       expect(out.search_legacy[0], `search_legacy after the swap should fail: ${out.search_legacy}`);
       return out;
     }
