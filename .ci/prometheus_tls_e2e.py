@@ -26,6 +26,7 @@ import os
 import shutil
 import ssl
 import subprocess
+import time
 import urllib.request
 
 # The process, polling and logging helpers of the main Prometheus e2e, in the same folder.
@@ -67,17 +68,30 @@ def bcrypt_hash(password):
     return sh(tool, "10", stdin=password.encode()).strip()
 
 
+RETRY_429_S = 30  # how long a request keeps honouring 429 + Retry-After
+
+
 def request(method, url, ca, auth=None):
-    """(status, headers) of one request over HTTPS trusting `ca` only."""
+    """(status, headers) of one request over HTTPS trusting `ca` only.
+
+    A 429 with Retry-After is honoured, as a client should, within RETRY_429_S: the exporter
+    checks at most one unverified password per address at a time (docs/security.md), and the
+    wrong_password job's scrape comes from this same address, so a check may be under way."""
     ctx = ssl.create_default_context(cafile=ca)
-    req = urllib.request.Request(url, method=method)
-    if auth:
-        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
-    try:
-        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
-            return r.status, r.headers
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers
+    deadline = time.monotonic() + RETRY_429_S
+    while True:
+        req = urllib.request.Request(url, method=method)
+        if auth:
+            req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+                return r.status, r.headers
+        except urllib.error.HTTPError as e:
+            retry = e.headers.get("Retry-After")
+            if e.code != 429 or retry is None or time.monotonic() > deadline:
+                return e.code, e.headers
+            log(f"note: {method} {url} answered 429, Retry-After {retry}: another password check from this address is under way")
+            time.sleep(float(retry))
 
 
 def plain_http_is_refused(port):
