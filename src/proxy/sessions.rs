@@ -54,6 +54,8 @@ pub struct Session {
     /// the cursors it was sent), while it is on one: its complete walk is compared with the
     /// catalog by number of tools (a count, not a copy of the list).
     pub walk: Option<u16>,
+    /// The list it last saw whole and the change it was last told of (`heal` only).
+    pub heal: super::heal::Seen,
 }
 
 impl Session {
@@ -78,6 +80,7 @@ impl Session {
             stale_schema_calls: 0,
             unknown_tool_answers: 0,
             walk: None,
+            heal: super::heal::Seen::default(),
         }
     }
 
