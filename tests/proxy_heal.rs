@@ -503,3 +503,156 @@ async fn a_modern_listen_stream_that_asked_is_told_with_its_subscription_id() {
     other.until("the stream ended", |_, ended| ended).await;
     assert!(other.list_changed().is_empty(), "{}", other.text());
 }
+
+/// A Streamable HTTP server written for this test (the lab writes each event whole): `tools/list`
+/// serves `search_legacy` until `swapped`, `search_v2` after, without announcing it, and the one
+/// GET stream is whatever bytes the test hands it, so an event can stop halfway.
+struct SplitPeer {
+    swapped: std::sync::atomic::AtomicBool,
+    sessions: std::sync::atomic::AtomicU64,
+    stream: Mutex<Option<tokio::sync::mpsc::Receiver<Vec<u8>>>>,
+}
+
+async fn split_peer() -> (url::Url, Arc<SplitPeer>, tokio::sync::mpsc::Sender<Vec<u8>>) {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::{IntoResponse, Response};
+    use std::sync::atomic::Ordering;
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    let peer = Arc::new(SplitPeer {
+        swapped: false.into(),
+        sessions: 0.into(),
+        stream: Mutex::new(Some(rx)),
+    });
+    let post = |axum::extract::State(p): axum::extract::State<Arc<SplitPeer>>,
+                body: axum::body::Bytes| async move {
+        let msg: Value = serde_json::from_slice(&body).expect("JSON");
+        let json = |result: Value| {
+            let body = json!({"jsonrpc": "2.0", "id": msg["id"], "result": result});
+            ([("content-type", "application/json")], body.to_string())
+        };
+        match msg["method"].as_str().unwrap_or_default() {
+            "initialize" => {
+                let id = p.sessions.fetch_add(1, Ordering::SeqCst);
+                let mut r = json(json!({"protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": true}}, "serverInfo": {"name": "split", "version": "1"}})).into_response();
+                r.headers_mut()
+                    .insert("mcp-session-id", format!("s-{id}").parse().unwrap());
+                r
+            }
+            "tools/list" => {
+                let second = if p.swapped.load(Ordering::SeqCst) {
+                    "search_v2"
+                } else {
+                    "search_legacy"
+                };
+                let tools: Vec<Value> = ["kb_stats", second]
+                    .iter()
+                    .map(|n| json!({"name": n, "inputSchema": {"type": "object"}}))
+                    .collect();
+                json(json!({"tools": tools})).into_response()
+            }
+            "tools/call" => json(json!({"content": []})).into_response(),
+            _ if msg.get("id").is_none() => StatusCode::ACCEPTED.into_response(),
+            _ => json(json!({})).into_response(),
+        }
+    };
+    let get = |axum::extract::State(p): axum::extract::State<Arc<SplitPeer>>,
+               headers: HeaderMap| async move {
+        let rx = headers
+            .get("mcp-session-id")
+            .filter(|_| {
+                headers
+                    .get("accept")
+                    .is_some_and(|a| a == "text/event-stream")
+            })
+            .and_then(|_| p.stream.lock().unwrap().take());
+        let Some(rx) = rx else {
+            return StatusCode::METHOD_NOT_ALLOWED.into_response();
+        };
+        let body = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+        });
+        Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(axum::body::Body::from_stream(body))
+            .unwrap()
+    };
+    let app = axum::Router::new()
+        .route("/mcp", axum::routing::post(post).get(get))
+        .with_state(peer.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (
+        url::Url::parse(&format!("http://{addr}/mcp")).expect("url"),
+        peer,
+        tx,
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_injected_event_waits_for_the_upstream_event_in_flight_to_end() {
+    let (upstream, peer, events) = split_peer().await;
+    let telemetry = Telemetry::new();
+    let mut config = McpProxyConfig::new("kb", "127.0.0.1:0".parse().expect("address"), upstream);
+    config.catalog_refresh_interval = Duration::from_secs(3600);
+    config.heal = true;
+    let proxy = Proxy::start(config, telemetry.clone())
+        .await
+        .expect("proxy starts");
+    let start = tokio::time::Instant::now();
+    while proxy.status().upstream_tools != Some(2) {
+        assert!(start.elapsed() < DEADLINE, "the catalog walked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let url = format!("http://{}/mcp", proxy.addr());
+    let stale = Legacy::start(&url, "stale").await;
+    assert!(stale.list_all().await.contains(&"search_legacy".into()));
+    let stream = stale.get_stream().await;
+    // The upstream's event stops halfway: its first line, no blank line yet.
+    let first =
+        "id: 1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",";
+    events.send(first.as_bytes().to_vec()).await.unwrap();
+    stream
+        .until("the first half forwarded", |t, _| t == first)
+        .await;
+    // The swap, learnt from another session's listing.
+    let walks = proxy.status().catalog_walks;
+    peer.swapped
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let relister = Legacy::start(&url, "relister").await;
+    assert!(relister.list_all().await.contains(&"search_v2".into()));
+    let start = tokio::time::Instant::now();
+    while proxy.status().catalog_walks <= walks {
+        assert!(start.elapsed() < DEADLINE, "the catalog re-walked");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The notification is due; it must not cut the upstream's event. (A window in which a
+    // broken proxy would have sent it: the proxy tells within microseconds of the walk.)
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(stream.text(), first, "nothing inside the upstream's event");
+    let rest = "\"params\":{\"level\":\"info\",\"data\":\"x\"}}\n\n";
+    events.send(rest.as_bytes().to_vec()).await.unwrap();
+    let text = stream
+        .until("the injected event after the upstream's", |t, _| {
+            t.contains(LIST_CHANGED)
+        })
+        .await;
+    assert_eq!(
+        text,
+        format!(
+            "{first}{rest}event: message\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"{LIST_CHANGED}\"}}\n\n"
+        )
+    );
+    let m = Scrape::parse(&telemetry.render());
+    assert_eq!(m.v("mcp_proxy_heal_notifications_total", &c("stale")), 1.0);
+    assert_eq!(
+        m.v("mcp_proxy_heal_notifications_total", &c("relister")),
+        0.0
+    );
+}
