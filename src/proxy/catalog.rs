@@ -276,6 +276,15 @@ impl Catalog {
         (verdict, fresh)
     }
 
+    /// Whether `name` is in the current list.
+    pub fn lists(&self, name: &str) -> bool {
+        self.state
+            .read()
+            .expect("catalog lock")
+            .tools
+            .contains_key(name)
+    }
+
     /// Whether `name` was listed in the last 24 h (see [`Catalog::tool_label`]).
     pub fn listed_before(&self, name: &str) -> bool {
         let s = self.state.read().expect("catalog lock");
@@ -661,6 +670,36 @@ mod tests {
         c.apply(defs(&[a.clone(), b.clone()]), later(4));
         assert!(c.saw_page(&[a, v2], later(5)));
         assert!(c.state.read().unwrap().disagreements.len() <= MAX_DISAGREEMENTS);
+    }
+
+    #[tokio::test]
+    async fn a_verdict_is_fresh_only_when_the_walk_it_waited_for_ended_and_did_not_fail() {
+        let c = Catalog::default();
+        let t0 = Instant::now();
+        c.apply(defs(&[json!({"name": "v2"})]), t0);
+        assert_eq!(c.listing().generation, 1);
+        let args = json!({});
+        assert_eq!(
+            c.judge_fresh("legacy", &args, t0, Duration::ZERO).await,
+            (Verdict::StaleTool, true),
+            "nothing to wait for"
+        );
+        let call = t0 + Duration::from_millis(1);
+        c.state.write().unwrap().refreshing = Some(call);
+        assert_eq!(
+            c.judge_fresh("legacy", &args, call, Duration::ZERO).await,
+            (Verdict::StaleTool, false),
+            "the walk under way did not end within the wait"
+        );
+        c.state.write().unwrap().refreshing = None;
+        c.record_failure("kb", Some(("timeout", "tools/list timed out".into())));
+        assert_eq!(
+            c.judge_fresh("legacy", &args, t0, Duration::ZERO).await,
+            (Verdict::StaleTool, false),
+            "the last walk failed: the list may be old"
+        );
+        c.apply(defs(&[json!({"name": "v2"})]), t0);
+        assert_eq!(c.listing().generation, 1, "the same list is no change");
     }
 
     #[tokio::test]

@@ -19,7 +19,8 @@
 //!   listed and no longer lists is answered by the proxy, never reaching the upstream: `-32602`
 //!   `Unknown tool: NAME (the server's tool list changed; re-list with tools/list)`, as SDK
 //!   servers answer an unknown tool (HTTP 200 in the legacy era, 400 in 2026-07-28 where a
-//!   -32602 comes with 400). The verdict is the catalog's, re-walked first when [`Catalog::judge`]
+//!   -32602 comes with 400). A call of a tool the catalog lists goes on without delay; for one it
+//!   does not, the verdict is the catalog's, re-walked first when [`Catalog::judge`]
 //!   would (a walk under way, or evidence of a change), waiting at most [`REFUSE_WAIT`]; on any
 //!   doubt (no catalog, a failed walk, the wait ran out, a name never listed, no judging permit)
 //!   the call is forwarded as usual.
@@ -286,7 +287,9 @@ pub(super) async fn refuse(
     let Asked::ToolsCall { tool, arguments } = &request.asked else {
         return None;
     };
-    if !sh.catalog.listed_before(tool) {
+    // A listed tool goes on at once (a removal not yet learnt is the upstream's to answer); so
+    // does a name never listed (a tool added a moment ago, a typo).
+    if sh.catalog.lists(tool) || !sh.catalog.listed_before(tool) {
         return None;
     }
     let _permit = sh.judging.clone().try_acquire_owned().ok()?;
