@@ -618,12 +618,7 @@ impl Shared {
                         .walk
                         .map(|n| n.saturating_add(u16::try_from(listed).unwrap_or(u16::MAX)));
                     if self.config.heal {
-                        let tools = result.get("tools").and_then(Value::as_array);
-                        s.heal.page(
-                            !with_cursor,
-                            tools.map_or(&[], Vec::as_slice),
-                            next.is_none(),
-                        );
+                        s.heal.answer(!with_cursor, result);
                     }
                     if next.is_none() { s.walk.take() } else { None }
                 }

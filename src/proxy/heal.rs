@@ -93,6 +93,13 @@ impl Seen {
         }
     }
 
+    /// A `tools/list` result passed to this session (`first`: asked without a cursor).
+    pub fn answer(&mut self, first: bool, result: &Value) {
+        let tools = result.get("tools").and_then(Value::as_array);
+        let last = result.get("nextCursor").and_then(Value::as_str).is_none();
+        self.page(first, tools.map_or(&[], Vec::as_slice), last);
+    }
+
     /// The session listed another list than `now` and was not told of this generation yet.
     fn stale(&self, now: Listing) -> bool {
         now.generation > self.told && self.listing.is_some_and(|l| l != now.fingerprint)
