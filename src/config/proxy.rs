@@ -70,6 +70,9 @@ pub struct McpProxyConfig {
     pub client_idle_timeout: Duration,
     /// Forward `/.well-known/oauth-protected-resource[/path]` to the upstream (RFC 9728).
     pub forward_oauth_metadata: bool,
+    /// Active healing (off by default): the proxy sends stale sessions a `list_changed` of its
+    /// own and answers calls of removed tools itself (see `crate::proxy::heal`).
+    pub heal: bool,
     /// `headers` and `header_files`: sent by the catalog session only, never added to clients'
     /// forwarded requests.
     pub headers: Vec<(String, Secret)>,
@@ -100,6 +103,7 @@ impl McpProxyConfig {
             stream_idle_timeout: Duration::from_secs(600),
             client_idle_timeout: Duration::from_secs(24 * 60 * 60),
             forward_oauth_metadata: false,
+            heal: false,
             headers: Vec::new(),
             http: HttpClientConfig::default(),
         }
@@ -146,6 +150,7 @@ pub(super) struct RawProxy {
     stream_idle_timeout: Option<String>,
     client_idle_timeout: Option<String>,
     forward_oauth_metadata: Option<bool>,
+    heal: Option<bool>,
     headers: Option<PairList>,
     header_files: Option<PairList>,
 }
@@ -282,6 +287,9 @@ fn one(v: &Validator<'_>, p: &str, mut r: RawProxy) -> Result<McpProxyConfig, Co
     if let Some(on) = r.forward_oauth_metadata {
         c.forward_oauth_metadata = on;
     }
+    if let Some(on) = r.heal {
+        c.heal = on;
+    }
     for (key, raw, slot) in [
         (
             "session_idle_timeout",
@@ -373,6 +381,12 @@ pub struct ProxyFlags {
     /// Also forward /.well-known/oauth-protected-resource[/path] to the upstream.
     #[arg(long = "forward-oauth-metadata")]
     pub forward_oauth_metadata: bool,
+    /// ACTIVE healing, off by default (the proxy is passive without it): send a session whose
+    /// tool list is older than the upstream's a notifications/tools/list_changed of the proxy's
+    /// own on its open stream, and answer a tools/call of a tool the upstream no longer lists
+    /// with -32602 itself instead of forwarding it. See docs/proxy.md#healing-active-opt-in.
+    #[arg(long = "heal")]
+    pub heal: bool,
     /// `--header` and `--http-config`, as `check` takes them: the catalog session's credentials
     /// (clients' own requests are forwarded with their own headers, untouched).
     #[command(flatten)]
@@ -413,6 +427,7 @@ pub fn from_flags(
         stream_idle_timeout: flags.stream_idle_timeout,
         client_idle_timeout: flags.client_idle_timeout,
         forward_oauth_metadata: Some(flags.forward_oauth_metadata),
+        heal: Some(flags.heal),
         ..RawProxy::default()
     };
     let mut c = one(&v, "proxy", raw)?;
@@ -450,7 +465,7 @@ mod tests {
     #[test]
     fn a_proxy_gets_defaults_and_overrides() {
         let c = ok(
-            "proxies:\n  - name: kb\n    listen: 127.0.0.1:10119\n    upstream: http://127.0.0.1:10118/mcp\n    client_label: {header: X-Client-Id}\n    flatten_pages: [claude-code]\n    max_request_bytes: 1MiB\n    cursor_grace: 5s\n    max_connections: 300\n    upstream_timeout: 20s\n    client_idle_timeout: 1h\n    forward_oauth_metadata: true\n",
+            "proxies:\n  - name: kb\n    listen: 127.0.0.1:10119\n    upstream: http://127.0.0.1:10118/mcp\n    client_label: {header: X-Client-Id}\n    flatten_pages: [claude-code]\n    max_request_bytes: 1MiB\n    cursor_grace: 5s\n    max_connections: 300\n    upstream_timeout: 20s\n    client_idle_timeout: 1h\n    forward_oauth_metadata: true\n    heal: true\n",
         );
         let p = &c.proxies[0];
         assert_eq!(p.name, "kb");
@@ -464,6 +479,16 @@ mod tests {
         assert_eq!(p.stream_idle_timeout, Duration::from_secs(600));
         assert_eq!(p.client_idle_timeout, Duration::from_secs(3600));
         assert!(p.forward_oauth_metadata);
+        assert!(p.heal);
+        assert!(
+            !McpProxyConfig::new(
+                "x",
+                "127.0.0.1:1".parse().expect("address"),
+                url::Url::parse("http://h/mcp").expect("url")
+            )
+            .heal,
+            "off by default"
+        );
     }
 
     #[test]
@@ -474,12 +499,14 @@ mod tests {
             max_connections: Some(10),
             upstream_timeout: Some("5s".into()),
             forward_oauth_metadata: true,
+            heal: true,
             ..ProxyFlags::default()
         };
         let c = from_flags("default", addr, up, flags).expect("valid");
         assert_eq!(c.max_connections, 10);
         assert_eq!(c.upstream_timeout, Duration::from_secs(5));
         assert!(c.forward_oauth_metadata);
+        assert!(c.heal);
         assert_eq!(c.client_idle_timeout, Duration::from_secs(24 * 3600));
         let bad = ProxyFlags {
             stream_idle_timeout: Some("0s".into()),

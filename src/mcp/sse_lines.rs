@@ -78,6 +78,12 @@ impl LineFramer {
         }
     }
 
+    /// Part of a line is held (or the `\n` of a `\r\n` may come next): the stream is not at a
+    /// line boundary.
+    pub fn mid_line(&self) -> bool {
+        !self.pending.is_empty() || self.after_cr
+    }
+
     /// Bytes received so far.
     pub fn total(&self) -> usize {
         self.total

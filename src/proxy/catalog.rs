@@ -106,6 +106,25 @@ pub struct Catalog {
     trigger: Notify,
     /// A `list_changed` passed through since the last walk started: the list may be outdated.
     pending: std::sync::atomic::AtomicBool,
+    /// The current list's generation and fingerprint, bumped when a walk finds it changed
+    /// (healing tells sessions that listed another one, see [`super::heal`]).
+    listing: watch::Sender<Listing>,
+}
+
+/// Which list the catalog holds: `generation` counts the walks that found it changed (0: no
+/// walk yet), `fingerprint` is [`listing_fingerprint`] of its tools.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub generation: u64,
+    pub fingerprint: u64,
+}
+
+/// An order-free fingerprint of a list, from each tool's [`tool_fingerprint`] (which covers its
+/// name): the catalog's walk and a client's listing of the same tools give the same value.
+pub fn listing_fingerprint(tools: impl IntoIterator<Item = u64>) -> u64 {
+    tools
+        .into_iter()
+        .fold(0u64, |sum, fp| sum.wrapping_add(fp.rotate_left(17) ^ fp))
 }
 
 impl Default for Catalog {
@@ -115,6 +134,7 @@ impl Default for Catalog {
             walks: watch::channel(0).0,
             trigger: Notify::new(),
             pending: std::sync::atomic::AtomicBool::new(false),
+            listing: watch::channel(Listing::default()).0,
         }
     }
 }
@@ -181,6 +201,18 @@ impl Catalog {
         at: Instant,
         wait: Duration,
     ) -> Verdict {
+        self.judge_fresh(tool, arguments, at, wait).await.0
+    }
+
+    /// [`Catalog::judge`], and whether the verdict is no guess: the walk it waited for (if any)
+    /// ended within `wait`, and the last walk did not fail (a failed walk leaves an older list).
+    pub async fn judge_fresh(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        at: Instant,
+        wait: Duration,
+    ) -> (Verdict, bool) {
         // The walk to wait for: one that started at or after `target`.
         let (walk, target) = {
             let s = self.state.read().expect("catalog lock");
@@ -198,6 +230,7 @@ impl Catalog {
                 _ => (false, None),
             }
         };
+        let mut fresh = true;
         if let Some(target) = target {
             let mut walks = self.walks.subscribe();
             if walk && !self.pending.load(std::sync::atomic::Ordering::Relaxed) {
@@ -220,23 +253,54 @@ impl Catalog {
                     }
                 }
             };
-            let _ = tokio::time::timeout(wait, newer).await;
+            fresh = tokio::time::timeout(wait, newer).await.is_ok();
         }
         let s = self.state.read().expect("catalog lock");
+        let fresh = fresh
+            && s.failure.is_none()
+            && s.walked_at.is_some_and(|w| target.is_none_or(|t| w >= t));
         if s.walked_at.is_none() {
-            return Verdict::Unknown;
+            return (Verdict::Unknown, false);
         }
         let Some(def) = s.tools.get(tool) else {
-            return Verdict::StaleTool;
+            return (Verdict::StaleTool, fresh);
         };
-        match (&def.previous, &def.schema) {
+        let verdict = match (&def.previous, &def.schema) {
             (Some(prev), Some(cur))
                 if super::schema::fits(prev, arguments) && !super::schema::fits(cur, arguments) =>
             {
                 Verdict::StaleSchema
             }
             _ => Verdict::Fine,
-        }
+        };
+        (verdict, fresh)
+    }
+
+    /// Whether `name` is in the current list.
+    pub fn lists(&self, name: &str) -> bool {
+        self.state
+            .read()
+            .expect("catalog lock")
+            .tools
+            .contains_key(name)
+    }
+
+    /// Whether `name` was listed in the last 24 h (see [`Catalog::tool_label`]).
+    pub fn listed_before(&self, name: &str) -> bool {
+        let s = self.state.read().expect("catalog lock");
+        s.listed
+            .get(name)
+            .is_some_and(|t| t.elapsed() < TOOL_LABEL_TTL)
+    }
+
+    /// The list the catalog holds now (generation 0 before its first complete walk).
+    pub fn listing(&self) -> Listing {
+        *self.listing.borrow()
+    }
+
+    /// Changes of [`Catalog::listing`].
+    pub fn listing_changes(&self) -> watch::Receiver<Listing> {
+        self.listing.subscribe()
     }
 
     /// Apply a complete walk's definitions.
@@ -271,12 +335,17 @@ impl Catalog {
             tools.insert(name, def);
         }
         changed |= !old.is_empty();
+        let fingerprint = listing_fingerprint(tools.values().map(|t| t.fingerprint));
         s.tools = tools;
         s.schema_bytes = bytes;
         s.walked_at = Some(now);
         if changed {
             // What clients' listings disagreed on may be what just changed: listen to them again.
             s.disagreements.clear();
+            self.listing.send_modify(|l| {
+                l.generation += 1;
+                l.fingerprint = fingerprint;
+            });
         }
         let names: Vec<Box<str>> = s.tools.keys().cloned().collect();
         s.listed
@@ -601,6 +670,36 @@ mod tests {
         c.apply(defs(&[a.clone(), b.clone()]), later(4));
         assert!(c.saw_page(&[a, v2], later(5)));
         assert!(c.state.read().unwrap().disagreements.len() <= MAX_DISAGREEMENTS);
+    }
+
+    #[tokio::test]
+    async fn a_verdict_is_fresh_only_when_the_walk_it_waited_for_ended_and_did_not_fail() {
+        let c = Catalog::default();
+        let t0 = Instant::now();
+        c.apply(defs(&[json!({"name": "v2"})]), t0);
+        assert_eq!(c.listing().generation, 1);
+        let args = json!({});
+        assert_eq!(
+            c.judge_fresh("legacy", &args, t0, Duration::ZERO).await,
+            (Verdict::StaleTool, true),
+            "nothing to wait for"
+        );
+        let call = t0 + Duration::from_millis(1);
+        c.state.write().unwrap().refreshing = Some(call);
+        assert_eq!(
+            c.judge_fresh("legacy", &args, call, Duration::ZERO).await,
+            (Verdict::StaleTool, false),
+            "the walk under way did not end within the wait"
+        );
+        c.state.write().unwrap().refreshing = None;
+        c.record_failure("kb", Some(("timeout", "tools/list timed out".into())));
+        assert_eq!(
+            c.judge_fresh("legacy", &args, t0, Duration::ZERO).await,
+            (Verdict::StaleTool, false),
+            "the last walk failed: the list may be old"
+        );
+        c.apply(defs(&[json!({"name": "v2"})]), t0);
+        assert_eq!(c.listing().generation, 1, "the same list is no change");
     }
 
     #[tokio::test]

@@ -176,7 +176,7 @@ fn stream_key(id: &str) -> String {
     format!("sse:{id}")
 }
 
-fn is_stream_key(key: &str) -> bool {
+pub(super) fn is_stream_key(key: &str) -> bool {
     key.starts_with("sse:")
 }
 
@@ -227,6 +227,9 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
         None
     };
     let exchange = sh.exchange(&parts, session_id.as_deref(), &messages, started);
+    if let Some(answer) = super::heal::refuse(&sh, &exchange, &messages).await {
+        return answer;
+    }
     let exchange = match super::flatten::try_flatten(&sh, &parts, exchange, &messages).await {
         Ok(answer) => return answer,
         Err(exchange) => exchange,
@@ -294,6 +297,14 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
         Kind::Sse(_) => Timer::Idle(sh.config.stream_idle_timeout),
         _ => Timer::Deadline,
     };
+    let heal = super::heal::tap(
+        &sh,
+        &parts.method,
+        sh.paths.is_mcp(parts.uri.path()),
+        &exchange,
+        &messages,
+        matches!(kind, Kind::Sse(_)) && status.is_success(),
+    );
     let first = match timer {
         Timer::Idle(d) => tokio::time::Instant::now() + d,
         Timer::Deadline => deadline,
@@ -303,6 +314,7 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
         timer,
         expires: Box::pin(tokio::time::sleep_until(first)),
         ended: false,
+        heal,
         metrics: sh.metrics.clone(),
         obs: Some(Observer {
             sh,
@@ -681,6 +693,9 @@ impl Shared {
                     s.walk = s
                         .walk
                         .map(|n| n.saturating_add(u16::try_from(listed).unwrap_or(u16::MAX)));
+                    if self.config.heal {
+                        s.heal.answer(!with_cursor, result);
+                    }
                     if next.is_none() { s.walk.take() } else { None }
                 }
                 (Err(_), Some(s)) => {
@@ -795,6 +810,8 @@ struct Observed {
     expires: Pin<Box<tokio::time::Sleep>>,
     /// The budget ran out (or the body ended): nothing more is polled.
     ended: bool,
+    /// Healing's frames for this stream, sent between the upstream's events.
+    heal: Option<super::heal::Tap>,
     metrics: Arc<crate::telemetry::proxy::ProxyMetrics>,
     obs: Option<Observer>,
 }
@@ -825,6 +842,17 @@ impl Stream for Observed {
                 Poll::Ready(None)
             }
             Poll::Pending => {
+                let this = &mut *self;
+                if let (
+                    Some(tap),
+                    Some(Observer {
+                        kind: Kind::Sse(r), ..
+                    }),
+                ) = (&mut this.heal, &this.obs)
+                    && let Some(frame) = tap.poll_frame(cx, r.at_event_boundary())
+                {
+                    return Poll::Ready(Some(Ok(frame)));
+                }
                 if self.expires.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }

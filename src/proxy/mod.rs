@@ -19,6 +19,8 @@
 //! - [`unknown_tool`]: the upstream's own "no such tool" answers, in each SDK's shape;
 //! - [`schema`]: whether arguments fit an `inputSchema` (stale-schema calls);
 //! - [`flatten`]: `flatten_pages`, all pages merged into one for chosen clients;
+//! - [`heal`]: `heal: true`, the one active part (off by default): a `list_changed` of the
+//!   proxy's own to stale sessions, and calls of removed tools answered by the proxy;
 //! - [`status`]: what the status page shows.
 //!
 //! The series are in [`crate::telemetry::proxy`], rendered with the probe's at scrape time.
@@ -30,6 +32,7 @@ pub mod budget;
 pub mod catalog;
 mod flatten;
 mod forward;
+pub mod heal;
 pub mod labels;
 pub mod observe;
 pub mod paths;
@@ -81,6 +84,8 @@ pub(crate) struct Shared {
     /// Permits of the calls being judged stale or not (see `forward::MAX_JUDGING`).
     judging: Arc<tokio::sync::Semaphore>,
     catalog: Arc<Catalog>,
+    /// The streams healing may write to (empty unless `heal`).
+    heal: heal::Heal,
     http: reqwest::Client,
     /// Itself, for tasks spawned from a handler.
     me: Weak<Shared>,
@@ -129,6 +134,7 @@ impl Proxy {
         let catalog_net = crate::net::TargetHttp::new(&config.name, &config.http, &config.upstream)
             .map_err(|e| format!("proxy {}: catalog credentials: {e}", config.name))?;
         let metrics = telemetry.add_proxy(&config.name);
+        metrics.set_heal(config.heal);
         let shared = Arc::new_cyclic(|me| Shared {
             labels: ClientLabels::new(
                 config.max_clients,
@@ -141,6 +147,7 @@ impl Proxy {
             dropped: tokio::sync::Notify::new(),
             judging: Arc::new(tokio::sync::Semaphore::new(forward::MAX_JUDGING)),
             catalog: Arc::new(Catalog::default()),
+            heal: heal::Heal::default(),
             metrics,
             http,
             config,
@@ -165,6 +172,9 @@ impl Proxy {
             shared.metrics.clone(),
             stop_rx.clone(),
         )));
+        if shared.config.heal {
+            tasks.push(tokio::spawn(heal::run(shared.clone(), stop_rx.clone())));
+        }
         tasks.push(tokio::spawn(sweep(shared.clone(), stop_rx)));
         tracing::info!(proxy = %shared.config.name, address = %addr, upstream = %crate::config::redact_url(&shared.config.upstream), max_connections, "proxy listening");
         Ok(Proxy {

@@ -62,6 +62,8 @@ pub struct SseReader {
     endpoint_event: bool,
     /// The data of the last `endpoint` event, until taken.
     endpoint: Option<String>,
+    /// A line of an event passed and its blank line did not yet.
+    in_event: bool,
 }
 
 impl Default for SseReader {
@@ -73,6 +75,7 @@ impl Default for SseReader {
             after_cr: false,
             endpoint_event: false,
             endpoint: None,
+            in_event: false,
         }
     }
 }
@@ -96,6 +99,7 @@ impl SseReader {
                 continue;
             }
             let content = trim_eol(&line);
+            self.in_event = !content.is_empty();
             if content.is_empty() {
                 if std::mem::take(&mut self.endpoint_event) {
                     self.endpoint = Some(String::from_utf8_lossy(&self.data).into_owned());
@@ -130,6 +134,13 @@ impl SseReader {
     /// The data of the last `endpoint` event seen (HTTP+SSE), once.
     pub fn take_endpoint(&mut self) -> Option<String> {
         self.endpoint.take()
+    }
+
+    /// Every byte so far belongs to complete events: an event of the proxy's own may be put
+    /// here without splitting one of the upstream's. False once the stream is no longer read
+    /// (an event over the cap).
+    pub fn at_event_boundary(&self) -> bool {
+        self.framer.as_ref().is_some_and(|f| !f.mid_line()) && !self.in_event
     }
 }
 
@@ -321,6 +332,27 @@ mod tests {
             "no length: complete only at the stream's end"
         );
         assert!(passed.messages().is_empty() && passed.bytes.is_empty());
+    }
+
+    #[test]
+    fn the_event_boundary_is_only_between_whole_events() {
+        let mut r = SseReader::default();
+        assert!(r.at_event_boundary(), "nothing yet");
+        let stream: &[u8] = b"id: 1\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"x\"}\r\n\r\n: keepalive\n\n";
+        let ends = [stream.len() - ": keepalive\n\n".len(), stream.len()];
+        for cut in 1..stream.len() {
+            let mut r = SseReader::default();
+            r.push(&stream[..cut], |_| {});
+            assert_eq!(r.at_event_boundary(), ends.contains(&cut), "cut at {cut}");
+        }
+        r.push(stream, |_| {});
+        assert!(r.at_event_boundary());
+        r.push(b"data: {\"jsonrpc\":\"2.0\"", |_| {});
+        assert!(!r.at_event_boundary(), "a partial line");
+        r.push(b",\"method\":\"x\"}\n", |_| {});
+        assert!(!r.at_event_boundary(), "a whole line, no blank line yet");
+        r.push(b"\n", |_| {});
+        assert!(r.at_event_boundary());
     }
 
     #[test]

@@ -229,6 +229,10 @@ metrics_catalog! {
         "Answers of the upstream to clients' tools/call that say the tool does not exist, in one of the known SDKs' shapes (see docs/proxy.md), independent of the proxy's catalog (tool: a name the upstream listed in the last 24 h, else other).";
     PROXY_FLATTENED = "mcp_proxy_flattened_listings_total", Counter, ["proxy", "client", "result"],
         "tools/list answers merged into one page for clients named in flatten_pages, by result (success; failure: the first page was forwarded instead).";
+    PROXY_HEAL_NOTIFICATIONS = "mcp_proxy_heal_notifications_total", Counter, ["proxy", "client"],
+        "notifications/tools/list_changed the proxy itself sent on a session's open stream because the session's tool list was older than the upstream's (heal: true only).";
+    PROXY_HEAL_REFUSED = "mcp_proxy_heal_refused_calls_total", Counter, ["proxy", "client"],
+        "tools/call of a tool the upstream no longer lists, answered -32602 by the proxy itself without reaching the upstream (heal: true only).";
 }
 
 /// Look a family up by name.

@@ -8,7 +8,7 @@
 //! catalog). Dropping a proxy's `ProxyMetrics` is what removes its series.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -129,6 +129,8 @@ pub struct ClientSeries {
     unknown_tool: ToolCounts,
     /// success, failure: only for clients named in `flatten_pages`.
     flattened: Option<[Cell; 2]>,
+    /// Healing: notifications sent, calls refused (rendered only for a proxy with `heal`).
+    heal: [Cell; 2],
 }
 
 impl ClientSeries {
@@ -167,6 +169,16 @@ impl ClientSeries {
         bump(&self.unknown_tool, tool);
     }
 
+    /// Healing sent this client's session a `list_changed` of the proxy's own.
+    pub fn heal_notification(&self) {
+        self.heal[0].add(1);
+    }
+
+    /// Healing answered this client's call of a removed tool itself.
+    pub fn heal_refused(&self) {
+        self.heal[1].add(1);
+    }
+
     pub fn flattened(&self, ok: bool) {
         if let Some(f) = &self.flattened {
             f[usize::from(!ok)].add(1);
@@ -203,6 +215,8 @@ pub struct ProxyMetrics {
     cursor_age: Histogram,
     relist_lag: Histogram,
     clients: RwLock<Vec<Arc<ClientSeries>>>,
+    /// The proxy heals (`heal: true`): its clients' heal series are rendered.
+    heal: AtomicBool,
 }
 
 impl ProxyMetrics {
@@ -218,11 +232,17 @@ impl ProxyMetrics {
             cursor_age: Histogram::default(),
             relist_lag: Histogram::default(),
             clients: RwLock::new(Vec::new()),
+            heal: AtomicBool::new(false),
         }
     }
 
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Whether the proxy heals: the heal series of its clients exist (at 0 until counted).
+    pub fn set_heal(&self, on: bool) {
+        self.heal.store(on, Ordering::Relaxed);
     }
 
     /// The series of a client label value (already bounded by the caller); `flatten`: whether
@@ -246,6 +266,7 @@ impl ProxyMetrics {
             stale_schema: Mutex::default(),
             unknown_tool: Mutex::default(),
             flattened: flatten.then(Default::default),
+            heal: Default::default(),
         });
         clients.push(c.clone());
         c
@@ -341,13 +362,14 @@ impl ProxyMetrics {
             &self.relist_lag.snapshot(),
         );
         let clients = self.clients.read().expect("metrics lock poisoned").clone();
+        let heal = self.heal.load(Ordering::Relaxed);
         for c in clients {
-            render_client(&c, out);
+            render_client(&c, heal, out);
         }
     }
 }
 
-fn render_client(c: &ClientSeries, out: &mut Exposition<'_>) {
+fn render_client(c: &ClientSeries, heal: bool, out: &mut Exposition<'_>) {
     let l = c.labels.as_str();
     let sessions = c.sessions.load(Ordering::Relaxed).max(0) as f64;
     out.sample(slot(m::PROXY_SESSIONS), l, &[], Value::Float(sessions));
@@ -406,6 +428,14 @@ fn render_client(c: &ClientSeries, out: &mut Exposition<'_>) {
             out.sample(slot(family), l, &[("tool", tool)], Value::Count(*n));
         }
     }
+    if heal {
+        for (family, cell) in [m::PROXY_HEAL_NOTIFICATIONS, m::PROXY_HEAL_REFUSED]
+            .iter()
+            .zip(&c.heal)
+        {
+            out.sample(slot(family), l, &[], Value::Count(cell.raw()));
+        }
+    }
     if let Some(f) = &c.flattened {
         for (result, cell) in ["success", "failure"].iter().zip(f) {
             let extra = [("result", *result)];
@@ -455,5 +485,26 @@ mod tests {
         ), "{text}");
         assert!(text.contains("mcp_proxy_flattened_listings_total{proxy=\"kb\",client=\"claude \\\"x\\\"\",result=\"failure\"} 0"));
         assert!(Arc::ptr_eq(&c, &p.client("claude \"x\"", true)));
+        assert!(
+            !text.contains("mcp_proxy_heal_"),
+            "heal off: no heal series"
+        );
+        p.set_heal(true);
+        c.heal_refused();
+        let mut e = Exposition::new();
+        p.render(&mut e);
+        let text = e.finish();
+        assert!(
+            text.contains(
+                "mcp_proxy_heal_refused_calls_total{proxy=\"kb\",client=\"claude \\\"x\\\"\"} 1"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "mcp_proxy_heal_notifications_total{proxy=\"kb\",client=\"claude \\\"x\\\"\"} 0"
+            ),
+            "{text}"
+        );
     }
 }
