@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::Shared;
-use super::forward::Exchange;
+use super::exchange::Exchange;
 use super::observe::SseReader;
 use crate::mcp::jsonrpc::Incoming;
 use crate::mcp::{McpError, Reason};
@@ -125,7 +125,7 @@ impl FlattenPager<'_> {
         }
         let body =
             json!({"jsonrpc": "2.0", "id": FLATTEN_ID, "method": "tools/list", "params": params});
-        let req = super::forward::upstream_request(&self.sh, Method::POST, self.parts)
+        let req = super::upstream::upstream_request(&self.sh, Method::POST, self.parts)
             .body(body.to_string());
         let transport =
             |e: reqwest::Error| McpError::new(Reason::Transport, e.without_url().to_string());

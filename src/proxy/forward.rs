@@ -24,18 +24,20 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures_util::Stream;
 use serde_json::{Value, json};
 
 use super::Shared;
+use super::exchange::{Exchange, MAX_SESSION_ID_BYTES, is_stream_key, stream_key};
 use super::labels::Client;
 use super::observe::{
     Asked, JsonBody, Pending, SseReader, client_name, method_label, stream_session,
 };
 use super::sessions::StreamPending;
+use super::upstream::{end_to_end, upstream_request};
 use crate::mcp::jsonrpc::{self, Incoming};
 use crate::telemetry::proxy::Rejected;
 
@@ -44,64 +46,9 @@ const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const INTERNAL_ERROR: i64 = -32603;
 
-/// Headers that belong to one hop, never forwarded (RFC 9110 § 7.6.1), plus `host`, and
-/// `accept-encoding`: the proxy must read the JSON-RPC it forwards, so answers come uncompressed.
-/// Longest session id tracked (bytes).
-const MAX_SESSION_ID_BYTES: usize = 256;
 /// Calls judged at once (each holds its arguments while the catalog may walk); past this a
 /// call is not judged rather than queued.
 pub(super) const MAX_JUDGING: usize = 256;
-
-/// The client's request as it goes upstream: same path, query and end-to-end headers (the
-/// body's length is the new body's). Forwarding and `flatten_pages` both send this.
-pub(super) fn upstream_request(
-    sh: &Shared,
-    method: Method,
-    parts: &axum::http::request::Parts,
-) -> reqwest::RequestBuilder {
-    let mut url = sh.config.upstream.clone();
-    url.set_path(parts.uri.path());
-    url.set_query(parts.uri.query());
-    let mut req = sh.http.request(method, url);
-    for (name, value) in end_to_end(&parts.headers) {
-        if name != header::CONTENT_LENGTH {
-            req = req.header(name, value);
-        }
-    }
-    req
-}
-
-/// The headers a proxy passes on: not hop-by-hop, and not named in `Connection` (RFC 9110 7.6.1).
-fn end_to_end(headers: &HeaderMap) -> impl Iterator<Item = (&HeaderName, &HeaderValue)> {
-    let named: Vec<String> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|t| t.trim().to_ascii_lowercase())
-        .take(32)
-        .collect();
-    headers
-        .iter()
-        .filter(move |(n, _)| !hop_by_hop(n) && !named.iter().any(|t| t == n.as_str()))
-}
-
-pub(super) fn hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "proxy-authenticate"
-            | "proxy-authorization"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-            | "host"
-            | "accept-encoding"
-    )
-}
 
 /// A JSON-RPC error answered by the proxy itself.
 fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
@@ -112,19 +59,6 @@ fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response {
         body.to_string(),
     )
         .into_response()
-}
-
-/// The exchange's JSON-RPC and who sent it.
-pub(super) struct Exchange {
-    pub client: Arc<Client>,
-    /// The tracked session's key (legacy session id, an HTTP+SSE session as `sse:<id>`, or a
-    /// modern client identity).
-    pub key: Option<String>,
-    /// Made in the 2026-07-28 era: its listings carry a `ttlMs` the client must honour.
-    pub modern: bool,
-    pub requests: Vec<Pending>,
-    pub notifications: Vec<&'static str>,
-    pub started: Instant,
 }
 
 /// Why an upstream request failed, for the client and the counter: the transport's error read
@@ -168,16 +102,6 @@ fn unknown_path() -> Response {
         "not found: this proxy forwards only its MCP endpoint\n",
     )
         .into_response()
-}
-
-/// The session key of an HTTP+SSE session (its id in the message URL); apart from legacy
-/// `Mcp-Session-Id`s and modern identities by its prefix.
-fn stream_key(id: &str) -> String {
-    format!("sse:{id}")
-}
-
-pub(super) fn is_stream_key(key: &str) -> bool {
-    key.starts_with("sse:")
 }
 
 /// The axum handler of every path and method.
@@ -879,25 +803,5 @@ impl Drop for Observed {
         if let Some(o) = self.obs.take() {
             o.finish();
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hop_by_hop_headers_and_those_connection_names_stay_behind() {
-        let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, HeaderValue::from_static("close, X-Hop"));
-        h.insert("x-hop", HeaderValue::from_static("1"));
-        h.insert(
-            header::TRANSFER_ENCODING,
-            HeaderValue::from_static("chunked"),
-        );
-        h.insert("mcp-session-id", HeaderValue::from_static("s"));
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer t"));
-        let kept: Vec<&str> = end_to_end(&h).map(|(n, _)| n.as_str()).collect();
-        assert_eq!(kept, ["mcp-session-id", "authorization"]);
     }
 }

@@ -5,7 +5,7 @@
 //! through two hooks ([`refuse`] before a request goes upstream, [`tap`] on an SSE answer):
 //!
 //! - **Tell a stale session.** A session's complete `tools/list` walk leaves an order-free
-//!   fingerprint of what it saw ([`Seen`], the catalog's [`listing_fingerprint`]). When the
+//!   fingerprint of what it saw ([`super::seen::Seen`], the catalog's [`super::catalog::listing_fingerprint`]). When the
 //!   catalog's own walk finds the upstream's list changed (a new [`Listing`] generation), every
 //!   session that listed something else and has an open stream gets one
 //!   `notifications/tools/list_changed` of the proxy's own, once per generation: on the legacy
@@ -44,12 +44,11 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 use super::Shared;
-use super::catalog::{Listing, Verdict, listing_fingerprint};
-use super::forward::Exchange;
+use super::catalog::Verdict;
+use super::exchange::Exchange;
 use super::labels::Client;
 use super::observe::Asked;
 use crate::mcp::jsonrpc::Incoming;
-use crate::probe::toolset::tool_fingerprint;
 
 /// Longest a call waits for the catalog walk that decides whether it is refused.
 pub const REFUSE_WAIT: Duration = Duration::from_secs(2);
@@ -61,49 +60,6 @@ pub const MAX_STREAMS: usize = 65_536;
 
 const INVALID_PARAMS: i64 = -32602;
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
-
-/// What healing keeps of one session: the list it last saw whole, and the last change it was
-/// told of.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Seen {
-    /// The walk under way (a `tools/list` without a cursor, then its cursors): its sum so far.
-    walk: Option<u64>,
-    /// Fingerprint of the last complete walk.
-    listing: Option<u64>,
-    /// The catalog generation this session was last told of.
-    told: u64,
-}
-
-impl Seen {
-    /// A `tools/list` page passed to this session (`first`: asked without a cursor; `last`: no
-    /// `nextCursor`).
-    pub fn page(&mut self, first: bool, tools: &[Value], last: bool) {
-        let sum = if first { Some(0) } else { self.walk };
-        let Some(sum) = sum else {
-            // A page of a walk not seen from its start: it says nothing of the whole list.
-            return;
-        };
-        let sum = sum.wrapping_add(listing_fingerprint(tools.iter().map(tool_fingerprint)));
-        if last {
-            self.walk = None;
-            self.listing = Some(sum);
-        } else {
-            self.walk = Some(sum);
-        }
-    }
-
-    /// A `tools/list` result passed to this session (`first`: asked without a cursor).
-    pub fn answer(&mut self, first: bool, result: &Value) {
-        let tools = result.get("tools").and_then(Value::as_array);
-        let last = result.get("nextCursor").and_then(Value::as_str).is_none();
-        self.page(first, tools.map_or(&[], Vec::as_slice), last);
-    }
-
-    /// The session listed another list than `now` and was not told of this generation yet.
-    fn stale(&self, now: Listing) -> bool {
-        now.generation > self.told && self.listing.is_some_and(|l| l != now.fingerprint)
-    }
-}
 
 /// One tapped stream in the registry.
 struct Entry {
@@ -255,7 +211,7 @@ fn tell(sh: &Shared, only: Option<u64>) {
             continue;
         };
         if session.heal.stale(now) && tx.try_send(frame).is_ok() {
-            session.heal.told = now.generation;
+            session.heal.tell(now);
         }
     }
 }
@@ -280,7 +236,12 @@ pub(super) async fn run(sh: Arc<Shared>, mut stop: watch::Receiver<bool>) {
 /// longer lists (see the module docs for when it is not refused).
 pub(super) async fn refuse(sh: &Shared, ex: &Exchange, messages: &[Incoming]) -> Option<Response> {
     // An HTTP+SSE session's answers belong on its GET stream, where the proxy writes nothing.
-    if !sh.config.heal || ex.key.as_deref().is_some_and(super::forward::is_stream_key) {
+    if !sh.config.heal
+        || ex
+            .key
+            .as_deref()
+            .is_some_and(super::exchange::is_stream_key)
+    {
         return None;
     }
     let ([request], [Incoming::Request { id, .. }]) = (&ex.requests[..], messages) else {
@@ -357,39 +318,6 @@ mod tests {
                 id
             );
         }
-    }
-
-    #[test]
-    fn a_session_is_stale_when_its_whole_walk_differs_and_is_told_once() {
-        let tool = |n: &str| json!({"name": n, "inputSchema": {"type": "object"}});
-        let (a, b, c) = (tool("a"), tool("b"), tool("c"));
-        let current = |tools: &[Value], generation| Listing {
-            generation,
-            fingerprint: listing_fingerprint(tools.iter().map(tool_fingerprint)),
-        };
-        let mut s = Seen::default();
-        assert!(
-            !s.stale(current(std::slice::from_ref(&a), 1)),
-            "never listed"
-        );
-        // Two pages, in any order, make the same list as the catalog's.
-        s.page(true, std::slice::from_ref(&b), false);
-        assert!(
-            !s.stale(current(std::slice::from_ref(&a), 1)),
-            "the walk is not done"
-        );
-        s.page(false, std::slice::from_ref(&a), true);
-        assert!(!s.stale(current(&[a.clone(), b.clone()], 1)));
-        let swapped = current(&[a.clone(), c.clone()], 2);
-        assert!(s.stale(swapped));
-        s.told = swapped.generation;
-        assert!(!s.stale(swapped), "once per generation");
-        // A page of a walk not seen from its start changes nothing; a fresh walk does.
-        let mut t = Seen::default();
-        t.page(false, std::slice::from_ref(&a), true);
-        assert!(t.listing.is_none());
-        t.page(true, &[a.clone(), c.clone()], true);
-        assert!(!t.stale(swapped));
     }
 
     #[test]

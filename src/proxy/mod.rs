@@ -10,6 +10,9 @@
 //! - [`paths`]: which paths are forwarded (the MCP path, nothing else of the upstream's host);
 //! - [`forward`]: one HTTP exchange upstream and back, streamed, with the proxy's own few answers
 //!   and its time budgets;
+//! - [`exchange`]: the exchange as accounted (client, session key, requests, era), read by
+//!   forwarding, flattening and healing alike;
+//! - [`upstream`]: the client's request as it goes upstream (end-to-end headers only);
 //! - [`budget`]: the descriptors the proxies may take, so the exporter's own port keeps answering;
 //! - [`observe`]: decoding what passes (the wire's own `jsonrpc` and SSE line framer);
 //! - [`sessions`]: per-session state, bounded in number and size, idle expiry, LRU eviction;
@@ -21,6 +24,7 @@
 //! - [`flatten`]: `flatten_pages`, all pages merged into one for chosen clients;
 //! - [`heal`]: `heal: true`, the one active part (off by default): a `list_changed` of the
 //!   proxy's own to stale sessions, and calls of removed tools answered by the proxy;
+//! - [`seen`]: what healing keeps of each session (two numbers);
 //! - [`status`]: what the status page shows.
 //!
 //! The series are in [`crate::telemetry::proxy`], rendered with the probe's at scrape time.
@@ -30,6 +34,7 @@
 
 pub mod budget;
 pub mod catalog;
+mod exchange;
 mod flatten;
 mod forward;
 pub mod heal;
@@ -37,9 +42,11 @@ pub mod labels;
 pub mod observe;
 pub mod paths;
 pub mod schema;
+mod seen;
 pub mod sessions;
 pub mod status;
 pub mod unknown_tool;
+mod upstream;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -56,7 +56,7 @@ pub struct Session {
     /// catalog by number of tools (a count, not a copy of the list).
     pub walk: Option<u16>,
     /// The list it last saw whole and the change it was last told of (`heal` only).
-    pub heal: super::heal::Seen,
+    pub heal: super::seen::Seen,
     /// When the listing this session holds stops being fresh: its pages' `ttlMs` (the earliest
     /// of its walk) from their arrival, for a 2026-07-28 listing; none for a legacy one, whose
     /// contract is to cache until `list_changed`.
@@ -121,7 +121,7 @@ impl Session {
             walk: None,
             fresh_until: None,
             stream_pending: Vec::new(),
-            heal: super::heal::Seen::default(),
+            heal: super::seen::Seen::default(),
         }
     }
 
