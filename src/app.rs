@@ -416,8 +416,8 @@ pub async fn run(opts: Options) -> Result<(), String> {
         status: daemon.supervisor.status(),
         ready: daemon.ready.clone(),
         lifecycle: opts.lifecycle,
-        proxies: daemon.proxies.clone(),
-    });
+    })
+    .merge(crate::proxy::page::routes(daemon.proxies.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(web::serve(
         listener,

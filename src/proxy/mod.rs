@@ -25,7 +25,7 @@
 //! - [`heal`]: `heal: true`, the one active part (off by default): a `list_changed` of the
 //!   proxy's own to stale sessions, and calls of removed tools answered by the proxy;
 //! - [`seen`]: what healing keeps of each session (two numbers);
-//! - [`status`]: what the status page shows.
+//! - [`status`]: what the status page shows; [`page`]: `/proxy` and `/proxy.json`.
 //!
 //! The series are in [`crate::telemetry::proxy`], rendered with the probe's at scrape time.
 //! Every channel is read: a legacy session's GET stream and SSE answers, a modern client's
@@ -40,6 +40,7 @@ mod forward;
 pub mod heal;
 pub mod labels;
 pub mod observe;
+pub mod page;
 pub mod paths;
 pub mod schema;
 mod seen;

@@ -1,7 +1,8 @@
 //! The exporter's own HTTP surface: `/metrics`, the status page (`/`, `/status.json`), health,
 //! readiness and reload.
 //!
-//! Routes only read snapshots; they never reach into connection state. No route makes the
+//! Routes only read snapshots (the app merges in the pages of the layers above, such as the
+//! proxy's `/proxy`); they never reach into connection state. No route makes the
 //! exporter connect anywhere: targets come from the configuration file only. The port itself,
 //! with its connection cap and timeouts, is in [`serve`]; who may use it (TLS, basic
 //! authentication, `--web.config.file`) in [`webconfig`] and [`auth`]. `POST /-/reload` changes
@@ -10,11 +11,11 @@
 
 mod auth;
 mod page;
-mod proxy_page;
 mod serve;
 mod throttle;
 mod webconfig;
 
+pub use page::escape;
 pub use serve::{
     Closed, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, Limits,
     WARN_EVERY, serve, serve_detached,
@@ -47,16 +48,12 @@ pub struct WebState {
     pub ready: Arc<AtomicBool>,
     /// `--web.enable-lifecycle`: whether `POST /-/reload` is served.
     pub lifecycle: bool,
-    /// The reverse proxies, for `/proxy` and `/proxy.json`.
-    pub proxies: Arc<crate::proxy::Proxies>,
 }
 
 pub fn router(state: WebState) -> Router {
     Router::new()
         .route("/", get(status_page))
         .route("/status.json", get(status_json))
-        .route("/proxy", get(proxy_page::html))
-        .route("/proxy.json", get(proxy_page::json))
         .route("/metrics", get(metrics))
         .route("/-/healthy", get(|| async { "Healthy\n" }))
         .route("/-/ready", get(ready))

@@ -1,31 +1,45 @@
-//! `/proxy` and `/proxy.json`: the reverse proxies' per-session detail (what labels must not
-//! carry: which session of which client listed, followed its cursor, called stale tools).
+//! `/proxy` and `/proxy.json` on the exporter's port: the reverse proxies' per-session detail
+//! (what labels must not carry: which session of which client listed, followed its cursor,
+//! called stale tools). The proxy serves its own pages ([`routes`]), merged into the exporter's
+//! router by the app, so the web layer below knows nothing of proxies.
 //!
-//! Rows are bounded by the proxy's own snapshot ([`crate::proxy::status::MAX_ROWS`] per proxy);
-//! every piece of client or server text is escaped.
+//! Rows are bounded by the proxy's own snapshot ([`super::status::MAX_ROWS`] per proxy); every
+//! piece of client or server text is escaped.
 
 use std::fmt::Write;
 
+use std::sync::Arc;
+
+use axum::Router;
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
 
-use super::WebState;
-use super::page::escape;
+use super::Proxies;
+use crate::web::escape;
 
-pub(super) async fn json(State(s): State<WebState>) -> Response {
-    let body = serde_json::to_string(&s.proxies.status()).unwrap_or_else(|_| "[]".into());
+/// The routes of `/proxy` and `/proxy.json`.
+pub fn routes(proxies: Arc<Proxies>) -> Router {
+    Router::new()
+        .route("/proxy", get(html))
+        .route("/proxy.json", get(json))
+        .with_state(proxies)
+}
+
+async fn json(State(proxies): State<Arc<Proxies>>) -> Response {
+    let body = serde_json::to_string(&proxies.status()).unwrap_or_else(|_| "[]".into());
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-pub(super) async fn html(State(s): State<WebState>) -> Html<String> {
+async fn html(State(proxies): State<Arc<Proxies>>) -> Html<String> {
     let mut h = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>mcp_exporter proxies</title>\
          <style>body{font-family:system-ui,sans-serif;margin:1.5em}table{border-collapse:collapse}\
          td,th{border:1px solid #ccc;padding:.2em .45em}.bad{color:#b00020;font-weight:600}</style>\
          </head><body><h1>Proxies</h1>",
     );
-    let proxies = s.proxies.status();
+    let proxies = proxies.status();
     if proxies.is_empty() {
         h.push_str("<p>No proxy is configured (<code>proxies:</code>).</p>");
     }
