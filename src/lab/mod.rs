@@ -9,6 +9,8 @@ pub mod listing;
 pub mod modern;
 pub mod scenarios;
 pub mod server;
+mod state;
 
 pub use behaviour::{Behaviour, CacheScope, Cursors, Era, Instances};
-pub use server::{Lab, ResumeCounts};
+pub use server::Lab;
+pub use state::ResumeCounts;

@@ -24,7 +24,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::behaviour::{Behaviour, Era, Instances};
-use super::server::{
+use super::state::{
     Feed, KEEPALIVE, LEGACY_VERSIONS, LabState, MAX_LISTENS, capabilities, change_feed, reply,
     rpc_error, rpc_result, server_info, status,
 };
