@@ -27,7 +27,7 @@ use crate::discovery::Discovery;
 use crate::probe::{Applied, Supervisor};
 use crate::shard::Shard;
 use crate::telemetry::otlp::{self, OtlpOptions};
-use crate::telemetry::{Telemetry, catalog};
+use crate::telemetry::{Telemetry, families};
 use crate::web::{self, ReloadRequest, WebState};
 
 /// How often histogram samples are folded into buckets between scrapes.
@@ -207,7 +207,7 @@ impl Daemon {
     }
 
     fn reload(&mut self, loaded: Result<Config, String>) -> Result<(), String> {
-        let ok_gauge = self.telemetry.daemon_gauge(catalog::RELOAD_OK);
+        let ok_gauge = self.telemetry.daemon_gauge(families::RELOAD_OK);
         match loaded {
             Ok(config) => {
                 self.discovery.configure(&config);
@@ -229,10 +229,10 @@ impl Daemon {
                     .duration_since(UNIX_EPOCH)
                     .unwrap_or_default();
                 self.telemetry
-                    .daemon_gauge(catalog::RELOAD_TIMESTAMP)
+                    .daemon_gauge(families::RELOAD_TIMESTAMP)
                     .set(now.as_secs_f64());
                 self.telemetry
-                    .daemon_counter(catalog::RELOADS, &[("result", "success".into())])
+                    .daemon_counter(families::RELOADS, &[("result", "success".into())])
                     .increment(1);
                 Ok(())
             }
@@ -244,7 +244,7 @@ impl Daemon {
                 }
                 ok_gauge.set(0.0);
                 self.telemetry
-                    .daemon_counter(catalog::RELOADS, &[("result", "failure".into())])
+                    .daemon_counter(families::RELOADS, &[("result", "failure".into())])
                     .increment(1);
                 Err(e)
             }
@@ -280,10 +280,10 @@ impl Daemon {
             "{what}"
         );
         self.telemetry
-            .daemon_gauge(catalog::TARGETS)
+            .daemon_gauge(families::TARGETS)
             .set(owned.targets.len() as f64);
         self.telemetry
-            .daemon_gauge(catalog::TARGETS_CONFIGURED)
+            .daemon_gauge(families::TARGETS_CONFIGURED)
             .set(merged.configured as f64);
         applied
     }
@@ -346,10 +346,10 @@ pub async fn run(opts: Options) -> Result<(), String> {
     }
     let telemetry = Telemetry::excluding(opts.exclusions.clone());
     telemetry
-        .daemon_counter(catalog::RELOADS, &[("result", "success".into())])
+        .daemon_counter(families::RELOADS, &[("result", "success".into())])
         .absolute(0);
     telemetry
-        .daemon_counter(catalog::RELOADS, &[("result", "failure".into())])
+        .daemon_counter(families::RELOADS, &[("result", "failure".into())])
         .absolute(0);
     // Before any target exists, so that every target's histograms are mirrored.
     let push = match opts.otlp.clone() {
@@ -384,7 +384,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     };
     telemetry
         .daemon_gauge_with(
-            catalog::SHARD_INFO,
+            families::SHARD_INFO,
             &[
                 ("index", opts.shard.index().to_string()),
                 ("count", opts.shard.count().to_string()),

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use mcp_exporter::mcp::Reason;
 use mcp_exporter::probe::Trigger;
 use mcp_exporter::probe::walker::WalkError;
-use mcp_exporter::telemetry::catalog::{CATALOG, family_of};
+use mcp_exporter::telemetry::families::{FAMILIES, family_of};
 use mcp_exporter::telemetry::proxy::{Ended, Rejected};
 use mcp_exporter::web::Closed;
 
@@ -80,7 +80,7 @@ fn every_catalog_metric_is_documented_with_its_type_and_labels() {
     let doc = doc();
     let spans = code_spans(&doc);
     let mut problems = Vec::new();
-    for d in CATALOG {
+    for d in FAMILIES {
         if !spans.contains(d.name) {
             problems.push(format!("{}: not in backticks in docs/metrics.md", d.name));
             continue;
@@ -125,7 +125,7 @@ fn every_documented_metric_is_in_the_catalog() {
     let doc = doc();
     let names = metric_like_names(&doc);
     assert!(
-        names.len() >= CATALOG.len(),
+        names.len() >= FAMILIES.len(),
         "the scan found only {} names: {names:?}",
         names.len()
     );

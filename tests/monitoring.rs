@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use mcp_exporter::telemetry::catalog::family_of;
+use mcp_exporter::telemetry::families::family_of;
 use serde_json::Value;
 
 const PREFIXES: [&str; 3] = ["mcp_probe_", "mcp_exporter_", "mcp_proxy_"];

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::config::{Config, FileSdConfig, HttpSdConfig, MAX_TOTAL_CONNECTIONS, TargetConfig};
-use crate::telemetry::{Telemetry, catalog};
+use crate::telemetry::{Telemetry, families};
 use groups::Found;
 
 /// Refreshes waiting to be taken in; a source whose refresh cannot be queued waits.
@@ -149,7 +149,7 @@ impl Discovery {
         for gone in old {
             let labels = gone.labels();
             self.telemetry
-                .daemon_gauge_with(catalog::SD_TARGETS, &labels)
+                .daemon_gauge_with(families::SD_TARGETS, &labels)
                 .set(0.0);
             for reason in DROP_REASONS {
                 self.dropped_gauge(&labels, reason).set(0.0);
@@ -174,10 +174,10 @@ impl Discovery {
         };
         let labels = source.labels();
         self.telemetry
-            .daemon_counter(catalog::SD_REFRESH_FAILURES, &labels)
+            .daemon_counter(families::SD_REFRESH_FAILURES, &labels)
             .absolute(0);
         self.telemetry
-            .daemon_gauge_with(catalog::SD_TARGETS, &labels)
+            .daemon_gauge_with(families::SD_TARGETS, &labels)
             .set(source.found.targets.len() as f64);
         tracing::info!(
             mechanism = source.config.mechanism(),
@@ -200,7 +200,7 @@ impl Discovery {
         let (mechanism, name) = (source.config.mechanism(), source.config.name().to_string());
         let ok_gauge = self
             .telemetry
-            .daemon_gauge_with(catalog::SD_LAST_REFRESH_OK, &labels);
+            .daemon_gauge_with(families::SD_LAST_REFRESH_OK, &labels);
         match refresh.outcome {
             Ok(found) => {
                 ok_gauge.set(1.0);
@@ -208,7 +208,7 @@ impl Discovery {
                     tracing::info!(mechanism, config = %name, targets = found.targets.len(), "discovery source refreshed again");
                 }
                 self.telemetry
-                    .daemon_gauge_with(catalog::SD_TARGETS, &labels)
+                    .daemon_gauge_with(families::SD_TARGETS, &labels)
                     .set(found.targets.len() as f64);
                 if found == source.found {
                     return false;
@@ -220,7 +220,7 @@ impl Discovery {
             Err(e) => {
                 ok_gauge.set(0.0);
                 self.telemetry
-                    .daemon_counter(catalog::SD_REFRESH_FAILURES, &labels)
+                    .daemon_counter(families::SD_REFRESH_FAILURES, &labels)
                     .increment(1);
                 if source.error.as_deref() != Some(e.as_str()) {
                     tracing::warn!(mechanism, config = %name, error = %e, kept = source.found.targets.len(), "discovery refresh failed; keeping the last good targets");
@@ -282,7 +282,7 @@ impl Discovery {
         let mut with_reason = labels.to_vec();
         with_reason.push(("reason", reason.to_string()));
         self.telemetry
-            .daemon_gauge_with(catalog::SD_DROPPED, &with_reason)
+            .daemon_gauge_with(families::SD_DROPPED, &with_reason)
     }
 }
 

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::TargetMetrics;
-use super::catalog::{self as m, Kind};
 use super::cells::{Cell, Lazy};
 use super::expo::{self, Exposition, Slot, Value};
+use super::families::{self as m, Kind};
 use crate::mcp::{Era, Reason, ServerInfo};
 use crate::probe::Trigger;
 use crate::probe::changes::CHANGE_KINDS;

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use super::catalog::{self, CATALOG};
 use super::cells::{ABSENT, DURATION_BUCKETS, HistogramSnapshot};
+use super::families::{self, FAMILIES};
 
 /// A family's position in the catalog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub(super) struct Slot(usize);
 pub(super) fn slot(name: &str) -> Slot {
     static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
     let index = INDEX.get_or_init(|| {
-        CATALOG
+        FAMILIES
             .iter()
             .enumerate()
             .map(|(i, d)| (d.name, i))
@@ -74,9 +74,9 @@ pub(super) enum Value {
 impl Value {
     /// A cell of a family of `kind`: counters hold counts, gauges `f64` bits. `None` for a
     /// gauge that was never set ([`ABSENT`]).
-    pub fn of(kind: catalog::Kind, raw: u64) -> Option<Value> {
+    pub fn of(kind: families::Kind, raw: u64) -> Option<Value> {
         match kind {
-            catalog::Kind::Counter => Some(Value::Count(raw)),
+            families::Kind::Counter => Some(Value::Count(raw)),
             _ if raw == ABSENT => None,
             _ => Some(Value::Float(f64::from_bits(raw))),
         }
@@ -148,9 +148,9 @@ impl Exclusions {
     /// From family names as `/metrics` shows them (a histogram by its family name, without
     /// `_bucket`). Errors name the first unknown or daemon family.
     pub fn parse(names: &[String]) -> Result<Exclusions, String> {
-        let mut out = vec![false; CATALOG.len()];
+        let mut out = vec![false; FAMILIES.len()];
         for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-            let i = CATALOG.iter().position(|d| d.name == name).ok_or_else(|| {
+            let i = FAMILIES.iter().position(|d| d.name == name).ok_or_else(|| {
                 format!("--metrics.exclude: {name:?} is not a metric family of this exporter (docs/metrics.md lists them)")
             })?;
             if !name.starts_with("mcp_probe_") {
@@ -169,7 +169,7 @@ impl Exclusions {
 
     /// The names left out, in catalog order.
     pub fn names(&self) -> Vec<&'static str> {
-        CATALOG
+        FAMILIES
             .iter()
             .zip(&self.0)
             .filter(|(_, x)| **x)
@@ -189,7 +189,7 @@ impl<'a> Exposition<'a> {
     /// one is not built by repeated doubling and copying.
     pub fn with_sizes(sizes: &[usize], exclusions: &'a Exclusions) -> Self {
         Exposition {
-            families: (0..CATALOG.len())
+            families: (0..FAMILIES.len())
                 .map(|i| String::with_capacity(sizes.get(i).map_or(0, |n| n + n / 8)))
                 .collect(),
             exclusions,
@@ -224,7 +224,7 @@ impl<'a> Exposition<'a> {
             return;
         }
         let out = &mut self.families[family.0];
-        out.push_str(CATALOG[family.0].name);
+        out.push_str(FAMILIES[family.0].name);
         out.push_str(suffix);
         out.push('{');
         out.push_str(labels);
@@ -264,8 +264,8 @@ impl<'a> Exposition<'a> {
     /// The exposition: each family with samples under its HELP and TYPE, in catalog order.
     pub fn finish(self) -> String {
         let size = self.families.iter().map(String::len).sum::<usize>();
-        let mut out = String::with_capacity(size + CATALOG.len() * 160);
-        for (def, samples) in CATALOG.iter().zip(&self.families) {
+        let mut out = String::with_capacity(size + FAMILIES.len() * 160);
+        for (def, samples) in FAMILIES.iter().zip(&self.families) {
             if samples.is_empty() {
                 continue;
             }
@@ -285,10 +285,10 @@ mod tests {
     #[test]
     fn samples_are_grouped_under_one_header_per_family() {
         let mut e = Exposition::new();
-        let up = slot(catalog::UP);
+        let up = slot(families::UP);
         e.sample(up, r#"target="a""#, &[], Value::Float(1.0));
         e.sample(
-            slot(catalog::REQUESTS),
+            slot(families::REQUESTS),
             r#"target="a",connection="0""#,
             &[("method", "ping")],
             Value::Count(3),
@@ -314,12 +314,12 @@ mod tests {
         let mut e = Exposition::with_sizes(&[], &x);
         let h = Histogram::default();
         e.histogram(
-            slot(catalog::REQUEST_DURATION),
+            slot(families::REQUEST_DURATION),
             r#"target="a""#,
             &[],
             &h.snapshot(),
         );
-        e.sample(slot(catalog::UP), r#"target="a""#, &[], Value::Float(1.0));
+        e.sample(slot(families::UP), r#"target="a""#, &[], Value::Float(1.0));
         let text = e.finish();
         assert!(!text.contains("request_duration"), "{text}");
         assert!(text.contains("mcp_probe_up{target=\"a\"} 1"));
@@ -341,7 +341,7 @@ mod tests {
     #[test]
     fn values_use_the_text_format_spelling() {
         let mut e = Exposition::new();
-        let s = slot(catalog::LISTING_TTL);
+        let s = slot(families::LISTING_TTL);
         for v in [f64::INFINITY, f64::NAN, 0.25, 1.7e9, -3.0, 1.5e300] {
             e.sample(s, "", &[], Value::Float(v));
         }
@@ -357,7 +357,7 @@ mod tests {
         }
         let big = text.lines().last().expect("a sample").split(' ').nth(1);
         assert_eq!(big.and_then(|v| v.parse::<f64>().ok()), Some(1.5e300));
-        assert_eq!(Value::of(catalog::Kind::Gauge, ABSENT).map(|_| ()), None);
+        assert_eq!(Value::of(families::Kind::Gauge, ABSENT).map(|_| ()), None);
     }
 
     #[test]
@@ -366,7 +366,7 @@ mod tests {
         h.record(0.02);
         let mut e = Exposition::new();
         e.histogram(
-            slot(catalog::PING_DURATION),
+            slot(families::PING_DURATION),
             r#"target="a""#,
             &[],
             &h.snapshot(),

@@ -10,10 +10,10 @@
 //! and `metrics-process`, where a registry fits: they are few, fixed, and the process collector
 //! speaks the `metrics` facade.
 
-pub mod catalog;
 mod cells;
 mod conn;
 mod expo;
+pub mod families;
 pub mod otlp;
 pub mod proxy;
 mod render;
@@ -78,7 +78,7 @@ impl Telemetry {
             exclusions,
         };
         let build = key(
-            catalog::BUILD_INFO,
+            families::BUILD_INFO,
             &[
                 ("version", env!("CARGO_PKG_VERSION").to_string()),
                 (

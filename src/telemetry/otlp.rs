@@ -24,7 +24,7 @@ use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 
-use super::catalog::{self, Kind};
+use super::families::{self, Kind};
 use super::{DURATION_BUCKETS, Telemetry, samples};
 use crate::config::{Secret, redact_url};
 
@@ -98,8 +98,8 @@ pub fn start(telemetry: &Arc<Telemetry>, opts: &OtlpOptions) -> Result<OtlpPush,
         .map_err(|e| format!("--otlp.endpoint {}: {e}", redact_url(&url)))?;
     let counted = Counted {
         inner: exporter,
-        ok: telemetry.daemon_counter(catalog::OTLP_EXPORTS, &[("result", "success".into())]),
-        failed: telemetry.daemon_counter(catalog::OTLP_EXPORTS, &[("result", "failure".into())]),
+        ok: telemetry.daemon_counter(families::OTLP_EXPORTS, &[("result", "success".into())]),
+        failed: telemetry.daemon_counter(families::OTLP_EXPORTS, &[("result", "failure".into())]),
         endpoint: redact_url(&url),
     };
     counted.ok.absolute(0);
@@ -174,7 +174,7 @@ fn register_observed(meter: &Meter, telemetry: &Arc<Telemetry>) {
         telemetry: telemetry.clone(),
         cached: Mutex::new(None),
     });
-    for def in catalog::CATALOG {
+    for def in families::FAMILIES {
         let snap = snapshot.clone();
         let name = def.name;
         let observe = move |o: &dyn opentelemetry::metrics::AsyncInstrument<f64>| {
@@ -226,7 +226,7 @@ pub struct OtelHistograms {
 
 impl OtelHistograms {
     fn new(meter: &Meter) -> Self {
-        let by_name = catalog::CATALOG
+        let by_name = families::FAMILIES
             .iter()
             .filter(|d| d.kind == Kind::Histogram)
             .map(|d| {

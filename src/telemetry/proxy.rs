@@ -12,9 +12,9 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use super::catalog as m;
 use super::cells::{Cell, Histogram, Lazy};
 use super::expo::{self, Exposition, Value, slot};
+use super::families as m;
 
 /// Why a tracked client session ended: the `reason` of `mcp_proxy_sessions_ended_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::catalog;
+use super::families;
 
 #[derive(Default)]
 struct Family<'a> {
@@ -48,7 +48,7 @@ pub fn merge(parts: &[String]) -> String {
         if fam.samples.is_empty() {
             continue;
         }
-        let def = catalog::find(name);
+        let def = families::find(name);
         let help = def.map(|d| d.help).or(fam.help).unwrap_or("");
         let kind = def
             .map(|d| d.kind.as_str())

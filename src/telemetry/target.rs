@@ -11,10 +11,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::catalog as m;
 use super::cells::{Cell, Histogram, Lazy};
 use super::conn::{ConnMetrics, ConnSeries};
 use super::expo::{self, Exposition, Value};
+use super::families as m;
 use super::otlp::{Mirror, OtelHistograms};
 use crate::mcp::Reason;
 use crate::net::refusal::AuthStep;

@@ -53,7 +53,7 @@ use tokio_rustls::server::TlsStream;
 
 use super::auth::{Guard, guard};
 use super::webconfig::WebConfigFile;
-use crate::telemetry::{Telemetry, catalog};
+use crate::telemetry::{Telemetry, families};
 
 /// Default `--web.header-read-timeout`: a scrape sends its request head in one packet, so 10 s
 /// is generous on the slowest link, and a client that trickles its head is gone within it.
@@ -152,13 +152,13 @@ impl WebMetrics {
     fn new(telemetry: &Telemetry) -> Self {
         let closed = Closed::ALL.map(|why| {
             let c = telemetry.daemon_counter(
-                catalog::WEB_CONNECTIONS_CLOSED,
+                families::WEB_CONNECTIONS_CLOSED,
                 &[("reason", why.as_str().into())],
             );
             c.absolute(0);
             c
         });
-        let open = telemetry.daemon_gauge(catalog::WEB_CONNECTIONS);
+        let open = telemetry.daemon_gauge(families::WEB_CONNECTIONS);
         open.set(0.0);
         WebMetrics { open, closed }
     }

@@ -30,17 +30,17 @@ pub struct MetricDef {
     pub help: &'static str,
 }
 
-macro_rules! metrics_catalog {
+macro_rules! metric_families {
     ($( $ident:ident = $name:literal, $kind:ident, [$($label:literal),*], $help:literal; )*) => {
         $( pub const $ident: &str = $name; )*
         /// All families, in declaration order.
-        pub const CATALOG: &[MetricDef] = &[
+        pub const FAMILIES: &[MetricDef] = &[
             $( MetricDef { name: $name, kind: Kind::$kind, labels: &[$($label),*], help: $help }, )*
         ];
     };
 }
 
-metrics_catalog! {
+metric_families! {
     UP = "mcp_probe_up", Gauge, ["target"],
         "1 when at least one connection of the target has a working session whose last liveness check passed.";
     READY = "mcp_probe_ready", Gauge, ["target"],
@@ -237,7 +237,7 @@ metrics_catalog! {
 
 /// Look a family up by name.
 pub fn find(name: &str) -> Option<&'static MetricDef> {
-    CATALOG.iter().find(|d| d.name == name)
+    FAMILIES.iter().find(|d| d.name == name)
 }
 
 /// Series a histogram family exposes besides its name.
@@ -277,7 +277,7 @@ mod tests {
     #[test]
     fn names_follow_prometheus_conventions() {
         let mut seen = std::collections::HashSet::new();
-        for d in CATALOG {
+        for d in FAMILIES {
             assert!(seen.insert(d.name), "duplicate {}", d.name);
             assert!(
                 d.name.starts_with("mcp_probe_")
