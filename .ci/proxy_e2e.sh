@@ -14,6 +14,12 @@
 # later is counted under its own label within 1 s of that call (stale call and the server's own
 # unknown-tool answer), while nothing is attributed to the correct client. About 20 s.
 #
+# Then healing (.ci/proxy_heal_e2e.py): fastmcp with its defaults behind two proxies, one with
+# `heal: true` and one without; after a silent swap learned from a correct client's re-list, the
+# Python and TypeScript SDK clients calling search_legacy get exactly one list_changed through the
+# heal proxy, re-list and stop calling it, a client that ignores it gets the proxy's -32602; through
+# the other proxy nothing is heard and the server's own unknown-tool answers come back. About 15 s.
+#
 # Usage: .ci/proxy_e2e.sh WORKDIR EXPORTER_BIN
 # Installs the pinned peers under WORKDIR with .ci/peers/install.sh (skipped when already there).
 # Bounded: the install and the run have deadlines.
@@ -39,3 +45,8 @@ silent_started=$(date +%s)
 timeout -k 10 120 "$PEER_PY" "$here/proxy_silent_e2e.py" --work "$root/proxy_silent_e2e" --bin "$bin" \
   --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
 log "PASS proxy silent-change e2e: run took $(($(date +%s) - silent_started)) s"
+
+heal_started=$(date +%s)
+timeout -k 10 90 "$PEER_PY" "$here/proxy_heal_e2e.py" --work "$root/proxy_heal_e2e" --bin "$bin" \
+  --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
+log "PASS proxy heal e2e: run took $(($(date +%s) - heal_started)) s"

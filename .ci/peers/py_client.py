@@ -18,6 +18,13 @@ search_v2):
               (list_changed is heard and ignored); `called_at` is when that call returned
   reconnect   list every page in a first session and end it; after the swap open a new session
               and call kb_stats without listing (a list cached from the earlier session)
+  heal        a long-lived correct client (.ci/proxy_heal_e2e.py): list every page, then every
+              0.5 s call search_legacy while its latest listing has it, kb_stats otherwise; each
+              list_changed (on its GET stream) makes it re-list every page; stops when the --go
+              file appears; `result` has every list_changed, re-list and search_legacy call (the
+              JSON-RPC error code, if any) with wall-clock times
+  ignore      list every page; once told (--go) call search_legacy 3 times, 0.5 s apart, from
+              that list (list_changed heard, counted, ignored); `result` as heal's
 
 Eras (--era): `legacy` (default) is the `initialize` handshake and a session; `modern` is the
 SDK's 2026-07-28 path (`server/discover`, then requests stamped with `_meta`, no session).
@@ -42,6 +49,7 @@ import anyio
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 MAX_PAGES = 10  # a correct client still caps a walk: a server that never ends pagination
 
@@ -78,6 +86,60 @@ async def list_tools(session: ClientSession, follow: bool) -> tuple[list[str], i
             raise Failed(f"more than {MAX_PAGES} pages")
 
 
+async def call_coded(session: ClientSession, tool: str) -> tuple[bool, int | None, str]:
+    """(is_error, JSON-RPC error code or None, first text or the error's message)."""
+    try:
+        result = await session.call_tool(tool, {} if tool == "kb_stats" else {"q": "proxy e2e"})
+    except MCPError as exc:
+        return True, exc.code, exc.message[:200]
+    text = next((c.text for c in result.content if getattr(c, "text", None) is not None), "")
+    return bool(result.is_error), None, text[:200]
+
+
+async def heal_loop(c: "Client", s: ClientSession, args: argparse.Namespace, names: list[str],
+                    deadline: float) -> dict:
+    """Modes heal and ignore (see the module doc): what the client heard, listed and called."""
+    out: dict = {"list_changed_at": [], "relists": [], "legacy_calls": [], "kb_stats_calls": 0, "kb_stats_errors": []}
+    heard = 0
+
+    def note_changes() -> int:
+        new = len(c.changed_at) - heard
+        out["list_changed_at"] = list(c.changed_at)
+        return new
+
+    async def legacy() -> None:
+        is_error, code, text = await call_coded(s, "search_legacy")
+        out["legacy_calls"].append([time.time(), is_error, code, text])
+
+    if args.mode == "ignore":
+        await wait_go(args.go, deadline)
+        for i in range(3):
+            if i:
+                await anyio.sleep(0.5)
+            await legacy()
+        note_changes()
+        return out
+    while not os.path.exists(args.go):
+        if time.monotonic() > deadline:
+            raise Failed("the go (stop) file did not appear in time")
+        if note_changes():
+            heard = len(c.changed_at)
+            names, pages = await list_tools(s, follow=True)
+            out["relists"].append([time.time(), pages, "search_legacy" in names, "search_v2" in names])
+        elif "search_legacy" in names:
+            await legacy()
+        else:
+            is_error, code, text = await call_coded(s, "kb_stats")
+            out["kb_stats_calls"] += 1
+            if is_error or text != "ok":
+                out["kb_stats_errors"].append([time.time(), code, text])
+        with anyio.move_on_after(0.5):
+            await c.wake.wait()
+        c.wake = anyio.Event()
+    note_changes()
+    return out
+
+
 async def call(session: ClientSession, tool: str) -> tuple[bool, str]:
     """(is_error, first text) of a tools/call; a JSON-RPC error is an error too. kb_stats takes
     no arguments (fastmcp's refuses any); the others a query."""
@@ -111,10 +173,14 @@ class Client:
         self.url = url
         self.info = types.Implementation(name=name, version="1.0.0")
         self.changed = anyio.Event()
+        self.changed_at: list[float] = []  # wall-clock time of each list_changed heard
+        self.wake = anyio.Event()  # the heal loop's: re-list now
 
     async def on_message(self, message) -> None:
         if getattr(message, "method", None) == "notifications/tools/list_changed":
+            self.changed_at.append(time.time())
             self.changed.set()
+            self.wake.set()
 
     def session(self, read, write) -> ClientSession:
         return ClientSession(read, write, message_handler=self.on_message, client_info=self.info,
@@ -138,6 +204,10 @@ async def run(args: argparse.Namespace) -> dict:
                 return out
             names, pages = await list_tools(s, follow=True)
             expect(len(names) == args.tools and "search_legacy" in names, f"before the swap: {pages} pages, {names}")
+            if args.mode in ("heal", "ignore"):
+                out["pages_before"] = pages
+                say("ready", **out)
+                return {**out, **await heal_loop(c, s, args, names, deadline)}
             out["pages_before"] = pages
             out["kb_stats_before"] = await call(s, "kb_stats")
             expect(out["kb_stats_before"] == (False, "ok"), f"kb_stats: {out['kb_stats_before']}")
@@ -187,7 +257,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("url")
     ap.add_argument("--name", required=True, help="clientInfo.name (the proxy's `client` label)")
-    ap.add_argument("--mode", required=True, choices=["correct", "relist", "first-page", "cached", "reconnect"])
+    ap.add_argument("--mode", required=True, choices=["correct", "relist", "first-page", "cached", "reconnect", "heal", "ignore"])
     ap.add_argument("--go", required=True, help="a file whose appearance means: the swap happened")
     ap.add_argument("--timeout", type=float, default=60.0, help="deadline for the whole run (s)")
     ap.add_argument("--era", choices=["legacy", "modern"], default="legacy",

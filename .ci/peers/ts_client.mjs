@@ -17,6 +17,13 @@
 //               `called_at` is when that call returned (wall clock, s)
 //   reconnect   list every page in a first session and end it; after the swap open a new session
 //               and call kb_stats without listing
+//   heal        a long-lived correct client (.ci/proxy_heal_e2e.py): list every page, then every
+//               0.5 s call search_legacy while its latest listing has it, kb_stats otherwise; each
+//               list_changed (on its GET stream) makes it re-list every page; stops when the --go
+//               file appears; `result` has every list_changed, re-list and search_legacy call (the
+//               JSON-RPC error code, if any) with wall-clock times (s)
+//   ignore      list every page; once told (--go) call search_legacy 3 times, 0.5 s apart, from
+//               that list (list_changed heard, counted, ignored); `result` as heal's
 //
 // Protocol (as .ci/peers/py_client.py): prints `ready {json}`, waits (bounded) for the --go file,
 // prints `result {json}` and exits 0; a failure prints `error ...` and exits 1.
@@ -31,7 +38,7 @@ const { StreamableHTTPClientTransport } = await load('@modelcontextprotocol/sdk/
 const { ToolListChangedNotificationSchema } = await load('@modelcontextprotocol/sdk/types.js');
 
 const MAX_PAGES = 10;
-const MODES = ['correct', 'relist', 'first-page', 'cached', 'reconnect'];
+const MODES = ['correct', 'relist', 'first-page', 'cached', 'reconnect', 'heal', 'ignore'];
 
 function parse(argv) {
   const a = { url: null, name: null, mode: null, go: null, timeout: 60, tools: 14 };
@@ -68,9 +75,11 @@ async function waitFor(what, cond, deadline) {
 // One SDK session with a list_changed latch.
 async function open(url, name) {
   const client = new Client({ name, version: '1.0.0' }, { capabilities: {} });
-  const state = { changed: false };
+  const state = { changed: false, changedAt: [], wake: null };
   client.setNotificationHandler(ToolListChangedNotificationSchema, async () => {
     state.changed = true;
+    state.changedAt.push(Date.now() / 1000);
+    state.wake?.();
   });
   const transport = new StreamableHTTPClientTransport(new URL(url));
   await client.connect(transport);
@@ -107,6 +116,61 @@ async function call(client, tool) {
   }
 }
 
+// [isError, JSON-RPC error code or null, first text or the error's message].
+async function callCoded(client, tool) {
+  try {
+    const r = await client.callTool({ name: tool, arguments: tool === 'kb_stats' ? {} : { q: 'proxy e2e' } });
+    const text = (r.content || []).find((c) => typeof c.text === 'string')?.text ?? '';
+    return [Boolean(r.isError), null, text.slice(0, 200)];
+  } catch (e) {
+    return [true, typeof e?.code === 'number' ? e.code : null, String(e?.message ?? e).slice(0, 200)];
+  }
+}
+
+// Modes heal and ignore (see the header): what the client heard, listed and called.
+async function healLoop(a, s, names, deadline) {
+  const out = { list_changed_at: [], relists: [], legacy_calls: [], kb_stats_calls: 0, kb_stats_errors: [] };
+  const legacy = async () => {
+    const [isError, code, text] = await callCoded(s.client, 'search_legacy');
+    out.legacy_calls.push([Date.now() / 1000, isError, code, text]);
+  };
+  if (a.mode === 'ignore') {
+    await waitFor('go file', () => existsSync(a.go), deadline);
+    for (let i = 0; i < 3; i++) {
+      if (i) await sleep(500);
+      await legacy();
+    }
+    out.list_changed_at = [...s.state.changedAt];
+    return out;
+  }
+  let heard = 0;
+  while (!existsSync(a.go)) {
+    if (Date.now() > deadline) throw new Error('the go (stop) file did not appear in time');
+    if (s.state.changedAt.length > heard) {
+      heard = s.state.changedAt.length;
+      const l = await listTools(s.client, true);
+      names = l.names;
+      out.relists.push([Date.now() / 1000, l.pages, names.includes('search_legacy'), names.includes('search_v2')]);
+    } else if (names.includes('search_legacy')) {
+      await legacy();
+    } else {
+      const [isError, code, text] = await callCoded(s.client, 'kb_stats');
+      out.kb_stats_calls += 1;
+      if (isError || text !== 'ok') out.kb_stats_errors.push([Date.now() / 1000, code, text]);
+    }
+    await new Promise((resolve) => {
+      const t = setTimeout(resolve, 500);
+      s.state.wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+    s.state.wake = null;
+  }
+  out.list_changed_at = [...s.state.changedAt];
+  return out;
+}
+
 async function run(a) {
   const deadline = Date.now() + a.timeout * 1000;
   const out = { mode: a.mode, name: a.name };
@@ -125,6 +189,10 @@ async function run(a) {
     const before = await listTools(s.client, true);
     expect(before.names.length === a.tools && before.names.includes('search_legacy'), `before the swap: ${JSON.stringify(before)}`);
     out.pages_before = before.pages;
+    if (a.mode === 'heal' || a.mode === 'ignore') {
+      say('ready', out);
+      return { ...out, ...(await healLoop(a, s, before.names, deadline)) };
+    }
     out.kb_stats_before = await call(s.client, 'kb_stats');
     expect(!out.kb_stats_before[0] && out.kb_stats_before[1] === 'ok', `kb_stats: ${out.kb_stats_before}`);
     if (a.mode === 'correct') {
