@@ -25,11 +25,12 @@ One exporter runs two proxies (catalog_refresh_interval 10m, cursor and re-list 
           3. per `client`: the correct one has cursors issued == followed >= 2, list_changed
              forwarded >= 1, a re-list timed (relist_lag_seconds_count grows) and nothing else
              (no session without re-list, stale call, first-page-only session ...); the first-page
-             one exactly 1 first-page-only session and no cursor followed; the cached one 1 stale
-             call and 1 unknown-tool answer on search_legacy (the server's isError answer, which
-             came on the GET stream); each signal on no other client. Every one of these needs
-             the POST tied to its session (the label is the session's clientInfo) and its answer
-             read on the stream (cursors, tool lists and the unknown-tool answer are in answers).
+             one exactly 1 first-page-only session and no cursor sent or followed; the cached one 1
+             stale call and 1 unknown-tool answer on search_legacy (the server's isError answer,
+             which came on the GET stream); each signal on no other client. Every one of these
+             needs the POST tied to its session (the label is the session's clientInfo) and its
+             answer read on the stream (cursors, tool lists and the unknown-tool answer are in
+             answers). While SSE_CURSOR_RACE (below) is set, "followed" is judged on the wire.
   modern  in front of the dual-era Python SDK server (.ci/peers/py_modern_server.py) with
           `--ttl-ms 0` (the SDK's CacheHint default: every listing stale at once) and the proxy's
           `ttl_grace: 1s`:
