@@ -22,7 +22,8 @@ One exporter runs two proxies (catalog_refresh_interval 10m, cursor and re-list 
           2. the correct client gets list_changed, re-lists every page, calls search_v2 and
              kb_stats; once the proxy's catalog walked again the cached client calls
              search_legacy from its old list;
-          3. per `client`: the correct one has cursors issued == followed >= 2, list_changed
+          3. per `client`: the correct one has cursors issued == followed >= 2 (the cached one
+             == 1), list_changed
              forwarded >= 1, a re-list timed (relist_lag_seconds_count grows) and nothing else
              (no session without re-list, stale call, first-page-only session ...); the first-page
              one exactly 1 first-page-only session and no cursor sent or followed; the cached one 1
@@ -30,7 +31,10 @@ One exporter runs two proxies (catalog_refresh_interval 10m, cursor and re-list 
              which came on the GET stream); each signal on no other client. Every one of these
              needs the POST tied to its session (the label is the session's clientInfo) and its
              answer read on the stream (cursors, tool lists and the unknown-tool answer are in
-             answers). While SSE_CURSOR_RACE (below) is set, "followed" is judged on the wire.
+             answers). The SDK server often writes an answer on the stream before its POST's
+             202, so this also proves a page's nextCursor is not taken for one its own request
+             abandoned (it was, up to e6f30fe: tests/proxy_era.rs
+             http_sse_answers_before_their_202_keep_the_walk).
   modern  in front of the dual-era Python SDK server (.ci/peers/py_modern_server.py) with
           `--ttl-ms 0` (the SDK's CacheHint default: every listing stale at once) and the proxy's
           `ttl_grace: 1s`:
@@ -73,16 +77,6 @@ UNKNOWN = "Unknown tool: search_legacy"  # the peers' on_call_tool answer (kb_ca
 SSE = Peer("sse", "py_sse_server.py", "legacy", 14, "", UNKNOWN, "", ("py",))
 MODERN = Peer("modern", "py_modern_server.py", "modern", 14, "", UNKNOWN, "", ("py",))
 LAG = "mcp_proxy_relist_lag_seconds_count"
-# KNOWN PROXY BUG at e6f30fe (found by this check; see docs/proxy.md, Limits, HTTP+SSE): an
-# HTTP+SSE POST's request side (src/proxy/forward.rs `settle`: a tools/list without a cursor ends
-# the walk of the cursor held, `cursor_abandoned`) is accounted only once the upstream's 202 is
-# back, while its answer is read on the GET stream as it passes, and the Python SDK server often
-# writes the answer first. Then the page's fresh nextCursor is taken for one the request
-# abandoned: a correct client gets a first-page-only session and the follow of that cursor is
-# not counted (issued 2, followed 1). While True, the SSE clients' cursor follow is judged on the
-# wire (every cursor issued came back: tools/list with a cursor == cursors issued) and the
-# proxy's followed / first-page-only counts are logged, not asserted; set False with the fix.
-SSE_CURSOR_RACE = True
 EXPIRED = "mcp_proxy_expired_listing_calls_total"
 
 
@@ -148,7 +142,7 @@ def sse_scenario(args, work: Path, base_url: str, proxy_url: str, upstream_base:
     def judged() -> list[str]:
         m = Metrics(base_url)
         lab = dict(proxy=SSE.proxy)
-        bad = correct_clean(m, SSE.proxy, correct.name, cursors=not SSE_CURSOR_RACE)
+        bad = correct_clean(m, SSE.proxy, correct.name)
         issued = m.sum("mcp_proxy_cursors_issued_total", client=correct.name, **lab)
         want(bad, f"{correct.name}: cursors_issued_total (one per walk)", issued, lambda v: v >= 2)
         want(bad, f"{correct.name}: tools_list_requests_total{{cursor=true}} (== cursors issued {issued})",
@@ -163,14 +157,15 @@ def sse_scenario(args, work: Path, base_url: str, proxy_url: str, upstream_base:
              m.sum("mcp_proxy_cursors_followed_total", client=first.name, **lab), lambda v: v == 0)
         want(bad, f"{first.name}: tools_list_requests_total{{cursor=true}}",
              m.sum("mcp_proxy_tools_list_requests_total", client=first.name, cursor="true", **lab), lambda v: v == 0)
-        fp = first_page_only(m)
-        if fp != {first.name} and not (SSE_CURSOR_RACE and first.name in fp):
+        issued = m.sum("mcp_proxy_cursors_issued_total", client=cached.name, **lab)
+        want(bad, f"{cached.name}: cursors_followed_total (== issued {issued} >= 1)",
+             m.sum("mcp_proxy_cursors_followed_total", client=cached.name, **lab),
+             lambda v: v == issued and v >= 1)
+        fp = {ls["client"] for n, ls, v in m.samples
+              if n == "mcp_proxy_first_page_only_sessions_total" and ls.get("proxy") == SSE.proxy and v > 0}
+        if fp != {first.name}:
             bad.append(f"first_page_only_sessions_total{{proxy=sse}}: clients {sorted(fp)}, want [{first.name}]")
         return bad + silent.attribution(m, SSE.proxy, [cached.name])
-
-    def first_page_only(m: Metrics) -> set[str]:
-        return {ls["client"] for n, ls, v in m.samples
-                if n == "mcp_proxy_first_page_only_sessions_total" and ls.get("proxy") == SSE.proxy and v > 0}
 
     poll(f"sse: {correct.name} clean (every cursor followed, list_changed forwarded and re-listed), "
          f"{first.name} first page only, {cached.name}'s search_legacy stale and answered unknown, "
@@ -179,10 +174,6 @@ def sse_scenario(args, work: Path, base_url: str, proxy_url: str, upstream_base:
     counts = {c.name: {k: m.sum(f"mcp_proxy_{k}_total", proxy=SSE.proxy, client=c.name)
                        for k in ("cursors_issued", "cursors_followed", "first_page_only_sessions")}
               for c in (correct, cached)}
-    if SSE_CURSOR_RACE:
-        missed = {n: c for n, c in counts.items() if c["cursors_followed"] != c["cursors_issued"]}
-        log(f"sse: KNOWN PROXY BUG (SSE_CURSOR_RACE): cursor follows the proxy missed: "
-            f"{missed or 'none this run'}; every cursor issued was sent back on the wire")
     return {"cursors": counts, "relist_lag_observations": m.sum(LAG, proxy=SSE.proxy) - lag0}
 
 

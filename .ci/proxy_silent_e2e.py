@@ -187,17 +187,14 @@ class Client:
             raise Failure(f"client {self.name} exited {rc}:\n{self.log.read_text(errors='replace')[-3000:]}")
 
 
-def correct_clean(m: Metrics, proxy: str, client: str, cursors: bool = True) -> list[str]:
-    """A correct client's series; `cursors=False` leaves out its cursor accounting (followed ==
-    issued, no first-page-only session) for a caller that judges it otherwise."""
+def correct_clean(m: Metrics, proxy: str, client: str) -> list[str]:
     lab = dict(proxy=proxy, client=client)
     bad = [f"{client}: no {f} series (a zero would prove nothing)" for f in ALWAYS
            if not any(n == f and ls.get("proxy") == proxy and ls.get("client") == client for n, ls, _ in m.samples)]
-    zero = [f for f in CLEAN_ZERO if cursors or f != "mcp_proxy_first_page_only_sessions_total"]
-    bad += [f"{client}: {f} = {m.sum(f, **lab)}" for f in zero if m.sum(f, **lab) != 0]
+    bad += [f"{client}: {f} = {m.sum(f, **lab)}" for f in CLEAN_ZERO if m.sum(f, **lab) != 0]
     issued = m.sum("mcp_proxy_cursors_issued_total", **lab)
     followed = m.sum("mcp_proxy_cursors_followed_total", **lab)
-    if cursors and followed != issued:
+    if followed != issued:
         bad.append(f"{client}: cursors followed {followed} != issued {issued}")
     if m.sum("mcp_proxy_tools_list_requests_total", cursor="false", **lab) < 2:
         bad.append(f"{client}: fewer than 2 listings (before and after the swap) seen by the proxy")
