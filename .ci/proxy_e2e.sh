@@ -20,6 +20,14 @@
 # heal proxy, re-list and stop calling it, a client that ignores it gets the proxy's -32602; through
 # the other proxy nothing is heard and the server's own unknown-tool answers come back. About 15 s.
 #
+# Then every channel and each era's contract (.ci/proxy_channels_e2e.py), with the Python SDK
+# clients: HTTP+SSE (`sse_client` to the SDK's SseServerTransport server) judged per `client` label
+# (POSTs tied to their session by the message URL, answers read on the GET stream: list_changed
+# forwarded and re-listed, first page only, a stale call and the server's unknown-tool answer), and
+# 2026-07-28 (list_changed on `subscriptions/listen` re-listed and timed; with ttlMs 0 and
+# ttl_grace 1s, a call 3 s after the listing counted in mcp_proxy_expired_listing_calls_total, a
+# legacy client's same call not). About 10 s.
+#
 # Usage: .ci/proxy_e2e.sh WORKDIR EXPORTER_BIN
 # Installs the pinned peers under WORKDIR with .ci/peers/install.sh (skipped when already there).
 # Bounded: the install and the run have deadlines.
@@ -50,3 +58,8 @@ heal_started=$(date +%s)
 timeout -k 10 90 "$PEER_PY" "$here/proxy_heal_e2e.py" --work "$root/proxy_heal_e2e" --bin "$bin" \
   --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
 log "PASS proxy heal e2e: run took $(($(date +%s) - heal_started)) s"
+
+channels_started=$(date +%s)
+timeout -k 10 90 "$PEER_PY" "$here/proxy_channels_e2e.py" --work "$root/proxy_channels_e2e" --bin "$bin" \
+  --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
+log "PASS proxy channels e2e (HTTP+SSE, 2026-07-28 listen and ttlMs): run took $(($(date +%s) - channels_started)) s"

@@ -138,19 +138,21 @@ def poll(what: str, seconds: float, check) -> None:
 
 class Client:
     """One SDK client process (py_client.py or ts_client.mjs): released by its go file, read from
-    its log."""
+    its log. `name` and `era` override the peer's defaults; `extra` is appended to its argv
+    (proxy_channels_e2e.py uses them)."""
 
-    def __init__(self, args, work: Path, url: str, sdk: str, mode: str, peer: Peer):
-        self.name = f"{peer.proxy}-{sdk}-{'correct' if mode == 'relist' else mode}"
+    def __init__(self, args, work: Path, url: str, sdk: str, mode: str, peer: Peer, *, name: str | None = None,
+                 era: str | None = None, extra: tuple[str, ...] = ()):
+        self.name = name or f"{peer.proxy}-{sdk}-{'correct' if mode == 'relist' else mode}"
         self.go_file = work / f"go-{self.name}"
         self.go_file.unlink(missing_ok=True)
         self.log = work / f"client-{self.name}.log"
         if sdk == "py":
-            argv = [sys.executable, str(PEERS / "py_client.py"), url, "--era", peer.era]
+            argv = [sys.executable, str(PEERS / "py_client.py"), url, "--era", era or peer.era]
         else:
             argv = [args.node, str(PEERS / "ts_client.mjs"), url]
         argv += ["--name", self.name, "--mode", mode, "--go", str(self.go_file), "--timeout", str(CLIENT_TIMEOUT),
-                 "--tools", str(peer.tools)]
+                 "--tools", str(peer.tools), *extra]
         self.proc = base.start(f"client-{self.name}", argv, work, env={"NODE_PATH": args.node_path})
 
     def line(self, kind: str) -> dict | None:

@@ -8,7 +8,8 @@
 //!   `list_changed`).
 //! - A modern client's `list_changed` on its listen stream is forwarded and its re-list timed.
 //! - HTTP+SSE POSTs are tied to their session by the message URL's `sessionId`, and their answers
-//!   on the GET stream read with them.
+//!   on the GET stream read with them, also when they come well before the POST's `202` (a walk
+//!   of every page stays a followed cursor).
 
 mod common;
 #[path = "common/sse_peer.rs"]
@@ -237,9 +238,11 @@ async fn post(url: &str, body: serde_json::Value) -> reqwest::StatusCode {
         .status()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn http_sse_posts_are_tied_to_their_session_and_answered_on_its_stream() {
-    let peer = sse_peer::SsePeer::start(sse_peer::Options::default()).await;
+/// A proxy in front of `peer` and one HTTP+SSE session through it, its stream read on: the
+/// proxy, its telemetry, the session's message URL and the stream's reader.
+async fn sse_session(
+    peer: &sse_peer::SsePeer,
+) -> (Proxy, Arc<Telemetry>, String, tokio::task::JoinHandle<()>) {
     let telemetry = Telemetry::new();
     let config = McpProxyConfig::new(
         "kb",
@@ -279,6 +282,13 @@ async fn http_sse_posts_are_tied_to_their_session_and_answered_on_its_stream() {
         "protocolVersion": "2024-11-05", "capabilities": {},
         "clientInfo": {"name": "sse-client", "version": "1"}}});
     assert_eq!(post(&messages, init).await, 202);
+    (proxy, telemetry, messages, reader)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_sse_posts_are_tied_to_their_session_and_answered_on_its_stream() {
+    let peer = sse_peer::SsePeer::start(sse_peer::Options::default()).await;
+    let (proxy, telemetry, messages, reader) = sse_session(&peer).await;
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     assert_eq!(post(&messages, list).await, 202);
     // The page's answer came on the stream and is read as this session's: its cursor is the
@@ -307,6 +317,45 @@ async fn http_sse_posts_are_tied_to_their_session_and_answered_on_its_stream() {
     .await;
     let sessions = m.v("mcp_proxy_sessions", &c("sse-client"));
     assert_eq!(sessions, 1.0, "one tracked session: {}", m.text);
+    reader.abort();
+    proxy.stop().await;
+}
+
+/// When the server writes each answer on the stream well before its POST's `202`, a walk of
+/// every page is still a followed cursor: the page's fresh nextCursor, read on the stream
+/// first, is not taken for one its own request abandoned (it was, before the request side was
+/// accounted before the POST left: first-page-only, the follow missed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_sse_answers_before_their_202_keep_the_walk() {
+    let peer = sse_peer::SsePeer::start(sse_peer::Options {
+        accept_after: Duration::from_millis(200),
+        ..sse_peer::Options::default()
+    })
+    .await;
+    let (proxy, telemetry, messages, reader) = sse_session(&peer).await;
+    for walk in 1..=2u8 {
+        let first = json!({"jsonrpc": "2.0", "id": 10 * walk, "method": "tools/list"});
+        assert_eq!(post(&messages, first).await, 202);
+        let next = json!({"jsonrpc": "2.0", "id": 10 * walk + 1, "method": "tools/list",
+            "params": {"cursor": "after-2"}});
+        assert_eq!(post(&messages, next).await, 202);
+    }
+    let m = wait(&telemetry, "both walks' cursors followed", |m| {
+        m.v("mcp_proxy_cursors_followed_total", &c("sse-client")) == 2.0
+    })
+    .await;
+    assert_eq!(
+        m.v("mcp_proxy_cursors_issued_total", &c("sse-client")),
+        2.0,
+        "{}",
+        m.text
+    );
+    assert_eq!(
+        m.v("mcp_proxy_first_page_only_sessions_total", &c("sse-client")),
+        0.0,
+        "{}",
+        m.text
+    );
     reader.abort();
     proxy.stop().await;
 }

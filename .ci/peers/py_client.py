@@ -1,5 +1,6 @@
 """A real MCP client on the official Python SDK (PyPI `mcp` 2.x: `ClientSession` over
-`streamable_http_client`), used the way correct and careless assistants use it.
+`streamable_http_client`, or `sse_client` with --transport sse), used the way correct and careless
+assistants use it.
 
 Why: the proxy of `mcp_exporter proxy` measures what real clients do with the tool list (do they
 follow cursors, re-list after list_changed, call tools that are gone). Its end-to-end test
@@ -10,6 +11,8 @@ Modes (the server is a kb peer: 14 tools (--tools), 8 per page, a swap of search
 search_v2):
   correct     list_tools following every nextCursor, call kb_stats; after the swap wait for
               notifications/tools/list_changed, re-list every page, call search_v2 and kb_stats
+              (modern era: the SDK's `subscriptions/listen` stream is opened first, with
+              tools_list_changed, and the notification awaited there)
   relist      correct with a server that cannot announce: list every page, call kb_stats; once
               told (the --go file) re-list every page, print `relisted {json}` (with `at`, the
               wall-clock time the re-list ended), then call kb_stats only (listed before and after)
@@ -25,16 +28,23 @@ search_v2):
               JSON-RPC error code, if any) with wall-clock times
   ignore      list every page; once told (--go) call search_legacy 3 times, 0.5 s apart, from
               that list (list_changed heard, counted, ignored); `result` as heal's
+  expired     list every page (`listed_at` in `ready`: when the walk ended) and call kb_stats; once
+              told, call kb_stats again in the same session without listing (`called_at`): a
+              listing kept past the server's ttlMs (2026-07-28), or cached until list_changed
+              (legacy, its era's contract)
 
 Eras (--era): `legacy` (default) is the `initialize` handshake and a session; `modern` is the
-SDK's 2026-07-28 path (`server/discover`, then requests stamped with `_meta`, no session).
+SDK's 2026-07-28 path (`server/discover`, then requests stamped with `_meta`, no session; `ready`
+carries the first page's `ttl_ms`).
+Transports (--transport): `http` (default, Streamable HTTP) or `sse` (HTTP+SSE, 2024-11-05: URL is
+the GET stream's, e.g. http://host/sse; legacy era only).
 
 Protocol with the orchestrator: prints `ready {json}` once its pre-swap part is done, then waits
 (bounded) for the file given by --go to exist (written after the swap), then prints
 `result {json}` and exits 0; any failure prints `error ...` and exits 1. Every wait has a deadline.
 
 Usage: python py_client.py URL --name CLIENT_NAME --mode MODE --go FILE [--timeout 60]
-                                 [--era legacy|modern] [--tools 14]
+                                 [--era legacy|modern] [--tools 14] [--transport http|sse]
 """
 
 from __future__ import annotations
@@ -48,8 +58,10 @@ import time
 import anyio
 import mcp_types as types
 from mcp.client.session import ClientSession
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.client.subscriptions import ToolsListChanged, listen
 
 MAX_PAGES = 10  # a correct client still caps a walk: a server that never ends pagination
 
@@ -69,14 +81,17 @@ async def wait_go(path: str, deadline: float) -> None:
         await anyio.sleep(0.05)
 
 
-async def list_tools(session: ClientSession, follow: bool) -> tuple[list[str], int]:
-    """Names and pages: every page when `follow`, else the first page only."""
+async def list_tools(session: ClientSession, follow: bool, meta: dict | None = None) -> tuple[list[str], int]:
+    """Names and pages: every page when `follow`, else the first page only. Given `meta`, sets
+    its `ttl_ms` to the first page's (None when the server sent none)."""
     names: list[str] = []
     cursor = None
     pages = 0
     while True:
         params = types.PaginatedRequestParams(cursor=cursor) if cursor is not None else None
         result = await session.list_tools(params=params)
+        if pages == 0 and meta is not None:
+            meta["ttl_ms"] = getattr(result, "ttl_ms", None)
         pages += 1
         names += [t.name for t in result.tools]
         cursor = result.next_cursor
@@ -186,13 +201,28 @@ class Client:
         return ClientSession(read, write, message_handler=self.on_message, client_info=self.info,
                              read_timeout_seconds=10)
 
+    async def listen(self, session: ClientSession, task_status=anyio.TASK_STATUS_IGNORED) -> None:
+        """2026-07-28: the SDK's `subscriptions/listen` stream (tools_list_changed); started once
+        the server acknowledged it; sets the latch on the first ToolsListChanged event and ends."""
+        async with listen(session, tools_list_changed=True) as subscription:
+            task_status.started()
+            async for event in subscription:
+                if isinstance(event, ToolsListChanged):
+                    self.changed.set()
+                    return
+
+
+def transport(args: argparse.Namespace):
+    """The SDK's client transport for --transport."""
+    return sse_client(args.url) if args.transport == "sse" else streamable_http_client(args.url)
+
 
 async def run(args: argparse.Namespace) -> dict:
     deadline = time.monotonic() + args.timeout
     c = Client(args.url, args.name)
     out: dict = {"mode": args.mode, "name": args.name}
-    async with streamable_http_client(args.url) as (read, write):
-        async with c.session(read, write) as s:
+    async with transport(args) as (read, write):
+        async with c.session(read, write) as s, anyio.create_task_group() as tg:
             out["protocol_version"] = await handshake(s, args.era)
             if args.mode == "first-page":
                 names, pages = await list_tools(s, follow=False)
@@ -202,7 +232,11 @@ async def run(args: argparse.Namespace) -> dict:
                 say("ready", **out)
                 await wait_go(args.go, deadline)
                 return out
-            names, pages = await list_tools(s, follow=True)
+            if args.mode == "correct" and args.era == "modern":
+                await tg.start(c.listen, s)
+                out["listening"] = True
+            names, pages = await list_tools(s, follow=True, meta=out if args.era == "modern" else None)
+            out["listed_at"] = time.time()
             expect(len(names) == args.tools and "search_legacy" in names, f"before the swap: {pages} pages, {names}")
             if args.mode in ("heal", "ignore"):
                 out["pages_before"] = pages
@@ -211,6 +245,13 @@ async def run(args: argparse.Namespace) -> dict:
             out["pages_before"] = pages
             out["kb_stats_before"] = await call(s, "kb_stats")
             expect(out["kb_stats_before"] == (False, "ok"), f"kb_stats: {out['kb_stats_before']}")
+            if args.mode == "expired":
+                say("ready", **out)
+                await wait_go(args.go, deadline)
+                out["kb_stats_later"] = await call(s, "kb_stats")
+                out["called_at"] = time.time()
+                expect(out["kb_stats_later"] == (False, "ok"), f"kb_stats later: {out['kb_stats_later']}")
+                return out
             if args.mode == "correct":
                 say("ready", **out)
                 await wait_go(args.go, deadline)
@@ -245,7 +286,7 @@ async def run(args: argparse.Namespace) -> dict:
     # reconnect: the first session has ended (DELETE); a new one calls without listing
     say("ready", **out)
     await wait_go(args.go, deadline)
-    async with streamable_http_client(args.url) as (read, write):
+    async with transport(args) as (read, write):
         async with c.session(read, write) as s:
             await handshake(s, args.era)
             out["kb_stats_reconnected"] = await call(s, "kb_stats")
@@ -257,12 +298,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("url")
     ap.add_argument("--name", required=True, help="clientInfo.name (the proxy's `client` label)")
-    ap.add_argument("--mode", required=True, choices=["correct", "relist", "first-page", "cached", "reconnect", "heal", "ignore"])
+    ap.add_argument("--mode", required=True,
+                    choices=["correct", "relist", "first-page", "cached", "reconnect", "heal", "ignore", "expired"])
     ap.add_argument("--go", required=True, help="a file whose appearance means: the swap happened")
     ap.add_argument("--timeout", type=float, default=60.0, help="deadline for the whole run (s)")
     ap.add_argument("--era", choices=["legacy", "modern"], default="legacy",
                     help="legacy: initialize and a session; modern: server/discover (2026-07-28)")
     ap.add_argument("--tools", type=int, default=14, help="tools the server lists (fastmcp's peer: 15)")
+    ap.add_argument("--transport", choices=["http", "sse"], default="http",
+                    help="http: Streamable HTTP; sse: HTTP+SSE (2024-11-05), URL is the GET stream's")
     args = ap.parse_args()
     try:
         out = anyio.run(_bounded, args)

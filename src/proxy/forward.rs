@@ -158,6 +158,22 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
         Ok(answer) => return answer,
         Err(exchange) => exchange,
     };
+    // An HTTP+SSE POST is answered on its session's GET stream, often before its own `202`
+    // (the SDK servers write the answer first): its requests are accounted before it leaves,
+    // so that answer is read after them (a page's fresh nextCursor is not taken for one the
+    // request abandoned). Its status settles nothing else: the session is the stream's.
+    let on_stream = exchange.key.as_deref().is_some_and(is_stream_key);
+    let exchange = if on_stream {
+        sh.settle(
+            &parts.method,
+            None,
+            None,
+            reqwest::StatusCode::ACCEPTED,
+            exchange,
+        )
+    } else {
+        exchange
+    };
     let mut upstream = upstream_request(&sh, parts.method.clone(), &parts);
     if let Some(b) = body {
         upstream = upstream.body(b);
@@ -190,13 +206,17 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
         .get(SESSION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let exchange = sh.settle(
-        &parts.method,
-        session_id.as_deref(),
-        new_session,
-        status,
-        exchange,
-    );
+    let exchange = if on_stream {
+        exchange
+    } else {
+        sh.settle(
+            &parts.method,
+            session_id.as_deref(),
+            new_session,
+            status,
+            exchange,
+        )
+    };
     let mut out = Response::builder().status(status.as_u16());
     for (name, value) in end_to_end(resp.headers()) {
         out = out.header(name, value);

@@ -29,6 +29,9 @@ pub struct Options {
     pub foreign_endpoint: bool,
     /// Accept POSTs with `200 OK` instead of `202 Accepted`.
     pub accept_with_200: bool,
+    /// Hold each POST's `202` this long after its answer went out on the stream (the order the
+    /// Python SDK's `SseServerTransport` often takes, made certain).
+    pub accept_after: std::time::Duration,
 }
 
 /// Tool names served, two per page.
@@ -202,6 +205,7 @@ async fn take_message(
             .send(Bytes::from(format!("event: message\ndata: {answer}\n\n")))
             .await;
     }
+    tokio::time::sleep(peer.options.accept_after).await;
     if peer.options.accept_with_200 {
         return (StatusCode::OK, "OK").into_response();
     }
