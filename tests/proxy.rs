@@ -10,10 +10,10 @@ mod sse_peer;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::proxy_lab::{PROFILE, ProxyLab, bare_proxy, sse_endpoint};
 use common::{DEADLINE, Scrape, start_lab};
 use mcp_exporter::config::McpProxyConfig;
-use mcp_exporter::lab::{Behaviour, Lab};
-use mcp_exporter::proxy::Proxy;
+use mcp_exporter::lab::Behaviour;
 use mcp_exporter::telemetry::Telemetry;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
@@ -21,68 +21,7 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::json;
 
-const PROFILE: &str = "kb";
-
-struct Setup {
-    lab: Lab,
-    proxy: Proxy,
-    telemetry: Arc<Telemetry>,
-}
-
-impl Setup {
-    async fn new(adjust: impl FnOnce(&mut McpProxyConfig)) -> Setup {
-        Setup::with(Behaviour::default(), adjust).await
-    }
-
-    /// A proxy in front of a lab that behaves as `behaviour` says.
-    async fn with(behaviour: Behaviour, adjust: impl FnOnce(&mut McpProxyConfig)) -> Setup {
-        let lab = start_lab([(PROFILE, behaviour)]).await;
-        let telemetry = Telemetry::new();
-        let mut config = McpProxyConfig::new(
-            "kb",
-            "127.0.0.1:0".parse().expect("address"),
-            lab.url(PROFILE),
-        );
-        adjust(&mut config);
-        let proxy = Proxy::start(config, telemetry.clone())
-            .await
-            .expect("proxy starts");
-        let s = Setup {
-            lab,
-            proxy,
-            telemetry,
-        };
-        s.until("the catalog walked", |_| {
-            s.proxy.status().upstream_tools == Some(14)
-        })
-        .await;
-        s
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/{PROFILE}/mcp", self.proxy.addr())
-    }
-
-    fn scrape(&self) -> Scrape {
-        Scrape::parse(&self.telemetry.render())
-    }
-
-    async fn until(&self, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
-        let start = tokio::time::Instant::now();
-        loop {
-            let s = self.scrape();
-            if cond(&s) {
-                return s;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "timed out waiting for: {what}\n{}",
-                s.text
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
+impl ProxyLab {
     async fn client(&self, name: &str) -> RunningService<RoleClient, ClientConfig> {
         rmcp_client(&self.url(), name).await
     }
@@ -131,7 +70,7 @@ async fn call(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_correct_client_leaves_the_series_clean() {
-    let s = Setup::new(|_| {}).await;
+    let s = ProxyLab::new(|_| {}).await;
     let client = s.client("correct").await;
     let tools = client.list_all_tools().await.expect("all pages");
     assert_eq!(tools.len(), 14);
@@ -197,7 +136,7 @@ async fn a_correct_client_leaves_the_series_clean() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn careless_clients_show_up_under_their_own_label() {
-    let s = Setup::new(|_| {}).await;
+    let s = ProxyLab::new(|_| {}).await;
     // One list without the cursor, then a call: the tool set is certainly incomplete.
     let first = s.client("careless-first-page").await;
     let page = first.list_tools(None).await.expect("first page");
@@ -327,7 +266,7 @@ async fn a_relisting_client_teaches_the_catalog_a_swap_nobody_announced() {
         deliver_list_changed: false,
         ..Behaviour::default()
     };
-    let s = Setup::with(unannounced, |c| {
+    let s = ProxyLab::with(unannounced, |c| {
         c.catalog_refresh_interval = Duration::from_secs(3600);
     })
     .await;
@@ -378,7 +317,7 @@ async fn a_relisting_client_teaches_the_catalog_a_swap_nobody_announced() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upstreams_unknown_tool_answers_are_counted_per_client_and_tool() {
     // kb_stats is listed but its backend is down: an isError result of another shape.
-    let s = Setup::with(
+    let s = ProxyLab::with(
         Behaviour {
             broken_tools: vec!["kb_stats"],
             ..Behaviour::default()
@@ -542,7 +481,7 @@ async fn an_rmcp_servers_tool_not_found_is_counted_and_its_tool_errors_are_not()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flatten_pages_answers_one_page_with_every_tool() {
-    let s = Setup::new(|c| c.flatten_pages = vec!["flat".into()]).await;
+    let s = ProxyLab::new(|c| c.flatten_pages = vec!["flat".into()]).await;
     let flat = s.client("flat").await;
     let page = flat.list_tools(None).await.expect("one page");
     assert_eq!(page.tools.len(), 14);
@@ -593,7 +532,7 @@ const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"p
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hostile_client_gets_clear_errors_and_others_keep_working() {
-    let s = Setup::new(|c| {
+    let s = ProxyLab::new(|c| {
         c.max_sessions = 5;
         c.max_request_bytes = 64 * 1024;
     })
@@ -661,7 +600,7 @@ async fn a_hostile_client_gets_clear_errors_and_others_keep_working() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sse_events_are_forwarded_one_by_one_while_the_stream_stays_open() {
-    let s = Setup::new(|_| {}).await;
+    let s = ProxyLab::new(|_| {}).await;
     let url = s.url();
     let init = post(&url, None, INIT).await;
     let session = init.headers()["mcp-session-id"]
@@ -763,7 +702,7 @@ async fn reload_restarts_changed_proxies_and_removes_stopped_ones_with_their_ser
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_clients_are_tracked_by_their_reported_name() {
     use mcp_exporter::mcp::{Client, Inbox, ProtocolVersion};
-    let s = Setup::new(|_| {}).await;
+    let s = ProxyLab::new(|_| {}).await;
     let url = url::Url::parse(&s.url()).expect("URL");
     let net = mcp_exporter::net::TargetHttp::plain();
     let endpoint = mcp_exporter::config::Endpoint::http(url);
@@ -802,20 +741,6 @@ async fn modern_clients_are_tracked_by_their_reported_name() {
         ("method", "tools/list"),
     ];
     assert_eq!(m.v("mcp_proxy_requests_total", &l), 1.0);
-}
-
-/// A proxy in front of `upstream`, without waiting for its catalog (the upstream may not be MCP).
-async fn bare_proxy(
-    upstream: url::Url,
-    adjust: impl FnOnce(&mut McpProxyConfig),
-) -> (Proxy, Arc<Telemetry>) {
-    let telemetry = Telemetry::new();
-    let mut config = McpProxyConfig::new("kb", "127.0.0.1:0".parse().expect("address"), upstream);
-    adjust(&mut config);
-    let proxy = Proxy::start(config, telemetry.clone())
-        .await
-        .expect("proxy starts");
-    (proxy, telemetry)
 }
 
 fn rejected(telemetry: &Telemetry, reason: &str) -> f64 {
@@ -931,21 +856,7 @@ async fn http_sse_message_path_named_by_the_endpoint_event_is_forwarded() {
         .await
         .expect("GET /sse");
     assert_eq!(stream.status(), 200);
-    let endpoint = tokio::time::timeout(DEADLINE, async {
-        let mut seen = String::new();
-        while let Some(chunk) = stream.chunk().await.expect("stream readable") {
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            if let Some(rest) = seen.split("event: endpoint").nth(1)
-                && let Some(data) = rest.split("data: ").nth(1)
-                && let Some((line, _)) = data.split_once('\n')
-            {
-                return line.trim().to_string();
-            }
-        }
-        panic!("the stream ended before its endpoint event: {seen}");
-    })
-    .await
-    .expect("the endpoint event arrives");
+    let endpoint = sse_endpoint(&mut stream).await;
     let sent = post(&format!("{base}{endpoint}"), None, INIT).await;
     assert_eq!(sent.status(), 202, "the message path is forwarded");
     assert_eq!(rejected(&telemetry, "unknown_path"), 1.0);

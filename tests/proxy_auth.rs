@@ -12,8 +12,9 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use axum::response::Response;
+use common::proxy_lab::{bare_proxy, until_scraped};
 use common::{DEADLINE, Exporter, Scrape, free_port, start_lab};
-use mcp_exporter::config::{HttpClientConfig, McpProxyConfig};
+use mcp_exporter::config::HttpClientConfig;
 use mcp_exporter::lab::{Behaviour, Lab};
 use mcp_exporter::proxy::Proxy;
 use mcp_exporter::telemetry::Telemetry;
@@ -184,31 +185,13 @@ async fn call(client: &RunningService<RoleClient, ClientConfig>, tool: &str) -> 
     client.call_tool(params).await.is_ok()
 }
 
+/// A proxy in front of `upstream` whose catalog session has the http_config `http`.
 async fn start_proxy(upstream: url::Url, http: &str) -> (Proxy, Arc<Telemetry>) {
-    let telemetry = Telemetry::new();
-    let mut config = McpProxyConfig::new("kb", "127.0.0.1:0".parse().unwrap(), upstream);
-    config.http = HttpClientConfig::parse(http, "http.yml", None, &|_| None).expect("http config");
-    config.catalog_refresh_interval = Duration::from_secs(1);
-    let proxy = Proxy::start(config, telemetry.clone())
-        .await
-        .expect("proxy starts");
-    (proxy, telemetry)
-}
-
-async fn until(telemetry: &Telemetry, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
-    let start = tokio::time::Instant::now();
-    loop {
-        let s = Scrape::parse(&telemetry.render());
-        if cond(&s) {
-            return s;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out waiting for: {what}\n{}",
-            s.text
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    bare_proxy(upstream, |c| {
+        c.http = HttpClientConfig::parse(http, "http.yml", None, &|_| None).expect("http config");
+        c.catalog_refresh_interval = Duration::from_secs(1);
+    })
+    .await
 }
 
 const UP: &str = "mcp_proxy_upstream_up";
@@ -222,7 +205,7 @@ async fn the_catalog_uses_its_own_credentials_and_each_client_its_own() {
         &format!("authorization:\n  credentials: {CATALOG_SECRET}\n"),
     )
     .await;
-    until(&telemetry, "the catalog up behind the gate", |m| {
+    until_scraped(&telemetry, "the catalog up behind the gate", |m| {
         m.v(UP, &[("proxy", "kb")]) == 1.0
     })
     .await;
@@ -249,7 +232,7 @@ async fn the_catalog_uses_its_own_credentials_and_each_client_its_own() {
         !call(&own, "search_legacy").await,
         "the upstream refuses it"
     );
-    until(&telemetry, "the stale call counted", |m| {
+    until_scraped(&telemetry, "the stale call counted", |m| {
         m.v(
             "mcp_proxy_stale_tool_calls_total",
             &[
@@ -309,7 +292,7 @@ async fn without_credentials_the_catalog_is_down_with_a_reason_and_clients_still
     let lab = start_lab([(PROFILE, Behaviour::default())]).await;
     let gate = gate(&lab, vec![bearer(CATALOG_SECRET), bearer(CLIENT_TOKEN)]).await;
     let (proxy, telemetry) = start_proxy(gate.url.clone(), "{}").await;
-    until(&telemetry, "a catalog walk tried", |_| {
+    until_scraped(&telemetry, "a catalog walk tried", |_| {
         proxy.status().catalog_walks >= 1
     })
     .await;

@@ -18,59 +18,32 @@ mod sse_peer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{DEADLINE, Scrape, start_lab};
+use common::DEADLINE;
+use common::proxy_lab::{ProxyLab, bare_proxy, sse_endpoint, until_scraped};
 use mcp_exporter::config::{ClientLabel, Endpoint, McpProxyConfig, Secret};
-use mcp_exporter::lab::{Behaviour, Lab};
+use mcp_exporter::lab::Behaviour;
 use mcp_exporter::mcp::{Client, Inbox, ProtocolVersion};
 use mcp_exporter::proxy::Proxy;
 use mcp_exporter::telemetry::Telemetry;
 use serde_json::json;
 
-const PROFILE: &str = "kb";
 /// The lab's `ttlMs` in the expiry test: long enough that a call right after a listing is
 /// certainly inside it, short enough to wait out.
 const TTL: Duration = Duration::from_secs(3);
 
-struct Setup {
-    lab: Lab,
-    proxy: Proxy,
-    telemetry: Arc<Telemetry>,
+/// A proxy whose `client` label is the `x-client` header, in front of a lab as `behaviour` says.
+async fn labelled(behaviour: Behaviour, adjust: impl FnOnce(&mut McpProxyConfig)) -> ProxyLab {
+    ProxyLab::with(behaviour, |c| {
+        c.client_label = ClientLabel::Header("x-client".into());
+        adjust(c);
+    })
+    .await
 }
 
-impl Setup {
-    async fn new(behaviour: Behaviour, adjust: impl FnOnce(&mut McpProxyConfig)) -> Setup {
-        let lab = start_lab([(PROFILE, behaviour)]).await;
-        let telemetry = Telemetry::new();
-        let mut config = McpProxyConfig::new(
-            "kb",
-            "127.0.0.1:0".parse().expect("address"),
-            lab.url(PROFILE),
-        );
-        config.client_label = ClientLabel::Header("x-client".into());
-        adjust(&mut config);
-        let proxy = Proxy::start(config, telemetry.clone())
-            .await
-            .expect("proxy starts");
-        let s = Setup {
-            lab,
-            proxy,
-            telemetry,
-        };
-        s.until("the catalog walked", |_| {
-            s.proxy.status().upstream_tools == Some(14)
-        })
-        .await;
-        s
-    }
-
-    async fn until(&self, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
-        wait(&self.telemetry, what, cond).await
-    }
-
+impl ProxyLab {
     /// A client of `era` through the proxy, labelled `name`.
     async fn client(&self, name: &str, version: &str) -> (Client, Arc<Inbox>) {
-        let url =
-            url::Url::parse(&format!("http://{}/{PROFILE}/mcp", self.proxy.addr())).expect("URL");
+        let url = url::Url::parse(&self.url()).expect("URL");
         let net = mcp_exporter::net::TargetHttp::plain();
         let endpoint = Endpoint::http(url);
         let headers = [("x-client".to_string(), Secret::new(name))];
@@ -84,22 +57,6 @@ impl Setup {
             .await
             .expect("a session through the proxy");
         (client, inbox)
-    }
-}
-
-async fn wait(telemetry: &Telemetry, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
-    let start = tokio::time::Instant::now();
-    loop {
-        let s = Scrape::parse(&telemetry.render());
-        if cond(&s) {
-            return s;
-        }
-        assert!(
-            start.elapsed() < DEADLINE,
-            "timed out waiting for: {what}\n{}",
-            s.text
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -139,7 +96,7 @@ async fn a_modern_call_with_a_listing_past_its_ttl_is_counted_and_fresh_or_legac
         ttl_ms: TTL.as_millis() as u64,
         ..Behaviour::default()
     };
-    let s = Setup::new(behaviour, |c| c.ttl_grace = Duration::ZERO).await;
+    let s = labelled(behaviour, |c| c.ttl_grace = Duration::ZERO).await;
     let (careful, _) = s.client("careful", "2026-07-28").await;
     let (careless, _) = s.client("careless", "2026-07-28").await;
     let (legacy, _) = s.client("legacy", "2025-06-18").await;
@@ -186,7 +143,7 @@ async fn a_modern_call_with_a_listing_past_its_ttl_is_counted_and_fresh_or_legac
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_modern_clients_listen_stream_carries_list_changed_and_its_relist_is_timed() {
-    let s = Setup::new(Behaviour::default(), |_| {}).await;
+    let s = labelled(Behaviour::default(), |_| {}).await;
     let (client, inbox) = s.client("listener", "2026-07-28").await;
     let channel = client
         .open_channel()
@@ -243,15 +200,7 @@ async fn post(url: &str, body: serde_json::Value) -> reqwest::StatusCode {
 async fn sse_session(
     peer: &sse_peer::SsePeer,
 ) -> (Proxy, Arc<Telemetry>, String, tokio::task::JoinHandle<()>) {
-    let telemetry = Telemetry::new();
-    let config = McpProxyConfig::new(
-        "kb",
-        "127.0.0.1:0".parse().expect("address"),
-        peer.url.clone(),
-    );
-    let proxy = Proxy::start(config, telemetry.clone())
-        .await
-        .expect("proxy starts");
+    let (proxy, telemetry) = bare_proxy(peer.url.clone(), |_| {}).await;
     let base = format!("http://{}", proxy.addr());
     let mut stream = reqwest::Client::new()
         .get(format!("{base}/sse"))
@@ -260,21 +209,7 @@ async fn sse_session(
         .await
         .expect("GET /sse");
     assert_eq!(stream.status(), 200);
-    let endpoint = tokio::time::timeout(DEADLINE, async {
-        let mut seen = String::new();
-        while let Some(chunk) = stream.chunk().await.expect("stream readable") {
-            seen.push_str(&String::from_utf8_lossy(&chunk));
-            if let Some(rest) = seen.split("event: endpoint").nth(1)
-                && let Some(data) = rest.split("data: ").nth(1)
-                && let Some((line, _)) = data.split_once('\n')
-            {
-                return line.trim().to_string();
-            }
-        }
-        panic!("the stream ended before its endpoint event: {seen}");
-    })
-    .await
-    .expect("the endpoint event arrives");
+    let endpoint = sse_endpoint(&mut stream).await;
     // The stream is read on (the proxy forwards and observes it as the client takes it).
     let reader = tokio::spawn(async move { while let Ok(Some(_)) = stream.chunk().await {} });
     let messages = format!("{base}{endpoint}");
@@ -293,20 +228,20 @@ async fn http_sse_posts_are_tied_to_their_session_and_answered_on_its_stream() {
     assert_eq!(post(&messages, list).await, 202);
     // The page's answer came on the stream and is read as this session's: its cursor is the
     // named client's.
-    wait(
+    until_scraped(
         &telemetry,
         "the stream's answer read as the session's",
         |m| m.v("mcp_proxy_cursors_issued_total", &c("sse-client")) == 1.0,
     )
     .await;
     peer.announce_list_changed().await;
-    wait(&telemetry, "list_changed forwarded to the session", |m| {
+    until_scraped(&telemetry, "list_changed forwarded to the session", |m| {
         m.v("mcp_proxy_list_changed_forwarded_total", &c("sse-client")) == 1.0
     })
     .await;
     let relist = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
     assert_eq!(post(&messages, relist).await, 202);
-    let m = wait(
+    let m = until_scraped(
         &telemetry,
         "the re-list timed and the cursor abandoned",
         |m| {
@@ -340,7 +275,7 @@ async fn http_sse_answers_before_their_202_keep_the_walk() {
             "params": {"cursor": "after-2"}});
         assert_eq!(post(&messages, next).await, 202);
     }
-    let m = wait(&telemetry, "both walks' cursors followed", |m| {
+    let m = until_scraped(&telemetry, "both walks' cursors followed", |m| {
         m.v("mcp_proxy_cursors_followed_total", &c("sse-client")) == 2.0
     })
     .await;

@@ -11,81 +11,34 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{DEADLINE, Scrape, start_lab};
+use common::proxy_lab::{PROFILE, ProxyLab};
+use common::{DEADLINE, Scrape};
 use mcp_exporter::config::McpProxyConfig;
-use mcp_exporter::lab::{Behaviour, Lab};
+use mcp_exporter::lab::Behaviour;
 use mcp_exporter::proxy::Proxy;
 use mcp_exporter::telemetry::Telemetry;
 use rmcp::ServiceExt;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use serde_json::{Value, json};
 
-const PROFILE: &str = "kb";
 const LIST_CHANGED: &str = "notifications/tools/list_changed";
 const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-struct Setup {
-    lab: Lab,
-    proxy: Proxy,
-    telemetry: Arc<Telemetry>,
+/// A proxy (`heal` as given) in front of a lab that never announces its swaps, with a catalog
+/// refresh far away: only a client's re-list shows a swap to the proxy.
+async fn healing(heal: bool) -> ProxyLab {
+    let unannounced = Behaviour {
+        deliver_list_changed: false,
+        ..Behaviour::default()
+    };
+    ProxyLab::with(unannounced, |c| {
+        c.catalog_refresh_interval = Duration::from_secs(3600);
+        c.heal = heal;
+    })
+    .await
 }
 
-impl Setup {
-    /// A proxy (`heal` as given) in front of a lab that never announces its swaps, with a
-    /// catalog refresh far away: only a client's re-list shows a swap to the proxy.
-    async fn new(heal: bool) -> Setup {
-        let unannounced = Behaviour {
-            deliver_list_changed: false,
-            ..Behaviour::default()
-        };
-        let lab = start_lab([(PROFILE, unannounced)]).await;
-        let telemetry = Telemetry::new();
-        let mut config = McpProxyConfig::new(
-            "kb",
-            "127.0.0.1:0".parse().expect("address"),
-            lab.url(PROFILE),
-        );
-        config.catalog_refresh_interval = Duration::from_secs(3600);
-        config.heal = heal;
-        let proxy = Proxy::start(config, telemetry.clone())
-            .await
-            .expect("proxy starts");
-        let s = Setup {
-            lab,
-            proxy,
-            telemetry,
-        };
-        s.until("the catalog walked", |_| {
-            s.proxy.status().upstream_tools == Some(14)
-        })
-        .await;
-        s
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}/{PROFILE}/mcp", self.proxy.addr())
-    }
-
-    fn scrape(&self) -> Scrape {
-        Scrape::parse(&self.telemetry.render())
-    }
-
-    async fn until(&self, what: &str, cond: impl Fn(&Scrape) -> bool) -> Scrape {
-        let start = tokio::time::Instant::now();
-        loop {
-            let s = self.scrape();
-            if cond(&s) {
-                return s;
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "timed out waiting for: {what}\n{}",
-                s.text
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
+impl ProxyLab {
     /// A silent swap at the upstream, and the catalog taught it by a client that re-lists (the
     /// official Rust SDK, with a session and a GET stream of its own).
     async fn silent_swap_learnt(&self) {
@@ -273,7 +226,7 @@ const CALL: &str = r#"{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_legacy_session_is_told_once_and_its_removed_tool_call_answered_by_the_proxy() {
-    let s = Setup::new(true).await;
+    let s = healing(true).await;
     let stale = Legacy::start(&s.url(), "stale").await;
     assert!(stale.list_all().await.contains(&"search_legacy".into()));
     let stream = stale.get_stream().await;
@@ -348,7 +301,7 @@ async fn a_stale_legacy_session_is_told_once_and_its_removed_tool_call_answered_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_heal_off_nothing_is_injected_and_the_call_is_forwarded() {
-    let s = Setup::new(false).await;
+    let s = healing(false).await;
     let stale = Legacy::start(&s.url(), "stale").await;
     assert!(stale.list_all().await.contains(&"search_legacy".into()));
     let stream = stale.get_stream().await;
@@ -424,7 +377,7 @@ async fn modern(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_modern_listen_stream_that_asked_is_told_with_its_subscription_id() {
-    let s = Setup::new(true).await;
+    let s = healing(true).await;
     let url = s.url();
     // The modern client walks the whole list (two pages).
     let mut cursor: Option<String> = None;

@@ -109,6 +109,20 @@ pub struct Catalog {
     /// The current list's generation and fingerprint, bumped when a walk finds it changed
     /// (healing tells sessions that listed another one, see [`super::heal`]).
     listing: watch::Sender<Listing>,
+    /// Clients' listings being compared with the catalog off their answer's way
+    /// ([`Catalog::comparing`]): a call is judged once none is.
+    comparing: watch::Sender<usize>,
+}
+
+/// A client's listing being compared with the catalog off the request path (the comparison
+/// fingerprints every tool of the page, which the answer should not wait for): calls judged
+/// meanwhile wait for it, since it may ask for a walk. Dropped when the comparison is done.
+pub struct Comparing(Arc<Catalog>);
+
+impl Drop for Comparing {
+    fn drop(&mut self) {
+        self.0.comparing.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 /// Which list the catalog holds: `generation` counts the walks that found it changed (0: no
@@ -135,6 +149,7 @@ impl Default for Catalog {
             trigger: Notify::new(),
             pending: std::sync::atomic::AtomicBool::new(false),
             listing: watch::channel(Listing::default()).0,
+            comparing: watch::channel(0).0,
         }
     }
 }
@@ -213,6 +228,12 @@ impl Catalog {
         at: Instant,
         wait: Duration,
     ) -> (Verdict, bool) {
+        // A listing compared meanwhile may ask for the walk this call should wait for.
+        let mut comparing = self.comparing.subscribe();
+        let _ = tokio::time::timeout(wait, async {
+            let _ = comparing.wait_for(|n| *n == 0).await;
+        })
+        .await;
         // The walk to wait for: one that started at or after `target`.
         let (walk, target) = {
             let s = self.state.read().expect("catalog lock");
@@ -361,9 +382,16 @@ impl Catalog {
     /// the catalog is older than the request and lacks one of them (by name and fingerprint), it
     /// re-walks soon. True when a re-walk was asked for.
     pub fn saw_page(&self, tools: &[Value], asked: Instant) -> bool {
-        if !self.older_than(asked) {
-            return false;
-        }
+        self.older_than(asked) && self.page_differs(tools, asked)
+    }
+
+    /// A comparison of a client's listing starts (see [`Comparing`]).
+    pub fn comparing(self: &Arc<Self>) -> Comparing {
+        self.comparing.send_modify(|n| *n += 1);
+        Comparing(self.clone())
+    }
+
+    fn page_differs(&self, tools: &[Value], asked: Instant) -> bool {
         let listed: Vec<(Box<str>, u64)> = tools
             .iter()
             .filter_map(|t| {
@@ -396,7 +424,7 @@ impl Catalog {
     }
 
     /// Whether the last complete walk started before `t`.
-    fn older_than(&self, t: Instant) -> bool {
+    pub fn older_than(&self, t: Instant) -> bool {
         self.state
             .read()
             .expect("catalog lock")

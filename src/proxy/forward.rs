@@ -658,12 +658,27 @@ impl Shared {
         let Ok(result) = outcome else {
             return;
         };
-        if let Some(tools) = result.get("tools").and_then(Value::as_array)
-            && !self.catalog.saw_page(tools, ex.started)
-            && let Some(n) = walked
-        {
-            self.catalog.saw_walk(usize::from(n), ex.started);
+        // Comparing the page with the catalog fingerprints each of its tools: off the answer's
+        // way (the client's page is held until it is observed), within the judging permits (past
+        // them a page teaches nothing rather than queue). Calls judged meanwhile wait for it.
+        let asked = ex.started;
+        if !self.catalog.older_than(asked) {
+            return;
         }
+        let (Some(me), Ok(permit)) = (self.me.upgrade(), self.judging.clone().try_acquire_owned())
+        else {
+            return;
+        };
+        let comparing = self.catalog.comparing();
+        tokio::spawn(async move {
+            let _held = (permit, comparing);
+            if let Some(tools) = result.get("tools").and_then(Value::as_array)
+                && !me.catalog.saw_page(tools, asked)
+                && let Some(n) = walked
+            {
+                me.catalog.saw_walk(usize::from(n), asked);
+            }
+        });
     }
 }
 

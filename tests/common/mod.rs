@@ -2,6 +2,7 @@
 //! waits on conditions with a deadline (never a sleep-and-hope).
 #![allow(dead_code)]
 
+pub mod proxy_lab;
 pub mod series;
 
 use std::net::SocketAddr;
