@@ -288,13 +288,7 @@ def run(args, work: Path, py: str, ports: dict, exporter_port: int, base_url: st
     relist_grace: {GRACE_S}s
     catalog_refresh_interval: 10m
 {ttl_grace[p.proxy]}""" for p in (SSE, MODERN)))
-    r = subprocess.run([args.bin, "--config.check", f"--config.file={config}"], capture_output=True, text=True,
-                       timeout=30)
-    if r.returncode != 0:
-        raise Failure(f"--config.check rejected {config}: {r.stdout}{r.stderr}")
-    exporter = base.start("exporter", [args.bin, f"--config.file={config}",
-                                       f"--web.listen-address=127.0.0.1:{exporter_port}"], work)
-    base.wait_port("exporter", exporter_port, exporter, 30)
+    exporter = silent.start_exporter(args, work, config, exporter_port)
 
     def catalogs_ready() -> list[str]:
         m = Metrics(base_url)

@@ -269,13 +269,7 @@ def main() -> int:
     relist_grace: {silent.GRACE_S}s
     catalog_refresh_interval: 10m
 """ + ("    heal: true\n" if p == "heal" else "") for p in PROXIES))
-    r = subprocess.run([args.bin, "--config.check", f"--config.file={config}"], capture_output=True, text=True,
-                       timeout=30)
-    if r.returncode != 0:
-        raise Failure(f"--config.check rejected {config}: {r.stdout}{r.stderr}")
-    exporter = base.start("exporter", [args.bin, f"--config.file={config}",
-                                       f"--web.listen-address=127.0.0.1:{exporter_port}"], work)
-    base.wait_port("exporter", exporter_port, exporter, 30)
+    exporter = silent.start_exporter(args, work, config, exporter_port)
     try:
         poll("each proxy's catalog walked fastmcp", 60, lambda: [
             f"{p}: upstream_up {m.sum('mcp_proxy_upstream_up', proxy=p)}, tools {m.sum('mcp_proxy_upstream_tools', proxy=p)}"

@@ -106,6 +106,19 @@ class Metrics(proxy_e2e.Metrics):
         self.samples = base.parse_metrics(text)
 
 
+def start_exporter(args, work: Path, config: Path, port: int):
+    """The exporter on `config` once `--config.check` accepts it (else a Failure with its words),
+    its port answering: the one start of every proxy check here."""
+    r = subprocess.run([args.bin, "--config.check", f"--config.file={config}"], capture_output=True, text=True,
+                       timeout=30)
+    if r.returncode != 0:
+        raise Failure(f"--config.check rejected {config}: {r.stdout}{r.stderr}")
+    exporter = base.start("exporter", [args.bin, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}"],
+                          work)
+    base.wait_port("exporter", port, exporter, 30)
+    return exporter
+
+
 def catalog_walks(base_url: str, proxy: str) -> int:
     for p in json.loads(base.http("GET", f"{base_url}/proxy.json")):
         if p["name"] == proxy:
@@ -333,13 +346,7 @@ def main() -> int:
     relist_grace: {GRACE_S}s
     catalog_refresh_interval: 10m
 """ for p in PEER_LIST))
-    r = subprocess.run([args.bin, "--config.check", f"--config.file={config}"], capture_output=True, text=True,
-                       timeout=30)
-    if r.returncode != 0:
-        raise Failure(f"--config.check rejected {config}: {r.stdout}{r.stderr}")
-    exporter = base.start("exporter", [args.bin, f"--config.file={config}",
-                                       f"--web.listen-address=127.0.0.1:{exporter_port}"], work)
-    base.wait_port("exporter", exporter_port, exporter, 30)
+    exporter = start_exporter(args, work, config, exporter_port)
 
     def catalogs_ready() -> list[str]:
         m = Metrics(base_url)
