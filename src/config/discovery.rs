@@ -7,13 +7,12 @@
 //! refresh never meets a configuration error it could only report late: instantiating the
 //! template with a checked URL and checked labels cannot fail.
 
+use super::HttpClientConfig;
 use super::error::ConfigError;
 use super::labels::{self, Labels};
-use super::model::{Defaults, Endpoint, TargetConfig};
+use super::model::{Defaults, FileSdConfig, HttpSdConfig, TargetTemplate};
 use super::raw::{RawBytes, RawFileSd, RawHttpSd, RawTarget, parse_bytes};
-use super::validate::Validator;
-use super::{HttpClientConfig, redact_url};
-use std::fmt;
+use super::validator::Validator;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -36,71 +35,6 @@ pub const MAX_SD_CONFIGS: usize = 64;
 const TEMPLATE_NAME: &str = "discovered";
 /// The URL a template is validated with; each discovered target brings its own.
 const TEMPLATE_URL: &str = "http://discovered.invalid/mcp";
-
-/// The settings every target of one source gets: a [`TargetConfig`] whose name and URL are
-/// placeholders, replaced by [`TargetTemplate::instantiate`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TargetTemplate(TargetConfig);
-
-impl TargetTemplate {
-    /// The target called `name` at `url` (checked by the caller with
-    /// [`crate::config::parse_target_url`]) with `labels` over the template's own `labels`.
-    pub fn instantiate(&self, name: String, url: url::Url, labels: Labels) -> TargetConfig {
-        let mut t = self.0.clone();
-        t.name = name;
-        if let Endpoint::Http { url: u, .. } = &mut t.endpoint {
-            *u = url;
-        }
-        t.labels.extend(labels);
-        t
-    }
-
-    /// The template's own labels (a discovered label of the same name replaces one).
-    pub fn labels(&self) -> &Labels {
-        &self.0.labels
-    }
-}
-
-/// One `file_sd_configs` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileSdConfig {
-    /// Unique among all sources; the `config` label of the discovery series.
-    pub name: String,
-    /// Paths, absolute; `*` and `?` may appear in the last component.
-    pub files: Vec<PathBuf>,
-    pub refresh_interval: Duration,
-    pub template: TargetTemplate,
-}
-
-/// One `http_sd_configs` entry. `Debug` redacts the URL.
-#[derive(Clone, PartialEq, Eq)]
-pub struct HttpSdConfig {
-    pub name: String,
-    /// Returns JSON target groups; may carry secrets: log it with [`redact_url`].
-    pub url: url::Url,
-    pub refresh_interval: Duration,
-    /// Deadline of one request, answer included.
-    pub timeout: Duration,
-    /// Larger answers are refused (and the last good targets kept).
-    pub max_response_bytes: usize,
-    /// Credentials, TLS and proxy of the discovery request.
-    pub http: HttpClientConfig,
-    pub template: TargetTemplate,
-}
-
-impl fmt::Debug for HttpSdConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HttpSdConfig")
-            .field("name", &self.name)
-            .field("url", &redact_url(&self.url))
-            .field("refresh_interval", &self.refresh_interval)
-            .field("timeout", &self.timeout)
-            .field("max_response_bytes", &self.max_response_bytes)
-            .field("http", &self.http)
-            .field("template", &self.template)
-            .finish()
-    }
-}
 
 impl Validator<'_> {
     pub(super) fn file_sd(

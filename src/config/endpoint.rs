@@ -17,7 +17,7 @@ use super::limits::{
     MAX_COMMAND_ARG_BYTES, MAX_COMMAND_ARGS, MAX_COMMAND_ENV, MAX_COMMAND_ENV_BYTES,
 };
 use super::raw::{PairList, RawTarget, VariableNames};
-use super::validate::Validator;
+use super::validator::Validator;
 use super::{CommandSpec, ConfigError, Endpoint, HttpTransportKind, Secret};
 
 /// Longest `command` and `cwd` accepted, in bytes: Linux's `PATH_MAX`.

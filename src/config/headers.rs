@@ -7,7 +7,7 @@
 
 use super::expand::expand_env;
 use super::raw::PairList;
-use super::validate::Validator;
+use super::validator::Validator;
 use super::{ConfigError, HttpClientConfig, Secret};
 use std::collections::HashMap;
 use std::io::Read;
@@ -219,6 +219,23 @@ pub(super) fn path_key(name: &str) -> String {
     } else {
         format!("[{name:?}]")
     }
+}
+
+/// The header names of `headers` and `header_files` at `p`, each with its field path.
+pub(super) fn header_names<'a>(
+    p: &str,
+    headers: &'a Option<PairList>,
+    files: &'a Option<PairList>,
+) -> Vec<(String, &'a str)> {
+    [("headers", headers), ("header_files", files)]
+        .into_iter()
+        .flat_map(|(section, pairs)| {
+            pairs
+                .iter()
+                .flat_map(|l| l.0.iter())
+                .map(move |(n, _)| (format!("{p}.{section}.{n}"), n.as_str()))
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use super::expand::expand_env;
 use super::headers::is_token_byte;
 use super::raw::{RawAuthorization, RawBasicAuth, RawHttp, RawOAuth2, RawTls};
-use super::validate::Validator;
+use super::validator::Validator;
 use super::{
     ClientAuth, ClientCert, ConfigError, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config,
     PemSource, ProxyConfig, Secret, SecretSource, TargetAuth, TlsConfig, TlsVersion, redact_url,
@@ -59,6 +59,58 @@ pub(super) fn auth_block(auth: &TargetAuth) -> Option<&'static str> {
 }
 
 impl Validator<'_> {
+    /// `headers.Authorization` (or `header_files`, `--header`) beside an auth block would send
+    /// two credentials, or let one silently win: refused. `names`: (field path, header name).
+    pub(super) fn no_authorization_header(
+        &self,
+        who: &str,
+        names: &[(String, &str)],
+        http: &HttpClientConfig,
+        own_auth: Option<&str>,
+    ) -> Result<(), ConfigError> {
+        let Some(block) = auth_block(&http.auth) else {
+            return Ok(());
+        };
+        let from = if own_auth.is_some() {
+            ""
+        } else {
+            " (from global)"
+        };
+        if let Some((field, _)) = names
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case("authorization"))
+        {
+            return Err(self.err(
+                field,
+                format!(
+                    "{who} authenticates with `{block}`{from}: an Authorization header would \
+                     conflict with it; remove one of the two"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A URL with user info (sent as basic authentication) beside an auth block: refused.
+    pub(super) fn no_user_info(
+        &self,
+        field: &str,
+        who: &str,
+        url: &url::Url,
+        http: &HttpClientConfig,
+    ) -> Result<(), ConfigError> {
+        match auth_block(&http.auth) {
+            Some(block) if !url.username().is_empty() || url.password().is_some() => Err(self.err(
+                field,
+                format!(
+                    "{who} authenticates with `{block}`, and its URL carries user info \
+                         (sent as basic authentication): remove one of the two"
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The blocks at `p`; `who` names the level in messages (`target "kb"`, `global`).
     pub(super) fn http_blocks(
         &self,

@@ -50,10 +50,9 @@ mod secret;
 #[cfg(test)]
 mod test_support;
 mod validate;
+mod validator;
 
-pub use discovery::{
-    DEFAULT_FILE_REFRESH, DEFAULT_HTTP_REFRESH, FileSdConfig, HttpSdConfig, TargetTemplate,
-};
+pub use discovery::{DEFAULT_FILE_REFRESH, DEFAULT_HTTP_REFRESH};
 pub use endpoint::parse_target_url;
 pub use error::ConfigError;
 pub use headers::{HttpFlags, header_flag};
@@ -67,8 +66,8 @@ pub use limits::{
     MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_TOTAL_CONNECTIONS,
 };
 pub use model::{
-    CommandSpec, Config, DEFAULT_MAX_LISTING_BYTES, Defaults, Endpoint, HttpTransportKind,
-    ProtocolChoice, TargetConfig,
+    CommandSpec, Config, DEFAULT_MAX_LISTING_BYTES, Defaults, Endpoint, FileSdConfig, HttpSdConfig,
+    HttpTransportKind, ProtocolChoice, TargetConfig, TargetTemplate,
 };
 pub use probes::{Expect, MAX_PROBES, ProbeConfig, valid_tool_name};
 pub use proxy::{

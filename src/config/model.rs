@@ -4,7 +4,6 @@
 //! so consumers never re-validate or look at the file's shape. `Debug` redacts secrets, so a
 //! configuration can be logged whole.
 
-use super::discovery::{FileSdConfig, HttpSdConfig};
 use super::labels::Labels;
 use super::{HttpClientConfig, ProbeConfig, Secret, redact_url};
 use crate::mcp::version::ProtocolVersion;
@@ -311,5 +310,70 @@ mod tests {
             );
             assert_has(&shown, "Authorization");
         }
+    }
+}
+
+/// The settings every target of one source gets: a [`TargetConfig`] whose name and URL are
+/// placeholders, replaced by [`TargetTemplate::instantiate`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetTemplate(pub(super) TargetConfig);
+
+impl TargetTemplate {
+    /// The target called `name` at `url` (checked by the caller with
+    /// [`crate::config::parse_target_url`]) with `labels` over the template's own `labels`.
+    pub fn instantiate(&self, name: String, url: url::Url, labels: Labels) -> TargetConfig {
+        let mut t = self.0.clone();
+        t.name = name;
+        if let Endpoint::Http { url: u, .. } = &mut t.endpoint {
+            *u = url;
+        }
+        t.labels.extend(labels);
+        t
+    }
+
+    /// The template's own labels (a discovered label of the same name replaces one).
+    pub fn labels(&self) -> &Labels {
+        &self.0.labels
+    }
+}
+
+/// One `file_sd_configs` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSdConfig {
+    /// Unique among all sources; the `config` label of the discovery series.
+    pub name: String,
+    /// Paths, absolute; `*` and `?` may appear in the last component.
+    pub files: Vec<PathBuf>,
+    pub refresh_interval: Duration,
+    pub template: TargetTemplate,
+}
+
+/// One `http_sd_configs` entry. `Debug` redacts the URL.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HttpSdConfig {
+    pub name: String,
+    /// Returns JSON target groups; may carry secrets: log it with [`redact_url`].
+    pub url: url::Url,
+    pub refresh_interval: Duration,
+    /// Deadline of one request, answer included.
+    pub timeout: Duration,
+    /// Larger answers are refused (and the last good targets kept).
+    pub max_response_bytes: usize,
+    /// Credentials, TLS and proxy of the discovery request.
+    pub http: HttpClientConfig,
+    pub template: TargetTemplate,
+}
+
+impl fmt::Debug for HttpSdConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpSdConfig")
+            .field("name", &self.name)
+            .field("url", &redact_url(&self.url))
+            .field("refresh_interval", &self.refresh_interval)
+            .field("timeout", &self.timeout)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .field("http", &self.http)
+            .field("template", &self.template)
+            .finish()
     }
 }

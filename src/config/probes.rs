@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ConfigError;
-use super::validate::Validator;
+use super::validator::Validator;
 
 /// At most this many probes per target: each adds series labelled by its tool.
 pub const MAX_PROBES: usize = 16;

@@ -7,10 +7,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use serde::Deserialize;
-
-use super::raw::{PairList, RawBytes, parse_bytes, with_http_blocks};
-use super::validate::Validator;
+use super::raw::{RawBytes, RawClientLabel, RawProxy, parse_bytes};
+use super::validator::Validator;
 use super::{ConfigError, HttpClientConfig, Secret};
 
 /// Default `listen` of the `proxy` subcommand and of the demo's `kb_proxy`.
@@ -110,52 +108,6 @@ impl McpProxyConfig {
     }
 }
 
-/// `client_label:` as written: `clientInfo` or `{header: NAME}`.
-#[derive(Deserialize)]
-#[serde(untagged, expecting = "`clientInfo` or a mapping `{header: NAME}`")]
-pub(super) enum RawClientLabel {
-    Named(String),
-    Header(RawHeaderLabel),
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawHeaderLabel {
-    header: String,
-}
-
-with_http_blocks! {
-/// One entry of `proxies:` as written, with the `http_config` blocks of its catalog session.
-#[derive(Deserialize, Default)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a mapping with at least `name`, `listen` and `upstream`"
-)]
-pub(super) struct RawProxy {
-    name: Option<String>,
-    listen: Option<String>,
-    upstream: Option<String>,
-    client_label: Option<RawClientLabel>,
-    max_clients: Option<i64>,
-    max_sessions: Option<i64>,
-    session_idle_timeout: Option<String>,
-    cursor_grace: Option<String>,
-    relist_grace: Option<String>,
-    ttl_grace: Option<String>,
-    catalog_refresh_interval: Option<String>,
-    flatten_pages: Option<Vec<String>>,
-    max_request_bytes: Option<RawBytes>,
-    max_connections: Option<i64>,
-    upstream_timeout: Option<String>,
-    stream_idle_timeout: Option<String>,
-    client_idle_timeout: Option<String>,
-    forward_oauth_metadata: Option<bool>,
-    heal: Option<bool>,
-    headers: Option<PairList>,
-    header_files: Option<PairList>,
-}
-}
-
 /// Validate `proxies:`: names and listen addresses unique.
 pub(super) fn validate(
     v: &Validator<'_>,
@@ -239,7 +191,7 @@ fn one(v: &Validator<'_>, p: &str, mut r: RawProxy) -> Result<McpProxyConfig, Co
     let http = v.http_blocks(p, &who, raw_http)?;
     let own_auth = http.auth.as_ref().map(|(_, block)| *block);
     let http = http.over(&HttpClientConfig::default());
-    let names = super::validate::header_names(p, &r.headers, &r.header_files);
+    let names = super::headers::header_names(p, &r.headers, &r.header_files);
     v.no_authorization_header(&who, &names, &http, own_auth)?;
     v.no_user_info(&format!("{p}.upstream"), &who, &upstream, &http)?;
     let headers = v.headers(p, r.headers.take(), r.header_files.take())?;

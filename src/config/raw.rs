@@ -47,7 +47,6 @@ macro_rules! with_http_blocks {
         }
     };
 }
-pub(super) use with_http_blocks;
 
 #[derive(Deserialize)]
 #[serde(
@@ -59,7 +58,7 @@ pub(super) struct RawConfig {
     pub(super) targets: Option<Vec<RawTarget>>,
     pub(super) file_sd_configs: Option<Vec<RawFileSd>>,
     pub(super) http_sd_configs: Option<Vec<RawHttpSd>>,
-    pub(super) proxies: Option<Vec<super::proxy::RawProxy>>,
+    pub(super) proxies: Option<Vec<RawProxy>>,
 }
 
 /// One entry of `file_sd_configs`.
@@ -295,4 +294,50 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
         _ => return None,
     };
     n.checked_mul(scale)
+}
+
+/// `client_label:` as written: `clientInfo` or `{header: NAME}`.
+#[derive(Deserialize)]
+#[serde(untagged, expecting = "`clientInfo` or a mapping `{header: NAME}`")]
+pub(super) enum RawClientLabel {
+    Named(String),
+    Header(RawHeaderLabel),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHeaderLabel {
+    pub(super) header: String,
+}
+
+with_http_blocks! {
+/// One entry of `proxies:` as written, with the `http_config` blocks of its catalog session.
+#[derive(Deserialize, Default)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping with at least `name`, `listen` and `upstream`"
+)]
+pub(super) struct RawProxy {
+    pub(super) name: Option<String>,
+    pub(super) listen: Option<String>,
+    pub(super) upstream: Option<String>,
+    pub(super) client_label: Option<RawClientLabel>,
+    pub(super) max_clients: Option<i64>,
+    pub(super) max_sessions: Option<i64>,
+    pub(super) session_idle_timeout: Option<String>,
+    pub(super) cursor_grace: Option<String>,
+    pub(super) relist_grace: Option<String>,
+    pub(super) ttl_grace: Option<String>,
+    pub(super) catalog_refresh_interval: Option<String>,
+    pub(super) flatten_pages: Option<Vec<String>>,
+    pub(super) max_request_bytes: Option<RawBytes>,
+    pub(super) max_connections: Option<i64>,
+    pub(super) upstream_timeout: Option<String>,
+    pub(super) stream_idle_timeout: Option<String>,
+    pub(super) client_idle_timeout: Option<String>,
+    pub(super) forward_oauth_metadata: Option<bool>,
+    pub(super) heal: Option<bool>,
+    pub(super) headers: Option<PairList>,
+    pub(super) header_files: Option<PairList>,
+}
 }

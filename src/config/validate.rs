@@ -6,14 +6,17 @@
 //! from: set here, inherited from `global`, or the built-in default.
 
 use super::HttpClientConfig;
-use super::discovery::{FileSdConfig, HttpSdConfig, MAX_SD_CONFIGS};
+use super::discovery::MAX_SD_CONFIGS;
 use super::error::{ConfigError, ErrorKind};
-use super::http_blocks::auth_block;
+use super::headers::header_names;
 use super::limits::{MAX_CONFIG_BYTES, MAX_TOTAL_CONNECTIONS};
-use super::model::{Config, Defaults, Endpoint, ProtocolChoice, TargetConfig};
+use super::model::{
+    Config, Defaults, Endpoint, FileSdConfig, HttpSdConfig, ProtocolChoice, TargetConfig,
+};
 use super::raw::{
     RawBytes, RawConfig, RawFileSd, RawGlobal, RawHttp, RawHttpSd, RawTarget, parse_bytes,
 };
+use super::validator::Validator;
 use crate::mcp::version::{self, ProtocolVersion};
 use std::collections::HashMap;
 use std::io::Read;
@@ -21,17 +24,12 @@ use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Shortest allowed value for every duration setting.
-const MIN_DURATION: Duration = Duration::from_millis(100);
-/// Longest allowed value for every duration setting.
-const MAX_DURATION: Duration = Duration::from_secs(24 * 60 * 60);
 const MAX_PAGES_LIMIT: i64 = 10_000;
 const CONNECTIONS_LIMIT: i64 = 16;
 /// `max_listing_bytes` range: a page with one tool fits in 4 KiB; past 64 MiB the bound no
 /// longer protects anything.
 const MIN_LISTING_BYTES: u64 = 4 * 1024;
 const MAX_LISTING_BYTES: u64 = 64 * 1024 * 1024;
-const MAX_NAME_LEN: usize = 64;
 
 /// The one rule for a listing budget: `max_listing_bytes` of `global` and a target, and the
 /// `--max-listing-bytes` of `check` and `pin`, are between 4 KiB and 64 MiB.
@@ -119,23 +117,6 @@ impl HttpClientConfig {
     }
 }
 
-/// The header names of `headers` and `header_files` at `p`, each with its field path.
-pub(super) fn header_names<'a>(
-    p: &str,
-    headers: &'a Option<super::raw::PairList>,
-    files: &'a Option<super::raw::PairList>,
-) -> Vec<(String, &'a str)> {
-    [("headers", headers), ("header_files", files)]
-        .into_iter()
-        .flat_map(|(section, pairs)| {
-            pairs
-                .iter()
-                .flat_map(|l| l.0.iter())
-                .map(move |(n, _)| (format!("{p}.{section}.{n}"), n.as_str()))
-        })
-        .collect()
-}
-
 fn parse_with_base(
     text: &str,
     source: &str,
@@ -202,12 +183,6 @@ fn parse_with_base(
     })
 }
 
-pub(super) struct Validator<'a> {
-    pub(super) file: &'a str,
-    pub(super) base_dir: Option<&'a Path>,
-    pub(super) env: &'a dyn Fn(&str) -> Option<String>,
-}
-
 /// Where a resolved value came from, for messages about combinations of values.
 #[derive(Clone, Copy, PartialEq)]
 enum Origin {
@@ -220,10 +195,6 @@ enum Origin {
 }
 
 impl Validator<'_> {
-    pub(super) fn err(&self, field: impl Into<String>, message: impl Into<String>) -> ConfigError {
-        ConfigError::field_error(self.file, field, message)
-    }
-
     /// The `global` section, and the request timeout a target inherits when it sets none:
     /// the one written in `global`, else the built-in default (not lowered to the global
     /// intervals, which a target may override).
@@ -401,87 +372,6 @@ impl Validator<'_> {
         Ok(Some(path))
     }
 
-    /// `headers.Authorization` (or `header_files`, `--header`) beside an auth block would send
-    /// two credentials, or let one silently win: refused. `names`: (field path, header name).
-    pub(super) fn no_authorization_header(
-        &self,
-        who: &str,
-        names: &[(String, &str)],
-        http: &HttpClientConfig,
-        own_auth: Option<&str>,
-    ) -> Result<(), ConfigError> {
-        let Some(block) = auth_block(&http.auth) else {
-            return Ok(());
-        };
-        let from = if own_auth.is_some() {
-            ""
-        } else {
-            " (from global)"
-        };
-        if let Some((field, _)) = names
-            .iter()
-            .find(|(_, n)| n.eq_ignore_ascii_case("authorization"))
-        {
-            return Err(self.err(
-                field,
-                format!(
-                    "{who} authenticates with `{block}`{from}: an Authorization header would \
-                     conflict with it; remove one of the two"
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// A URL with user info (sent as basic authentication) beside an auth block: refused.
-    pub(super) fn no_user_info(
-        &self,
-        field: &str,
-        who: &str,
-        url: &url::Url,
-        http: &HttpClientConfig,
-    ) -> Result<(), ConfigError> {
-        match auth_block(&http.auth) {
-            Some(block) if !url.username().is_empty() || url.password().is_some() => Err(self.err(
-                field,
-                format!(
-                    "{who} authenticates with `{block}`, and its URL carries user info \
-                         (sent as basic authentication): remove one of the two"
-                ),
-            )),
-            _ => Ok(()),
-        }
-    }
-
-    pub(super) fn name(&self, p: &str, raw: Option<String>) -> Result<String, ConfigError> {
-        let field = format!("{p}.name");
-        let Some(name) = raw else {
-            return Err(self.err(
-                field,
-                "required; every target needs a unique name (it becomes the `target` label)",
-            ));
-        };
-        if name.is_empty() || name.len() > MAX_NAME_LEN {
-            return Err(self.err(
-                field,
-                format!(
-                    "target name must be 1 to {MAX_NAME_LEN} characters long (it is {})",
-                    name.len()
-                ),
-            ));
-        }
-        if !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-        {
-            return Err(self.err(
-                field,
-                format!("{name:?} is not a valid target name; use only letters, digits, '_', '.' and '-'"),
-            ));
-        }
-        Ok(name)
-    }
-
     fn protocol_version(
         &self,
         p: &str,
@@ -507,34 +397,6 @@ impl Validator<'_> {
                 ProtocolVersion::list()
             ),
         ))
-    }
-
-    pub(super) fn duration(
-        &self,
-        p: &str,
-        key: &str,
-        raw: Option<String>,
-    ) -> Result<Option<Duration>, ConfigError> {
-        let Some(raw) = raw else {
-            return Ok(None);
-        };
-        let field = format!("{p}.{key}");
-        let d = humantime::parse_duration(&raw).map_err(|e| {
-            self.err(
-                &field,
-                format!("invalid duration {raw:?}: {e}; write a number with a unit, like 30s, 1m or 500ms"),
-            )
-        })?;
-        if d.is_zero() {
-            return Err(self.err(field, "must be greater than 0"));
-        }
-        if d < MIN_DURATION {
-            return Err(self.err(field, format!("{raw:?} is too short; the minimum is 100ms")));
-        }
-        if d > MAX_DURATION {
-            return Err(self.err(field, format!("{raw:?} is too long; the maximum is 24h")));
-        }
-        Ok(Some(d))
     }
 
     fn max_pages(&self, p: &str, raw: Option<i64>) -> Result<Option<u32>, ConfigError> {
