@@ -28,6 +28,13 @@
 # ttl_grace 1s, a call 3 s after the listing counted in mcp_proxy_expired_listing_calls_total, a
 # legacy client's same call not). About 10 s.
 #
+# Then the TypeScript SDK servers' own unknown-tool answers (.ci/proxy_ts_unknown_e2e.py): the SDK
+# 1.32 `McpServer` (legacy era) and the `@modelcontextprotocol/server` 2.4 `McpServer` from
+# `createMcpHandler` (2026-07-28), each with its defaults behind its own proxy; a cached Python SDK
+# client calls search_legacy after the change: the answer is exactly docs/proxy.md's shape (isError
+# `MCP error -32602: Tool search_legacy not found`; JSON-RPC -32602 `Tool search_legacy not found`)
+# and mcp_proxy_unknown_tool_answers_total counts it under that client. About 5 s.
+#
 # Usage: .ci/proxy_e2e.sh WORKDIR EXPORTER_BIN
 # Installs the pinned peers under WORKDIR with .ci/peers/install.sh (skipped when already there).
 # Bounded: the install and the run have deadlines.
@@ -63,3 +70,8 @@ channels_started=$(date +%s)
 timeout -k 10 90 "$PEER_PY" "$here/proxy_channels_e2e.py" --work "$root/proxy_channels_e2e" --bin "$bin" \
   --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
 log "PASS proxy channels e2e (HTTP+SSE, 2026-07-28 listen and ttlMs): run took $(($(date +%s) - channels_started)) s"
+
+ts_unknown_started=$(date +%s)
+timeout -k 10 60 "$PEER_PY" "$here/proxy_ts_unknown_e2e.py" --work "$root/proxy_ts_unknown_e2e" --bin "$bin" \
+  --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
+log "PASS proxy TypeScript SDK unknown-tool answers e2e: run took $(($(date +%s) - ts_unknown_started)) s"

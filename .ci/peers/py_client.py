@@ -18,7 +18,9 @@ search_v2):
               wall-clock time the re-list ended), then call kb_stats only (listed before and after)
   first-page  one list_tools() without a cursor (8 of 14 tools), then call kb_search
   cached      list every page, then after the swap call search_legacy from that cached list
-              (list_changed is heard and ignored); `called_at` is when that call returned
+              (list_changed is heard and ignored); `called_at` is when that call returned;
+              `search_legacy` is [isError, first text or the JSON-RPC error's message] and
+              `search_legacy_code` the JSON-RPC error code (null for a result)
   reconnect   list every page in a first session and end it; after the swap open a new session
               and call kb_stats without listing (a list cached from the earlier session)
   heal        a long-lived correct client (.ci/proxy_heal_e2e.py): list every page, then every
@@ -279,7 +281,8 @@ async def run(args: argparse.Namespace) -> dict:
             if args.mode == "cached":
                 say("ready", **out)
                 await wait_go(args.go, deadline)
-                out["search_legacy"] = await call(s, "search_legacy")
+                is_error, code, text = await call_coded(s, "search_legacy")
+                out["search_legacy"], out["search_legacy_code"] = [is_error, text], code
                 out["called_at"] = time.time()
                 expect(out["search_legacy"][0], f"search_legacy after the swap should fail: {out['search_legacy']}")
                 return out
