@@ -26,8 +26,16 @@ pub(super) struct Exchange {
 
 /// The session key of an HTTP+SSE session (its id in the message URL); apart from legacy
 /// `Mcp-Session-Id`s and modern identities by its prefix.
-pub(super) fn stream_key(id: &str) -> String {
+fn stream_key(id: &str) -> String {
     format!("sse:{id}")
+}
+
+/// The session key an HTTP+SSE message URL's query names (`sessionId` or `session_id`), if it
+/// names one short enough to track: the key of its POSTs and of the GET stream that named it.
+pub(super) fn stream_key_of(query: Option<&str>) -> Option<String> {
+    super::observe::stream_session(query)
+        .filter(|id| id.len() <= MAX_SESSION_ID_BYTES)
+        .map(|id| stream_key(&id))
 }
 
 pub(super) fn is_stream_key(key: &str) -> bool {

@@ -31,11 +31,9 @@ use futures_util::Stream;
 use serde_json::{Value, json};
 
 use super::Shared;
-use super::exchange::{Exchange, MAX_SESSION_ID_BYTES, is_stream_key, stream_key};
+use super::exchange::{Exchange, MAX_SESSION_ID_BYTES, is_stream_key, stream_key_of};
 use super::labels::Client;
-use super::observe::{
-    Asked, JsonBody, Pending, SseReader, client_name, method_label, stream_session,
-};
+use super::observe::{Asked, JsonBody, Pending, SseReader, client_name, method_label};
 use super::sessions::StreamPending;
 use super::upstream::{end_to_end, upstream_request};
 use crate::mcp::jsonrpc::{self, Incoming};
@@ -285,18 +283,16 @@ impl Shared {
         let mut notifications = Vec::new();
         let mut reported: Option<String> = None;
         let mut modern = false;
+        let version = headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok());
         for m in messages {
             match m {
                 Incoming::Request { id, method, params } => {
                     if reported.is_none() {
                         reported = client_name(method, params.as_ref()).map(str::to_string);
                     }
-                    modern |= super::observe::modern(
-                        headers
-                            .get("mcp-protocol-version")
-                            .and_then(|v| v.to_str().ok()),
-                        params.as_ref(),
-                    );
+                    modern |= super::observe::modern(version, params.as_ref());
                     requests.push(Pending {
                         id: id.clone(),
                         method: method_label(method),
@@ -315,9 +311,7 @@ impl Shared {
         }
         // An HTTP+SSE POST names its session in the message URL's query, not in a header.
         let stream = match session_id {
-            None if !self.paths.is_mcp(parts.uri.path()) => stream_session(parts.uri.query())
-                .filter(|id| id.len() <= MAX_SESSION_ID_BYTES)
-                .map(|id| stream_key(&id)),
+            None if !self.paths.is_mcp(parts.uri.path()) => stream_key_of(parts.uri.query()),
             _ => None,
         };
         let tracked = session_id.or(stream.as_deref()).and_then(|id| {
@@ -708,9 +702,7 @@ impl Observer {
                 {
                     // This GET stream is an HTTP+SSE session's: its messages answer the POSTs
                     // to the URL it named.
-                    self.exchange.key = stream_session(url.query())
-                        .filter(|id| id.len() <= MAX_SESSION_ID_BYTES)
-                        .map(|id| stream_key(&id));
+                    self.exchange.key = stream_key_of(url.query());
                 }
                 for m in seen {
                     match self.exchange.key.as_deref() {
