@@ -10,7 +10,7 @@ mod sse_peer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::proxy_lab::{PROFILE, ProxyLab, bare_proxy, sse_endpoint};
+use common::proxy_lab::{PROFILE, ProxyLab, bare_proxy, post_legacy, sse_stream};
 use common::{DEADLINE, Scrape, start_lab};
 use mcp_exporter::config::McpProxyConfig;
 use mcp_exporter::lab::Behaviour;
@@ -512,22 +512,6 @@ async fn flatten_pages_answers_one_page_with_every_tool() {
     );
 }
 
-async fn post(
-    url: &str,
-    session: Option<&str>,
-    body: impl Into<reqwest::Body>,
-) -> reqwest::Response {
-    let mut r = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-06-18");
-    if let Some(id) = session {
-        r = r.header("mcp-session-id", id);
-    }
-    r.body(body).send().await.expect("the proxy answers")
-}
-
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"hostile","version":"1"}}}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -538,16 +522,16 @@ async fn a_hostile_client_gets_clear_errors_and_others_keep_working() {
     })
     .await;
     let url = s.url();
-    let garbage = post(&url, None, "{not json").await;
+    let garbage = post_legacy(&url, None, "{not json").await;
     assert_eq!(garbage.status(), 400);
     let body: serde_json::Value = garbage.json().await.expect("a JSON-RPC error");
     assert_eq!(body["error"]["code"], -32700);
-    let big = post(&url, None, vec![b' '; 1024 * 1024]).await;
+    let big = post_legacy(&url, None, vec![b' '; 1024 * 1024]).await;
     assert_eq!(big.status(), 413);
     let sessions: Vec<String> = {
         let mut out = Vec::new();
         for _ in 0..50 {
-            let r = post(&url, None, INIT).await;
+            let r = post_legacy(&url, None, INIT).await;
             assert_eq!(r.status(), 200);
             out.push(
                 r.headers()["mcp-session-id"]
@@ -558,7 +542,7 @@ async fn a_hostile_client_gets_clear_errors_and_others_keep_working() {
         }
         out
     };
-    let forged = post(
+    let forged = post_legacy(
         &url,
         Some("not-a-session-of-yours"),
         r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
@@ -586,7 +570,7 @@ async fn a_hostile_client_gets_clear_errors_and_others_keep_working() {
     assert_eq!(s.proxy.status().sessions_tracked, 5);
     // The newest sessions are the tracked ones, and they still work upstream.
     let last = sessions.last().expect("50 sessions");
-    let ok = post(
+    let ok = post_legacy(
         &url,
         Some(last),
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
@@ -602,7 +586,7 @@ async fn a_hostile_client_gets_clear_errors_and_others_keep_working() {
 async fn sse_events_are_forwarded_one_by_one_while_the_stream_stays_open() {
     let s = ProxyLab::new(|_| {}).await;
     let url = s.url();
-    let init = post(&url, None, INIT).await;
+    let init = post_legacy(&url, None, INIT).await;
     let session = init.headers()["mcp-session-id"]
         .to_str()
         .expect("ASCII")
@@ -795,7 +779,7 @@ async fn only_the_mcp_path_is_forwarded_other_paths_are_404_and_counted() {
     let lab = start_lab([("ok", Behaviour::default()), ("gb", Behaviour::default())]).await;
     let (proxy, telemetry) = bare_proxy(lab.url("ok"), |_| {}).await;
     let base = format!("http://{}", proxy.addr());
-    let ok = post(&format!("{base}/ok/mcp"), None, INIT).await;
+    let ok = post_legacy(&format!("{base}/ok/mcp"), None, INIT).await;
     assert_eq!(ok.status(), 200, "the MCP path is forwarded");
     let mut refused = 0.0;
     for path in [
@@ -806,7 +790,7 @@ async fn only_the_mcp_path_is_forwarded_other_paths_are_404_and_counted() {
         "/ok/mcp/extra",
         "/.well-known/oauth-protected-resource/ok/mcp",
     ] {
-        let r = post(&format!("{base}{path}"), None, INIT).await;
+        let r = post_legacy(&format!("{base}{path}"), None, INIT).await;
         assert_eq!(r.status(), 404, "{path} is not the proxy's to serve");
         let body = r.text().await.expect("body");
         assert!(body.contains("only its MCP endpoint"), "{body}");
@@ -847,17 +831,10 @@ async fn http_sse_message_path_named_by_the_endpoint_event_is_forwarded() {
     let peer = sse_peer::SsePeer::start(sse_peer::Options::default()).await;
     let (proxy, telemetry) = bare_proxy(peer.url.clone(), |_| {}).await;
     let base = format!("http://{}", proxy.addr());
-    let early = post(&format!("{base}/messages/?session_id=x"), None, INIT).await;
+    let early = post_legacy(&format!("{base}/messages/?session_id=x"), None, INIT).await;
     assert_eq!(early.status(), 404, "no endpoint event named it yet");
-    let mut stream = reqwest::Client::new()
-        .get(format!("{base}/sse"))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .expect("GET /sse");
-    assert_eq!(stream.status(), 200);
-    let endpoint = sse_endpoint(&mut stream).await;
-    let sent = post(&format!("{base}{endpoint}"), None, INIT).await;
+    let (_stream, endpoint) = sse_stream(&base).await;
+    let sent = post_legacy(&format!("{base}{endpoint}"), None, INIT).await;
     assert_eq!(sent.status(), 202, "the message path is forwarded");
     assert_eq!(rejected(&telemetry, "unknown_path"), 1.0);
     proxy.stop().await;
@@ -872,7 +849,7 @@ async fn an_unreadable_upstream_answer_is_a_502_that_says_so() {
     answer.extend_from_slice(b"content-length: 2\r\n\r\n{}");
     let (upstream, _) = raw_upstream(Some(answer)).await;
     let (proxy, telemetry) = bare_proxy(upstream, |_| {}).await;
-    let r = post(&format!("http://{}/mcp", proxy.addr()), None, INIT).await;
+    let r = post_legacy(&format!("http://{}/mcp", proxy.addr()), None, INIT).await;
     assert_eq!(r.status(), 502);
     let body: serde_json::Value = r.json().await.expect("a JSON-RPC error");
     let message = body["error"]["message"].as_str().expect("a message");
@@ -894,7 +871,7 @@ async fn a_held_upstream_request_ends_at_upstream_timeout_with_504() {
     .await;
     let r = tokio::time::timeout(
         DEADLINE,
-        post(&format!("http://{}/mcp", proxy.addr()), None, INIT),
+        post_legacy(&format!("http://{}/mcp", proxy.addr()), None, INIT),
     )
     .await
     .expect("the proxy answers a held request");
@@ -920,7 +897,7 @@ async fn a_json_body_that_never_ends_is_cut_at_upstream_timeout() {
         c.upstream_timeout = Duration::from_millis(300);
     })
     .await;
-    let r = post(&format!("http://{}/mcp", proxy.addr()), None, INIT).await;
+    let r = post_legacy(&format!("http://{}/mcp", proxy.addr()), None, INIT).await;
     assert_eq!(r.status(), 200, "the head came in time");
     let body = tokio::time::timeout(DEADLINE, r.bytes())
         .await

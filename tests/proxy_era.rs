@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::DEADLINE;
-use common::proxy_lab::{ProxyLab, bare_proxy, sse_endpoint, until_scraped};
+use common::proxy_lab::{ProxyLab, bare_proxy, sse_stream, until_scraped};
 use mcp_exporter::config::{ClientLabel, Endpoint, McpProxyConfig, Secret};
 use mcp_exporter::lab::Behaviour;
 use mcp_exporter::mcp::{Client, Inbox, ProtocolVersion};
@@ -202,14 +202,7 @@ async fn sse_session(
 ) -> (Proxy, Arc<Telemetry>, String, tokio::task::JoinHandle<()>) {
     let (proxy, telemetry) = bare_proxy(peer.url.clone(), |_| {}).await;
     let base = format!("http://{}", proxy.addr());
-    let mut stream = reqwest::Client::new()
-        .get(format!("{base}/sse"))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .expect("GET /sse");
-    assert_eq!(stream.status(), 200);
-    let endpoint = sse_endpoint(&mut stream).await;
+    let (mut stream, endpoint) = sse_stream(&base).await;
     // The stream is read on (the proxy forwards and observes it as the client takes it).
     let reader = tokio::spawn(async move { while let Ok(Some(_)) = stream.chunk().await {} });
     let messages = format!("{base}{endpoint}");

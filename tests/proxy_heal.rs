@@ -11,7 +11,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::proxy_lab::{PROFILE, ProxyLab};
+use common::proxy_lab::{PROFILE, ProxyLab, post_legacy};
 use common::{DEADLINE, Scrape};
 use mcp_exporter::config::McpProxyConfig;
 use mcp_exporter::lab::Behaviour;
@@ -144,7 +144,7 @@ struct Legacy {
 impl Legacy {
     async fn start(url: &str, name: &str) -> Legacy {
         let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": name, "version": "1"}}});
-        let resp = Legacy::send(url, None, &init).await;
+        let resp = post_legacy(url, None, init.to_string()).await;
         let session = resp.headers()["mcp-session-id"]
             .to_str()
             .expect("ASCII")
@@ -159,23 +159,8 @@ impl Legacy {
         l
     }
 
-    async fn send(url: &str, session: Option<&str>, body: &Value) -> reqwest::Response {
-        let mut r = reqwest::Client::new()
-            .post(url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-06-18");
-        if let Some(id) = session {
-            r = r.header("mcp-session-id", id);
-        }
-        r.body(body.to_string())
-            .send()
-            .await
-            .expect("the proxy answers")
-    }
-
     async fn post(&self, body: &Value) -> reqwest::Response {
-        Legacy::send(&self.url, Some(&self.session), body).await
+        post_legacy(&self.url, Some(&self.session), body.to_string()).await
     }
 
     /// Every page of `tools/list`: the names listed.

@@ -93,8 +93,39 @@ pub async fn until_scraped(
     }
 }
 
+/// A legacy (2025-06-18) client's POST of `body` to `url`, in `session` if given.
+pub async fn post_legacy(
+    url: &str,
+    session: Option<&str>,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::Response {
+    let mut r = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18");
+    if let Some(id) = session {
+        r = r.header("mcp-session-id", id);
+    }
+    r.body(body).send().await.expect("the proxy answers")
+}
+
+/// An HTTP+SSE client's `GET /sse` on `base` (through a proxy), read up to its `endpoint` event:
+/// the stream, to read on, and the endpoint's data.
+pub async fn sse_stream(base: &str) -> (reqwest::Response, String) {
+    let mut stream = reqwest::Client::new()
+        .get(format!("{base}/sse"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET /sse");
+    assert_eq!(stream.status(), 200);
+    let endpoint = sse_endpoint(&mut stream).await;
+    (stream, endpoint)
+}
+
 /// Read an HTTP+SSE stream up to its `endpoint` event (within [`DEADLINE`]) and return its data.
-pub async fn sse_endpoint(stream: &mut reqwest::Response) -> String {
+async fn sse_endpoint(stream: &mut reqwest::Response) -> String {
     tokio::time::timeout(DEADLINE, async {
         let mut seen = String::new();
         while let Some(chunk) = stream.chunk().await.expect("stream readable") {
