@@ -51,27 +51,17 @@ peer_env=$(timeout 1800 bash "$here/peers/install.sh" "$root")
 eval "$peer_env"
 log "setup took $(($(date +%s) - started)) s"
 
-run_started=$(date +%s)
-timeout -k 10 420 "$PEER_PY" "$here/proxy_e2e.py" --work "$root/proxy_e2e" --bin "$bin" \
-  --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
-log "PASS proxy e2e: run took $(($(date +%s) - run_started)) s"
+# One check: its script (SECONDS of budget, killed 10 s after), then a PASS line naming WHAT.
+check() {
+  local script=$1 seconds=$2 what=$3 t0
+  t0=$(date +%s)
+  timeout -k 10 "$seconds" "$PEER_PY" "$here/$script.py" --work "$root/$script" --bin "$bin" \
+    --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
+  log "PASS $what: run took $(($(date +%s) - t0)) s"
+}
 
-silent_started=$(date +%s)
-timeout -k 10 120 "$PEER_PY" "$here/proxy_silent_e2e.py" --work "$root/proxy_silent_e2e" --bin "$bin" \
-  --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
-log "PASS proxy silent-change e2e: run took $(($(date +%s) - silent_started)) s"
-
-heal_started=$(date +%s)
-timeout -k 10 90 "$PEER_PY" "$here/proxy_heal_e2e.py" --work "$root/proxy_heal_e2e" --bin "$bin" \
-  --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
-log "PASS proxy heal e2e: run took $(($(date +%s) - heal_started)) s"
-
-channels_started=$(date +%s)
-timeout -k 10 90 "$PEER_PY" "$here/proxy_channels_e2e.py" --work "$root/proxy_channels_e2e" --bin "$bin" \
-  --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
-log "PASS proxy channels e2e (HTTP+SSE, 2026-07-28 listen and ttlMs): run took $(($(date +%s) - channels_started)) s"
-
-ts_unknown_started=$(date +%s)
-timeout -k 10 60 "$PEER_PY" "$here/proxy_ts_unknown_e2e.py" --work "$root/proxy_ts_unknown_e2e" --bin "$bin" \
-  --node "$PEER_NODE" --node-path "$PEER_NODE_PATH"
-log "PASS proxy TypeScript SDK unknown-tool answers e2e: run took $(($(date +%s) - ts_unknown_started)) s"
+check proxy_e2e 420 "proxy e2e"
+check proxy_silent_e2e 120 "proxy silent-change e2e"
+check proxy_heal_e2e 90 "proxy heal e2e"
+check proxy_channels_e2e 90 "proxy channels e2e (HTTP+SSE, 2026-07-28 listen and ttlMs)"
+check proxy_ts_unknown_e2e 60 "proxy TypeScript SDK unknown-tool answers e2e"

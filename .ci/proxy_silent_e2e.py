@@ -323,6 +323,31 @@ def scenario(args, work: Path, base_url: str, proxy_url: str, upstream: str, pee
     return outcome
 
 
+def run_scenarios(args, work: Path, base_url: str, ports: dict, peers: list, exporter, scenario) -> dict:
+    """Once each proxy's catalog walked its upstream (up, all its tools), `scenario` for each peer
+    through its proxy (`ports[proxy]`: upstream port, proxy port); the outcomes are logged."""
+
+    def catalogs_ready() -> list[str]:
+        m = Metrics(base_url)
+        bad = []
+        for p in peers:
+            if m.sum("mcp_proxy_upstream_up", proxy=p.proxy) != 1:
+                bad.append(f"{p.proxy}: mcp_proxy_upstream_up != 1")
+            if m.sum("mcp_proxy_upstream_tools", proxy=p.proxy) != p.tools:
+                bad.append(f"{p.proxy}: upstream_tools {m.sum('mcp_proxy_upstream_tools', proxy=p.proxy)}, want {p.tools}")
+        return bad
+
+    poll("each proxy's catalog walked its upstream", 60, catalogs_ready)
+    outcome = {}
+    for p in peers:
+        base.wait_port(f"proxy {p.proxy}", ports[p.proxy][1], exporter, 10)
+        outcome[p.proxy] = scenario(args, work, base_url, f"http://127.0.0.1:{ports[p.proxy][1]}/mcp",
+                                    f"http://127.0.0.1:{ports[p.proxy][0]}/mcp", p)
+    for name, o in outcome.items():
+        log(f"  {name}: {o}")
+    return outcome
+
+
 def main() -> int:
     args = base.arguments()
     work: Path = args.work
@@ -348,24 +373,7 @@ def main() -> int:
 """ for p in PEER_LIST))
     exporter = start_exporter(args, work, config, exporter_port)
 
-    def catalogs_ready() -> list[str]:
-        m = Metrics(base_url)
-        bad = []
-        for p in PEER_LIST:
-            if m.sum("mcp_proxy_upstream_up", proxy=p.proxy) != 1:
-                bad.append(f"{p.proxy}: mcp_proxy_upstream_up != 1")
-            if m.sum("mcp_proxy_upstream_tools", proxy=p.proxy) != p.tools:
-                bad.append(f"{p.proxy}: upstream_tools {m.sum('mcp_proxy_upstream_tools', proxy=p.proxy)}, want {p.tools}")
-        return bad
-
-    poll("each proxy's catalog walked its upstream", 60, catalogs_ready)
-    outcome = {}
-    for p in PEER_LIST:
-        base.wait_port(f"proxy {p.proxy}", ports[p.proxy][1], exporter, 10)
-        outcome[p.proxy] = scenario(args, work, base_url, f"http://127.0.0.1:{ports[p.proxy][1]}/mcp",
-                                    f"http://127.0.0.1:{ports[p.proxy][0]}/mcp", p)
-    for name, o in outcome.items():
-        log(f"  {name}: {o}")
+    run_scenarios(args, work, base_url, ports, PEER_LIST, exporter, scenario)
     log("PASS: silent changes learned from a correct client's re-list; the cached clients' stale calls counted "
         "on their own labels within 1 s, the correct clients clean")
     return 0

@@ -105,21 +105,7 @@ def main() -> int:
 """ for p in PEER_LIST))
     exporter = silent.start_exporter(args, work, config, exporter_port)
 
-    def catalogs_ready() -> list[str]:
-        m = silent.Metrics(base_url)
-        return [f"{p.proxy}: upstream_up {m.sum('mcp_proxy_upstream_up', proxy=p.proxy)}, upstream_tools "
-                f"{m.sum('mcp_proxy_upstream_tools', proxy=p.proxy)}, want 1 and {p.tools}" for p in PEER_LIST
-                if m.sum("mcp_proxy_upstream_up", proxy=p.proxy) != 1
-                or m.sum("mcp_proxy_upstream_tools", proxy=p.proxy) != p.tools]
-
-    silent.poll("each proxy's catalog walked its upstream", 60, catalogs_ready)
-    outcome = {}
-    for p in PEER_LIST:
-        base.wait_port(f"proxy {p.proxy}", ports[p.proxy][1], exporter, 10)
-        outcome[p.proxy] = scenario(args, work, base_url, f"http://127.0.0.1:{ports[p.proxy][1]}/mcp",
-                                    f"http://127.0.0.1:{ports[p.proxy][0]}/mcp", p)
-    for name, o in outcome.items():
-        log(f"  {name}: {o}")
+    silent.run_scenarios(args, work, base_url, ports, PEER_LIST, exporter, scenario)
     log("PASS: the TypeScript SDK servers' own unknown-tool answers (1.32 isError, 2.4 JSON-RPC -32602) are the "
         "docs' shapes and counted per client through the proxy")
     return 0
