@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use mcp_exporter::mcp::Reason;
 use mcp_exporter::probe::Trigger;
 use mcp_exporter::probe::walker::WalkError;
+use mcp_exporter::proxy::metrics::{Ended, Rejected};
 use mcp_exporter::telemetry::families::{FAMILIES, family_of};
-use mcp_exporter::telemetry::proxy::{Ended, Rejected};
 use mcp_exporter::web::Closed;
 
 const PREFIXES: [&str; 3] = ["mcp_probe_", "mcp_exporter_", "mcp_proxy_"];

@@ -151,8 +151,8 @@ impl TargetHttp {
             .expect("a client without TLS files or credentials builds")
     }
 
-    /// Record the OAuth token requests and expiry of this target in `metrics` (set once).
-    pub fn token_metrics(&self, metrics: std::sync::Arc<crate::telemetry::TargetMetrics>) {
+    /// Report the OAuth token requests and expiry of this target to `metrics` (set once).
+    pub fn token_metrics(&self, metrics: Arc<dyn crate::oauth::TokenEvents>) {
         if let super::auth::Auth::OAuth2(tokens) = &self.shared.auth {
             tokens.set_metrics(metrics);
         }

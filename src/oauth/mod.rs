@@ -34,7 +34,6 @@ mod token;
 
 use crate::config::OAuth2Config;
 use crate::net::refusal::{AuthError, AuthStep, Refusal, Retry};
-use crate::telemetry::TargetMetrics;
 use reqwest::header::HeaderValue;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -58,6 +57,15 @@ const REFUSAL_WINDOW: Duration = Duration::from_secs(10);
 /// A token is renewed at 3/4 of its lifetime, and at least this long before it expires.
 const REFRESH_MARGIN: Duration = Duration::from_secs(10);
 
+/// Where a [`TokenSource`] reports its token requests: the exporter's per-target series. A trait
+/// here, at the client's floor, so the client knows nothing of the metrics that watch it.
+pub trait TokenEvents: Send + Sync {
+    /// A token request ended, `ok` or not.
+    fn token_request(&self, ok: bool);
+    /// The current token expires at `unix_seconds` (0: no stated lifetime).
+    fn token_expiry(&self, unix_seconds: f64);
+}
+
 /// The access token of one target, kept fresh for all its connections.
 pub struct TokenSource {
     target: String,
@@ -68,7 +76,7 @@ pub struct TokenSource {
     http: reqwest::Client,
     /// Held across a token request: that is the single flight.
     state: tokio::sync::Mutex<State>,
-    metrics: OnceLock<Arc<TargetMetrics>>,
+    metrics: OnceLock<Arc<dyn TokenEvents>>,
 }
 
 #[derive(Default)]
@@ -151,8 +159,8 @@ impl TokenSource {
         })
     }
 
-    /// Records `mcp_probe_auth_token_*` of this target from now on (first call wins).
-    pub fn set_metrics(&self, metrics: Arc<TargetMetrics>) {
+    /// Reports token requests and expiry to `metrics` from now on (first call wins).
+    pub fn set_metrics(&self, metrics: Arc<dyn TokenEvents>) {
         let _ = self.metrics.set(metrics);
     }
 
@@ -319,19 +327,19 @@ impl TokenSource {
                     after_refusal: cause == Cause::Refused || st.refused_streak > 0,
                 });
                 if let Some(m) = self.metrics.get() {
-                    m.auth_token_request(true);
+                    m.token_request(true);
                     let expiry = issued
                         .expires_in
                         .and_then(|life| SystemTime::now().checked_add(life))
                         .and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok())
                         .map_or(0.0, |d| d.as_secs_f64());
-                    m.auth_token_expiry(expiry);
+                    m.token_expiry(expiry);
                 }
                 Ok(issued.header)
             }
             Err(e) => {
                 if let Some(m) = self.metrics.get() {
-                    m.auth_token_request(false);
+                    m.token_request(false);
                 }
                 self.failed(st, &e);
                 Err(e)

@@ -481,28 +481,32 @@ async fn html_and_oversized_answers_are_clear_errors() {
     assert!(e.detail.contains("larger than 64 KiB"), "{}", e.detail);
 }
 
+/// What a [`TokenSource`] reported, as the exporter's metrics would hear it.
+#[derive(Default)]
+struct Heard {
+    requests: Mutex<Vec<bool>>,
+    expiry: Mutex<Option<f64>>,
+}
+
+impl TokenEvents for Heard {
+    fn token_request(&self, ok: bool) {
+        self.requests.lock().unwrap().push(ok);
+    }
+    fn token_expiry(&self, unix_seconds: f64) {
+        *self.expiry.lock().unwrap() = Some(unix_seconds);
+    }
+}
+
 #[tokio::test]
-async fn token_metrics_are_recorded() {
+async fn token_requests_and_expiry_are_reported() {
     let m = start(Mock::default()).await;
     m.expires_in.store(300, Ordering::SeqCst);
-    let telemetry = crate::telemetry::Telemetry::new();
+    let heard = Arc::new(Heard::default());
     let ts = source(&m, true, ClientAuth::None);
-    ts.set_metrics(telemetry.add_target("t", 1, &[]));
+    ts.set_metrics(heard.clone());
     bearer(&ts).await;
-    let text = telemetry.render();
-    assert!(
-        text.contains(r#"mcp_probe_auth_token_requests_total{target="t",result="success"} 1"#),
-        "{text}"
-    );
-    assert!(text.contains(r#"mcp_probe_auth_token_requests_total{target="t",result="failure"} 0"#));
-    let expiry = text
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(r#"mcp_probe_auth_token_expiry_timestamp_seconds{target="t"} "#)
-        })
-        .expect("expiry gauge")
-        .parse::<f64>()
-        .unwrap();
+    assert_eq!(*heard.requests.lock().unwrap(), [true]);
+    let expiry = heard.expiry.lock().unwrap().expect("expiry reported");
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap()

@@ -51,7 +51,7 @@ use crate::mcp::{
     Client, Dialer, Era, HttpTransport, Inbox, Limits, McpError, Reason, SseEndpoint, stdio,
 };
 use crate::net::TargetHttp;
-use crate::telemetry::ConnMetrics;
+use crate::probe::metrics::ConnMetrics;
 
 /// Consecutive failed liveness checks after which the session is considered dead and re-opened.
 const LIVENESS_FAILURES_BEFORE_RECONNECT: u32 = 3;

@@ -26,7 +26,7 @@ use super::status::{ConnState, ConnStatusHandle};
 use super::toolset::{Drift, ToolSet};
 use super::walker::WalkReport;
 use crate::mcp::{Client, McpError, Reason};
-use crate::telemetry::ConnMetrics;
+use crate::probe::metrics::ConnMetrics;
 
 /// Write a log line when `$gate` (a [`Repeats`] decision) says so, with its count as `$field`.
 macro_rules! limited {

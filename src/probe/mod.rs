@@ -25,6 +25,7 @@ pub mod contract;
 mod events;
 pub mod functional;
 pub mod legacy_watch;
+pub mod metrics;
 pub mod repeats;
 mod schedule;
 pub mod status;

@@ -16,7 +16,8 @@ use super::changes::TargetChanges;
 use super::connection::Connection;
 use super::status::StatusBoard;
 use crate::config::{Config, TargetConfig};
-use crate::telemetry::{TargetMetrics, Telemetry};
+use crate::probe::metrics::TargetMetrics;
+use crate::telemetry::Telemetry;
 
 /// How long stopping connections get to end their sessions (DELETE) before they are aborted.
 const STOP_GRACE: Duration = Duration::from_secs(3);

@@ -42,7 +42,7 @@ use crate::mcp::{Client, Era, Inbox, McpError};
 use crate::net::TargetHttp;
 use crate::probe::toolset::{kept_name, tool_fingerprint};
 use crate::probe::walker::{self, Pager, WalkLimits};
-use crate::telemetry::proxy::ProxyMetrics;
+use crate::proxy::metrics::ProxyMetrics;
 
 /// Least age of the last walk before a call of an unknown tool walks the upstream again (a
 /// tool added since, without `list_changed`, is judged against a walk at most this old).

@@ -37,7 +37,7 @@ use super::observe::{Asked, JsonBody, Pending, SseReader, client_name, method_la
 use super::sessions::StreamPending;
 use super::upstream::{end_to_end, upstream_request};
 use crate::mcp::jsonrpc::{self, Incoming};
-use crate::telemetry::proxy::Rejected;
+use crate::proxy::metrics::Rejected;
 
 const SESSION: &str = "mcp-session-id";
 const PARSE_ERROR: i64 = -32700;
@@ -380,12 +380,12 @@ impl Shared {
         }
         if let Some(id) = session_id {
             if status == reqwest::StatusCode::NOT_FOUND {
-                if !table.end(id, crate::telemetry::proxy::Ended::Expired) {
+                if !table.end(id, crate::proxy::metrics::Ended::Expired) {
                     self.metrics.rejected(Rejected::UnknownSession);
                 }
                 ex.key = None;
             } else if *method == Method::DELETE && status.is_success() {
-                table.end(id, crate::telemetry::proxy::Ended::Deleted);
+                table.end(id, crate::proxy::metrics::Ended::Deleted);
                 ex.key = None;
             }
         }
@@ -421,7 +421,7 @@ impl Shared {
                                     session.cursors_followed.saturating_add(1);
                                 ex.client
                                     .series
-                                    .event(crate::telemetry::proxy::ClientEvent::CursorFollowed);
+                                    .event(crate::proxy::metrics::ClientEvent::CursorFollowed);
                                 self.metrics.cursor_age(now.duration_since(issued));
                             } else {
                                 session.walk = None;
@@ -443,13 +443,13 @@ impl Shared {
                     if session.listing_expired(now, self.config.ttl_grace) {
                         ex.client
                             .series
-                            .event(crate::telemetry::proxy::ClientEvent::ExpiredListingCall);
+                            .event(crate::proxy::metrics::ClientEvent::ExpiredListingCall);
                     }
                     if session.lists == 0 && !session.reconnect_without_list {
                         session.reconnect_without_list = true;
                         ex.client
                             .series
-                            .event(crate::telemetry::proxy::ClientEvent::NoRelistAfterReconnect);
+                            .event(crate::proxy::metrics::ClientEvent::NoRelistAfterReconnect);
                     }
                     self.judge_later(
                         key.clone(),
@@ -580,7 +580,7 @@ impl Shared {
                 self.catalog.refresh_soon();
                 ex.client
                     .series
-                    .event(crate::telemetry::proxy::ClientEvent::ListChangedForwarded);
+                    .event(crate::proxy::metrics::ClientEvent::ListChangedForwarded);
                 let mut table = self.sessions.lock().expect("sessions lock");
                 if let Some(s) = ex.key.as_deref().and_then(|k| table.get_mut(k)) {
                     s.last_list_changed = Some(now);
@@ -622,7 +622,7 @@ impl Shared {
                         s.cursor = Some((super::observe::cursor_digest(next), now));
                         ex.client
                             .series
-                            .event(crate::telemetry::proxy::ClientEvent::CursorIssued);
+                            .event(crate::proxy::metrics::ClientEvent::CursorIssued);
                     }
                     let listed = result
                         .get("tools")
@@ -642,7 +642,7 @@ impl Shared {
                         s.cursor_errors = s.cursor_errors.saturating_add(1);
                         ex.client
                             .series
-                            .event(crate::telemetry::proxy::ClientEvent::CursorError);
+                            .event(crate::proxy::metrics::ClientEvent::CursorError);
                     }
                     None
                 }
@@ -763,7 +763,7 @@ struct Observed {
     ended: bool,
     /// Healing's frames for this stream, sent between the upstream's events.
     heal: Option<super::heal::Tap>,
-    metrics: Arc<crate::telemetry::proxy::ProxyMetrics>,
+    metrics: Arc<crate::proxy::metrics::ProxyMetrics>,
     obs: Option<Observer>,
 }
 

@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::telemetry::proxy::{ClientSeries, ProxyMetrics};
+use crate::proxy::metrics::{ClientSeries, ProxyMetrics};
 
 /// Longest `client` label value.
 pub const MAX_LABEL_BYTES: usize = 64;

@@ -27,7 +27,7 @@
 //! - [`seen`]: what healing keeps of each session (two numbers);
 //! - [`status`]: what the status page shows; [`page`]: `/proxy` and `/proxy.json`.
 //!
-//! The series are in [`crate::telemetry::proxy`], rendered with the probe's at scrape time.
+//! The series are in [`crate::proxy::metrics`], rendered with the probe's at scrape time.
 //! Every channel is read: a legacy session's GET stream and SSE answers, a modern client's
 //! `subscriptions/listen` stream, and the deprecated HTTP+SSE transport, whose POSTs are tied to
 //! their session by the message URL's `sessionId` and whose answers come on its GET stream.
@@ -39,6 +39,7 @@ mod flatten;
 mod forward;
 pub mod heal;
 pub mod labels;
+pub mod metrics;
 pub mod observe;
 pub mod page;
 pub mod paths;
@@ -60,8 +61,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::config::McpProxyConfig;
+use crate::proxy::metrics::ProxyMetrics;
 use crate::telemetry::Telemetry;
-use crate::telemetry::proxy::ProxyMetrics;
 use catalog::Catalog;
 use labels::ClientLabels;
 use sessions::Table;

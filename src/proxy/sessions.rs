@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use super::labels::Client;
 use super::observe::{Asked, Pending};
-use crate::telemetry::proxy::{ClientEvent, Ended, ProxyMetrics};
+use crate::proxy::metrics::{ClientEvent, Ended, ProxyMetrics};
 
 /// One tracked session.
 pub struct Session {
@@ -222,7 +222,7 @@ impl Table {
             if self.map.len() >= self.max {
                 self.evict_idlest();
                 self.metrics
-                    .rejected(crate::telemetry::proxy::Rejected::SessionLimit);
+                    .rejected(crate::proxy::metrics::Rejected::SessionLimit);
             }
             client.series.sessions(1);
             client.series.event(ClientEvent::SessionStarted);

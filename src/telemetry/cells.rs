@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bits of a gauge that has no value yet: its series is left out of the exposition. A negative
 /// NaN that `f64::to_bits` of any value the probe sets never produces.
-pub(super) const ABSENT: u64 = u64::MAX;
+pub const ABSENT: u64 = u64::MAX;
 
 /// Upper bounds (seconds) of the latency histograms' buckets, `+Inf` implied. Ten buckets from
 /// 5 ms to 10 s: loopback pings land in the first, a slow backend's walk near the end, and each
@@ -19,7 +19,7 @@ pub const DURATION_BUCKETS: [f64; 10] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
 
 /// One counter or gauge.
 #[derive(Debug, Default)]
-pub(super) struct Cell(AtomicU64);
+pub struct Cell(AtomicU64);
 
 impl Cell {
     pub const fn absent() -> Self {
@@ -46,14 +46,14 @@ impl Cell {
 
 /// A histogram with [`DURATION_BUCKETS`]; buckets are kept per bucket and summed at render.
 #[derive(Debug, Default)]
-pub(super) struct Histogram {
+pub struct Histogram {
     buckets: [AtomicU64; DURATION_BUCKETS.len() + 1],
     sum_bits: AtomicU64,
 }
 
 /// What a histogram held at one instant: cumulative bucket counts (the last is `+Inf`, the
 /// count) and the sum.
-pub(super) struct HistogramSnapshot {
+pub struct HistogramSnapshot {
     pub cumulative: [u64; DURATION_BUCKETS.len() + 1],
     pub sum: f64,
 }
@@ -90,7 +90,7 @@ impl Histogram {
 /// Series created on first use, keyed by label values from closed sets (methods, reasons,
 /// triggers — all `&'static str` from the code), so their number is bounded by those sets.
 #[derive(Debug)]
-pub(super) struct Lazy<K, V> {
+pub struct Lazy<K, V> {
     entries: Mutex<Vec<(K, std::sync::Arc<V>)>>,
 }
 

@@ -15,11 +15,11 @@ use super::families::{self, FAMILIES};
 
 /// A family's position in the catalog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Slot(usize);
+pub struct Slot(usize);
 
 /// The catalog position of `name` (a catalog constant). Panics on a name that is not in the
 /// catalog: a programming error the tests catch at once.
-pub(super) fn slot(name: &str) -> Slot {
+pub fn slot(name: &str) -> Slot {
     static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
     let index = INDEX.get_or_init(|| {
         FAMILIES
@@ -34,7 +34,7 @@ pub(super) fn slot(name: &str) -> Slot {
 }
 
 /// Write `k="v"` with `v` escaped as the text format requires.
-pub(super) fn label(out: &mut String, k: &str, v: &str) {
+pub fn label(out: &mut String, k: &str, v: &str) {
     out.push_str(k);
     out.push_str("=\"");
     if v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
@@ -53,7 +53,7 @@ pub(super) fn label(out: &mut String, k: &str, v: &str) {
 }
 
 /// Labels written once and reused for every sample: `k="v",k2="v2"`.
-pub(super) fn labels<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
+pub fn labels<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> String {
     let mut out = String::new();
     for (k, v) in pairs {
         if !out.is_empty() {
@@ -66,7 +66,7 @@ pub(super) fn labels<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) ->
 
 /// A sample's value.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Value {
+pub enum Value {
     Count(u64),
     Float(f64),
 }
@@ -179,7 +179,7 @@ impl Exclusions {
 }
 
 /// One scrape being written.
-pub(super) struct Exposition<'a> {
+pub struct Exposition<'a> {
     families: Vec<String>,
     exclusions: &'a Exclusions,
 }

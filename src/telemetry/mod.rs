@@ -1,24 +1,20 @@
-//! Metrics: the probe's series rendered straight from its state, the daemon's through a recorder.
+//! Metrics: the registry a scrape reads, the catalog of families, and the daemon's own series.
 //!
-//! The probe's series (every `mcp_probe_*` family) are atomics owned by [`TargetMetrics`] and
-//! its connections, written into the text format when scraped ([`expo`]) — Prometheus' advice
-//! for exporters, and what keeps a scrape of 10,000 connections in the hundreds of milliseconds:
-//! no per-target registry to render and re-parse, no keys built on the hot path. Dropping a
-//! removed target's `TargetMetrics` is what makes its series disappear.
+//! The probe's and the proxies' series are atomics owned by their capability
+//! (`probe::metrics`, `proxy::metrics`) and written into the text format when scraped
+//! ([`expo`]) — Prometheus' advice for exporters. The registry holds them only as [`Series`]:
+//! it knows no MCP type, and dropping a removed target's series is what makes them disappear.
 //!
 //! The daemon's own few series (`mcp_exporter_*`, `process_*`) keep `metrics-exporter-prometheus`
 //! and `metrics-process`, where a registry fits: they are few, fixed, and the process collector
 //! speaks the `metrics` facade.
 
-mod cells;
-mod conn;
-mod expo;
+pub mod cells;
+pub mod expo;
 pub mod families;
 pub mod otlp;
-pub mod proxy;
 mod render;
 mod samples;
-mod target;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -27,9 +23,21 @@ use metrics::{Gauge, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 
 pub use cells::DURATION_BUCKETS;
-pub use conn::ConnMetrics;
-pub use expo::Exclusions;
-pub use target::TargetMetrics;
+pub use expo::{Exclusions, Exposition};
+
+/// What writes series into a scrape: one target's (`probe::metrics`), one proxy's
+/// (`proxy::metrics`). The registry holds these and nothing of their insides, so each capability
+/// owns its metrics beside it.
+pub trait Series: Send + Sync {
+    fn render(&self, out: &mut Exposition<'_>);
+}
+
+/// The kinds of registered [`Series`], rendered in this order; each keyed by name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    Targets,
+    Proxies,
+}
 
 static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
@@ -48,9 +56,10 @@ fn key(name: &'static str, labels: &[(&'static str, String)]) -> Key {
 pub struct Telemetry {
     daemon: PrometheusRecorder,
     process: metrics_process::Collector,
-    targets: RwLock<BTreeMap<String, Arc<TargetMetrics>>>,
+    /// The targets' series (`mcp_probe_*`), by target name.
+    targets: RwLock<BTreeMap<String, Arc<dyn Series>>>,
     /// The reverse proxies' series (`mcp_proxy_*`), by proxy name.
-    proxies: RwLock<BTreeMap<String, Arc<proxy::ProxyMetrics>>>,
+    proxies: RwLock<BTreeMap<String, Arc<dyn Series>>>,
     /// Set when OTLP push runs: histogram samples are recorded there too.
     otel: OnceLock<otlp::OtelHistograms>,
     /// Bytes per family at the last scrape: the next one reserves them up front.
@@ -115,24 +124,34 @@ impl Telemetry {
         self.daemon.register_counter(&key(name, labels), &METADATA)
     }
 
-    /// Series for a target; replaces any earlier series of the same name.
-    pub fn add_target(
-        &self,
-        name: &str,
-        connections: u16,
-        probes: &[String],
-    ) -> Arc<TargetMetrics> {
-        let t = Arc::new(TargetMetrics::new(
-            name,
-            connections,
-            probes,
-            self.otel.get().cloned(),
-        ));
-        self.targets
+    fn group(&self, group: Group) -> &RwLock<BTreeMap<String, Arc<dyn Series>>> {
+        match group {
+            Group::Targets => &self.targets,
+            Group::Proxies => &self.proxies,
+        }
+    }
+
+    /// Render `series` under `name` from the next scrape on; replaces any earlier series of the
+    /// same name.
+    pub fn insert(&self, group: Group, name: &str, series: Arc<dyn Series>) {
+        self.group(group)
             .write()
             .expect("metrics lock poisoned")
-            .insert(name.to_string(), t.clone());
-        t
+            .insert(name.to_string(), series);
+    }
+
+    /// Stop rendering `name`'s series, when `only` is `None` or still the registered ones (a
+    /// restarted proxy's new series are not removed by its old instance).
+    pub fn remove(&self, group: Group, name: &str, only: Option<&Arc<dyn Series>>) {
+        let mut map = self.group(group).write().expect("metrics lock poisoned");
+        if only.is_none_or(|o| map.get(name).is_some_and(|s| Arc::ptr_eq(s, o))) {
+            map.remove(name);
+        }
+    }
+
+    /// The OTel instruments histograms are mirrored into, when OTLP push runs.
+    pub(crate) fn otel_histograms(&self) -> Option<otlp::OtelHistograms> {
+        self.otel.get().cloned()
     }
 
     /// Mirror the histograms of targets added from now on into OTel instruments.
@@ -140,39 +159,9 @@ impl Telemetry {
         let _ = self.otel.set(h);
     }
 
-    /// Drop a target's series.
-    pub fn remove_target(&self, name: &str) {
-        self.targets
-            .write()
-            .expect("metrics lock poisoned")
-            .remove(name);
-    }
-
-    /// Series for a proxy; replaces any earlier series of the same name.
-    pub fn add_proxy(&self, name: &str) -> Arc<proxy::ProxyMetrics> {
-        let p = Arc::new(proxy::ProxyMetrics::new(name));
-        self.proxies
-            .write()
-            .expect("metrics lock poisoned")
-            .insert(name.to_string(), p.clone());
-        p
-    }
-
-    /// Drop a proxy's series (when `current` is still the registered one: a restarted proxy's
-    /// new series are not removed by its old instance).
-    pub fn remove_proxy(&self, current: &Arc<proxy::ProxyMetrics>) {
-        let mut proxies = self.proxies.write().expect("metrics lock poisoned");
-        if proxies
-            .get(current.name())
-            .is_some_and(|p| Arc::ptr_eq(p, current))
-        {
-            proxies.remove(current.name());
-        }
-    }
-
-    /// The current targets, so that rendering never holds the lock.
-    fn snapshot(&self) -> Vec<Arc<TargetMetrics>> {
-        self.targets
+    /// A group's series, so that rendering never holds the lock.
+    fn snapshot(&self, group: Group) -> Vec<Arc<dyn Series>> {
+        self.group(group)
             .read()
             .expect("metrics lock poisoned")
             .values()
@@ -190,18 +179,10 @@ impl Telemetry {
     pub fn render(&self) -> String {
         let sizes = self.sizes.lock().expect("metrics lock poisoned").clone();
         let mut out = expo::Exposition::with_sizes(&sizes, &self.exclusions);
-        for t in self.snapshot() {
-            t.render(&mut out);
-        }
-        let proxies: Vec<_> = self
-            .proxies
-            .read()
-            .expect("metrics lock poisoned")
-            .values()
-            .cloned()
-            .collect();
-        for p in proxies {
-            p.render(&mut out);
+        for group in [Group::Targets, Group::Proxies] {
+            for series in self.snapshot(group) {
+                series.render(&mut out);
+            }
         }
         *self.sizes.lock().expect("metrics lock poisoned") = out.sizes();
         let mut text = out.finish();

@@ -247,7 +247,7 @@ impl OtelHistograms {
     /// A `metrics` histogram that records into `prom` and into the OTel twin of `key`'s family.
     /// The OTel instrument of histogram `family` with `attrs`; `None` for a family that is no
     /// histogram.
-    pub(super) fn mirror(&self, family: &str, attrs: &[(&str, &str)]) -> Option<Mirror> {
+    pub fn mirror(&self, family: &str, attrs: &[(&str, &str)]) -> Option<Mirror> {
         let otel = self.by_name.get(family)?;
         Some(Mirror {
             otel: otel.clone(),
@@ -260,13 +260,13 @@ impl OtelHistograms {
 }
 
 /// One histogram series' OTel twin: the same samples, recorded as they happen.
-pub(super) struct Mirror {
+pub struct Mirror {
     otel: Histogram<f64>,
     attrs: Vec<KeyValue>,
 }
 
 impl Mirror {
-    pub(super) fn record(&self, value: f64) {
+    pub fn record(&self, value: f64) {
         self.otel.record(value, &self.attrs);
     }
 }

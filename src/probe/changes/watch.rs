@@ -16,8 +16,8 @@ use std::time::{Duration, SystemTime};
 use super::Definitions;
 use super::pins::{Mismatch, PinReport, Pins, compare};
 use crate::config::TargetConfig;
+use crate::probe::metrics::TargetMetrics;
 use crate::probe::toolset::ToolSet;
-use crate::telemetry::TargetMetrics;
 
 /// How often a pins file is checked for a change.
 pub const PINS_POLL: Duration = Duration::from_secs(2);

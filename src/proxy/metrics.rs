@@ -12,9 +12,10 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use super::cells::{Cell, Histogram, Lazy};
-use super::expo::{self, Exposition, Value, slot};
-use super::families as m;
+use crate::telemetry::cells::{Cell, Histogram, Lazy};
+use crate::telemetry::expo::{self, Exposition, Value, slot};
+use crate::telemetry::families as m;
+use crate::telemetry::{Group, Series, Telemetry};
 
 /// Why a tracked client session ended: the `reason` of `mcp_proxy_sessions_ended_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -317,7 +318,7 @@ impl ProxyMetrics {
         self.relist_lag.record(d.as_secs_f64());
     }
 
-    pub(super) fn render(&self, out: &mut Exposition<'_>) {
+    fn write(&self, out: &mut Exposition<'_>) {
         let l = self.labels.as_str();
         out.sample(
             slot(m::PROXY_UPSTREAM_UP),
@@ -449,6 +450,29 @@ fn render_client(c: &ClientSeries, heal: bool, out: &mut Exposition<'_>) {
     }
 }
 
+impl Series for ProxyMetrics {
+    fn render(&self, out: &mut Exposition<'_>) {
+        self.write(out);
+    }
+}
+
+impl Telemetry {
+    /// Series for a proxy; replaces any earlier series of the same name.
+    pub fn add_proxy(&self, name: &str) -> Arc<ProxyMetrics> {
+        let p = Arc::new(ProxyMetrics::new(name));
+        self.insert(Group::Proxies, name, p.clone() as Arc<dyn Series>);
+        p
+    }
+
+    /// Drop a proxy's series (when `current` is still the registered one: a restarted proxy's
+    /// new series are not removed by its old instance).
+    pub fn remove_proxy(&self, current: &Arc<ProxyMetrics>) {
+        let name = current.name().to_string();
+        let current: Arc<dyn Series> = current.clone();
+        self.remove(Group::Proxies, &name, Some(&current));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,7 +481,7 @@ mod tests {
     fn proxy_series_start_at_zero_and_clients_appear_with_their_events() {
         let p = ProxyMetrics::new("kb");
         let mut e = Exposition::new();
-        p.render(&mut e);
+        p.write(&mut e);
         let text = e.finish();
         assert!(
             text.contains(
@@ -472,7 +496,7 @@ mod tests {
         c.sessions(1);
         c.event(ClientEvent::FirstPageOnly);
         let mut e = Exposition::new();
-        p.render(&mut e);
+        p.write(&mut e);
         let text = e.finish();
         assert!(text.contains(
             "mcp_proxy_stale_tool_calls_total{proxy=\"kb\",client=\"claude \\\"x\\\"\",tool=\"search_legacy\"} 1"
@@ -492,7 +516,7 @@ mod tests {
         p.set_heal(true);
         c.heal_refused();
         let mut e = Exposition::new();
-        p.render(&mut e);
+        p.write(&mut e);
         let text = e.finish();
         assert!(
             text.contains(

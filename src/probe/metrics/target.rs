@@ -11,14 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::cells::{Cell, Histogram, Lazy};
 use super::conn::{ConnMetrics, ConnSeries};
-use super::expo::{self, Exposition, Value};
-use super::families as m;
-use super::otlp::{Mirror, OtelHistograms};
 use crate::mcp::Reason;
 use crate::net::refusal::AuthStep;
 use crate::probe::functional::ProbeFailure;
+use crate::telemetry::cells::{Cell, Histogram, Lazy};
+use crate::telemetry::expo::{self, Exposition, Value};
+use crate::telemetry::families as m;
+use crate::telemetry::otlp::{Mirror, OtelHistograms};
 
 /// A latency histogram, mirrored to OTLP when the push runs.
 #[derive(Default)]
@@ -255,18 +255,6 @@ impl TargetMetrics {
         })
     }
 
-    /// An OAuth token acquisition of this target ended. Both `result` series appear at the first
-    /// one, so a failure rate can be computed from the start.
-    pub fn auth_token_request(&self, ok: bool) {
-        let [success, failure] = self.token_requests.get_or_init(Default::default);
-        if ok { success } else { failure }.add(1);
-    }
-
-    /// The target's current OAuth access token expires at `unix_seconds` (0: no stated lifetime).
-    pub fn auth_token_expiry(&self, unix_seconds: f64) {
-        self.token_expiry.set(unix_seconds);
-    }
-
     /// The session that runs the probes is gone: none of them is passing now.
     pub fn probes_down(&self) {
         for p in &self.probes {
@@ -327,7 +315,7 @@ impl TargetMetrics {
         }
     }
 
-    pub(super) fn render(&self, out: &mut Exposition) {
+    fn write(&self, out: &mut Exposition) {
         let l = &self.labels;
         out.sample(
             expo::slot(m::TOOL_DEFINITIONS_BYTES),
@@ -420,6 +408,46 @@ impl TargetMetrics {
         }
         if let Some(v) = Value::of(m::Kind::Gauge, self.token_expiry.raw()) {
             out.sample(expo::slot(m::AUTH_TOKEN_EXPIRY), l, &[], v);
+        }
+    }
+}
+
+impl crate::telemetry::Series for TargetMetrics {
+    fn render(&self, out: &mut Exposition<'_>) {
+        self.write(out);
+    }
+}
+
+impl crate::oauth::TokenEvents for TargetMetrics {
+    /// Both `result` series appear at the first request, so a failure rate can be computed from
+    /// the start.
+    fn token_request(&self, ok: bool) {
+        let [success, failure] = self.token_requests.get_or_init(Default::default);
+        if ok { success } else { failure }.add(1);
+    }
+
+    fn token_expiry(&self, unix_seconds: f64) {
+        self.token_expiry.set(unix_seconds);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::oauth::TokenEvents as _;
+
+    #[test]
+    fn token_events_become_the_auth_token_series() {
+        let telemetry = crate::telemetry::Telemetry::new();
+        let metrics = telemetry.add_target("t", 1, &[]);
+        metrics.token_request(true);
+        metrics.token_expiry(1_900_000_000.0);
+        let text = telemetry.render();
+        for line in [
+            r#"mcp_probe_auth_token_requests_total{target="t",result="success"} 1"#,
+            r#"mcp_probe_auth_token_requests_total{target="t",result="failure"} 0"#,
+            r#"mcp_probe_auth_token_expiry_timestamp_seconds{target="t"} 1900000000"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
         }
     }
 }

@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::TargetMetrics;
-use super::cells::{Cell, Lazy};
-use super::expo::{self, Exposition, Slot, Value};
-use super::families::{self as m, Kind};
 use crate::mcp::{Era, Reason, ServerInfo};
 use crate::probe::Trigger;
 use crate::probe::changes::CHANGE_KINDS;
 use crate::probe::toolset::{Drift, ToolSet};
 use crate::probe::walker::{WalkError, WalkReport};
+use crate::telemetry::cells::{Cell, Lazy};
+use crate::telemetry::expo::{self, Exposition, Slot, Value};
+use crate::telemetry::families::{self as m, Kind};
 
 const REFRESH_TRIGGERS: [Trigger; 4] = [
     Trigger::Initial,
