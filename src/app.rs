@@ -364,7 +364,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
     };
     let lab = match opts.source {
         Source::Demo => Some(
-            crate::lab::demo::start()
+            crate::demo::start()
                 .await
                 .map_err(|e| format!("demo lab: {e}"))?,
         ),
@@ -374,7 +374,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         (Source::File(p), _) => Loader::File(p.clone()),
         (Source::Demo, Some(lab)) => {
             tracing::info!(address = %lab.addr(), "demo lab serving the knowledge-base MCP server");
-            Loader::Fixed(Box::new(crate::lab::demo::config(lab)))
+            Loader::Fixed(Box::new(crate::demo::config(lab)))
         }
         (Source::Demo, None) => return Err("demo lab is not running".into()),
         (Source::Proxy(p), _) => Loader::Fixed(Box::new(Config {

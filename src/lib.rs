@@ -17,6 +17,8 @@ pub mod app;
 pub mod check;
 /// YAML configuration: strict parsing, defaults, `${VAR}` expansion, precise errors.
 pub mod config;
+/// `--demo`: the lab's servers, the configuration that watches them, and a proxy in front.
+pub mod demo;
 /// Targets from `file_sd_configs` and `http_sd_configs`, merged with the static ones.
 pub mod discovery;
 /// The fault-injecting MCP server behind `--demo` and the tests.
@@ -33,6 +35,8 @@ pub mod oauth;
 pub mod probe;
 /// Passive mode: an MCP-aware reverse proxy that sees real clients' stale tool caches.
 pub mod proxy;
+/// Values kept out of logs, errors and pages: `Secret`, `redact_url`.
+pub mod secret;
 /// Horizontal sharding: which targets this replica owns (rendezvous hashing of names).
 pub mod shard;
 /// Metric catalog, per-target recorders and the merged exposition.

@@ -23,15 +23,15 @@
 //! * `raw`: the file as written, as serde reads it;
 //! * `validate`: raw → model, every error naming file, field and why;
 //! * `endpoint`: where a target is: `url` (and its `transport`) or `command`, `args`, `env`, `cwd`;
-//! * `http_client`: `http_config` blocks (credentials, TLS, proxy) in Prometheus' shape;
-//!   `http_blocks` validates them (reading every file they name);
+//! * `http_blocks`: validates the `http_config` blocks (credentials, TLS, proxy) in Prometheus'
+//!   shape into `net::http_config`'s types, reading every file they name;
 //! * `headers`: the rules for configured request headers (also `--header`);
 //! * `expand`: `${VAR}` expansion;
 //! * `discovery`: `file_sd_configs` and `http_sd_configs`, and the template of their targets;
 //! * `labels`: the rules for a target's `labels` (static or discovered);
 //! * `proxy`: `proxies:`, the passive mode's reverse proxies;
-//! * `probes`, `limits`, `secret`, `error`: functional probes, bounds checked before parsing,
-//!   values kept out of logs, and the error type.
+//! * `probes`, `limits`, `error`: functional probes, bounds checked before parsing, and the error
+//!   type. Values kept out of logs are `crate::secret`'s.
 
 mod discovery;
 mod endpoint;
@@ -39,27 +39,26 @@ mod error;
 mod expand;
 mod headers;
 mod http_blocks;
-mod http_client;
 mod labels;
 mod limits;
 mod model;
 mod probes;
 mod proxy;
 mod raw;
-mod secret;
 #[cfg(test)]
 mod test_support;
 mod validate;
 mod validator;
 
+pub use crate::net::http_config::{
+    ClientAuth, ClientCert, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config, PemSource,
+    ProxyConfig, SecretSource, TargetAuth, TlsConfig, TlsVersion,
+};
+pub use crate::secret::{Secret, redact_url};
 pub use discovery::{DEFAULT_FILE_REFRESH, DEFAULT_HTTP_REFRESH};
 pub use endpoint::parse_target_url;
 pub use error::ConfigError;
 pub use headers::{HttpFlags, header_flag};
-pub use http_client::{
-    ClientAuth, ClientCert, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config, PemSource,
-    ProxyConfig, SecretSource, TargetAuth, TlsConfig, TlsVersion,
-};
 pub use labels::{Labels, MAX_LABEL_VALUE_BYTES, MAX_LABELS, collect as collect_labels};
 pub use limits::{
     MAX_COMMAND_ARG_BYTES, MAX_COMMAND_ARGS, MAX_COMMAND_ENV, MAX_COMMAND_ENV_BYTES,
@@ -71,9 +70,8 @@ pub use model::{
 };
 pub use probes::{Expect, MAX_PROBES, ProbeConfig, valid_tool_name};
 pub use proxy::{
-    ClientLabel, DEFAULT_PROXY_LISTEN, McpProxyConfig, ProxyFlags, from_flags as proxy_from_flags,
-    parse_listen as parse_proxy_listen,
+    ClientLabel, DEFAULT_PROXY_LISTEN, MAX_CLIENT_LABEL_BYTES, McpProxyConfig, ProxyFlags,
+    from_flags as proxy_from_flags, parse_listen as parse_proxy_listen, safe_label,
 };
 pub use raw::parse_bytes;
-pub use secret::{Secret, redact_url};
 pub use validate::listing_bytes;

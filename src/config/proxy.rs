@@ -282,7 +282,7 @@ fn one(v: &Validator<'_>, p: &str, mut r: RawProxy) -> Result<McpProxyConfig, Co
         if let Some((i, n)) = list
             .iter()
             .enumerate()
-            .find(|(_, n)| n.is_empty() || crate::proxy::labels::safe(n) != **n)
+            .find(|(_, n)| n.is_empty() || safe_label(n) != **n)
         {
             return Err(v.err(
                 format!("{p}.flatten_pages[{i}]"),
@@ -403,6 +403,24 @@ pub fn parse_listen(addr: &str) -> Option<SocketAddr> {
         addr.replace("localhost:", "127.0.0.1:")
     };
     full.parse().ok()
+}
+
+/// Longest `client` label value.
+pub const MAX_CLIENT_LABEL_BYTES: usize = 64;
+
+/// `name` in a safe charset (letters, digits, `._-/@+:` and space; anything else becomes `_`),
+/// at most [`MAX_CLIENT_LABEL_BYTES`].
+pub fn safe_label(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.trim().chars() {
+        if out.len() >= MAX_CLIENT_LABEL_BYTES {
+            break;
+        }
+        let ok =
+            c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '@' | '+' | ':' | ' ');
+        out.push(if ok { c } else { '_' });
+    }
+    out
 }
 
 #[cfg(test)]

@@ -2,7 +2,6 @@
 //! gateways produce by accident. It backs `--demo` and the end-to-end tests.
 
 pub mod behaviour;
-pub mod demo;
 pub mod demo_clients;
 pub mod kb;
 pub mod listing;

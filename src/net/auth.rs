@@ -13,7 +13,7 @@ use reqwest::header::HeaderValue;
 
 use super::files::{self, Stamp};
 use super::refusal::{AuthError, AuthStep, Refusal, Retry};
-use crate::config::{OAuth2Config, SecretSource, TargetAuth};
+use crate::net::http_config::{OAuth2Config, SecretSource, TargetAuth};
 use crate::oauth::TokenSource;
 
 /// How one target's requests are authenticated.
@@ -169,7 +169,7 @@ impl SecretCell {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Secret;
+    use crate::secret::Secret;
 
     const SENTINEL: &str = "s3cr3t-token";
 

@@ -26,8 +26,8 @@ use reqwest::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
 use super::auth::Auth;
 use super::files::{self, Stamp};
 use super::refusal::{AuthError, AuthStep, Refusal, Retry};
-use super::{proxy, tls};
-use crate::config::{HttpClientConfig, PemSource, ProxyConfig, SecretSource, TlsConfig};
+use super::{egress_proxy, tls};
+use crate::net::http_config::{HttpClientConfig, PemSource, ProxyConfig, SecretSource, TlsConfig};
 
 /// TCP keepalive so a half-open GET stream is noticed by the kernel.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
@@ -372,7 +372,7 @@ pub(crate) fn build_client(
         .pool_idle_timeout(POOL_IDLE)
         .user_agent(concat!("mcp_exporter/", env!("CARGO_PKG_VERSION")))
         .tls_backend_preconfigured(config);
-    proxy::apply(builder, proxy)?
+    egress_proxy::apply(builder, proxy)?
         .build()
         .map_err(|e| format!("HTTP client: {e}"))
 }

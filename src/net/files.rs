@@ -5,7 +5,7 @@
 //! content. Both the configuration's load-time checks and the running client read through here,
 //! so the two can never disagree about what a file holds.
 
-use crate::config::PemSource;
+use crate::net::http_config::PemSource;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use std::io::Read;

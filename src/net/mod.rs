@@ -23,9 +23,10 @@
 pub mod auth;
 pub mod body;
 mod client;
+mod egress_proxy;
 pub mod files;
+pub mod http_config;
 pub mod origin;
-mod proxy;
 pub mod refusal;
 pub mod tls;
 

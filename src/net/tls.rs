@@ -19,7 +19,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
 use super::files;
-use crate::config::{PemSource, SecretSource, TlsConfig, TlsVersion};
+use crate::net::http_config::{PemSource, SecretSource, TlsConfig, TlsVersion};
 
 /// A problem with one field of a `tls_config`: the field's name (`ca_file`, `key` …) and why.
 /// Never holds key material.

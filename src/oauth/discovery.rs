@@ -96,7 +96,7 @@ impl Trust {
         let trusted = match &self.issuer {
             Some(i) => format!(
                 "the configured oauth2.issuer is {}",
-                crate::config::redact_url(i)
+                crate::secret::redact_url(i)
             ),
             None => format!(
                 "with no oauth2.issuer only an authorization server on the MCP server's origin \
@@ -382,7 +382,7 @@ async fn get_json(
     match answer.json(AuthStep::Discovery, what) {
         Ok(doc) => Ok(Some(doc)),
         Err(e) => {
-            tracing::debug!(url = %crate::config::redact_url(url), error = %e.detail, "metadata location skipped");
+            tracing::debug!(url = %crate::secret::redact_url(url), error = %e.detail, "metadata location skipped");
             Ok(None)
         }
     }

@@ -32,7 +32,7 @@ mod discovery;
 mod fetch;
 mod token;
 
-use crate::config::OAuth2Config;
+use crate::net::http_config::OAuth2Config;
 use crate::net::refusal::{AuthError, AuthStep, Refusal, Retry};
 use reqwest::header::HeaderValue;
 use std::fmt;
@@ -125,7 +125,7 @@ impl fmt::Debug for TokenSource {
         f.debug_struct("TokenSource")
             .field("target", &self.target)
             .field("client_id", &self.cfg.client_id)
-            .field("server", &crate::config::redact_url(&self.server))
+            .field("server", &crate::secret::redact_url(&self.server))
             .field("token", &"<redacted>")
             .finish()
     }

@@ -3,7 +3,8 @@
 //! failures we must survive.
 
 use super::*;
-use crate::config::{ClientAuth, ProxyConfig, Secret, SecretSource, TlsConfig};
+use crate::net::http_config::{ClientAuth, ProxyConfig, SecretSource, TlsConfig};
+use crate::secret::Secret;
 use axum::Router;
 use axum::extract::State as AxState;
 use axum::http::{HeaderMap, StatusCode, header};

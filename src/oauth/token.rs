@@ -7,8 +7,8 @@
 //! RFC 7523 assertions with a configured key) it does not do for us. Signing is `jsonwebtoken`'s.
 
 use super::fetch;
-use crate::config::{ClientAuth, JwtAlgorithm, JwtKey, SecretSource};
 use crate::net::files::{self, MAX_SECRET_BYTES};
+use crate::net::http_config::{ClientAuth, JwtAlgorithm, JwtKey, SecretSource};
 use crate::net::refusal::{AuthError, AuthStep};
 use base64::Engine as _;
 use reqwest::header::HeaderValue;
@@ -291,7 +291,7 @@ fn credentials(path: &std::path::Path, what: &str) -> AuthError {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::config::Secret;
+    use crate::secret::Secret;
 
     /// A P-256 key for tests (generated for this purpose only).
     pub(crate) const EC_KEY: &str = "-----BEGIN PRIVATE KEY-----

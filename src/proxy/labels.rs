@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::proxy::metrics::{ClientSeries, ProxyMetrics};
 
-/// Longest `client` label value.
-pub const MAX_LABEL_BYTES: usize = 64;
+pub use crate::config::{MAX_CLIENT_LABEL_BYTES as MAX_LABEL_BYTES, safe_label as safe};
 /// The label of clients past `max_clients`.
 pub const OTHER: &str = "other";
 /// The label of clients that gave no name.
@@ -128,21 +127,6 @@ impl ClientLabels {
         });
         before - known.len()
     }
-}
-
-/// `name` in a safe charset (letters, digits, `._-/@+:` and space; anything else becomes `_`),
-/// at most [`MAX_LABEL_BYTES`].
-pub fn safe(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.trim().chars() {
-        if out.len() >= MAX_LABEL_BYTES {
-            break;
-        }
-        let ok =
-            c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/' | '@' | '+' | ':' | ' ');
-        out.push(if ok { c } else { '_' });
-    }
-    out
 }
 
 #[cfg(test)]

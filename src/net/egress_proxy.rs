@@ -4,7 +4,8 @@
 //! environment's `HTTP(S)_PROXY` is used only with `proxy_from_environment: true`, so an
 //! exporter's view of a server does not change with the shell it was started from.
 
-use crate::config::{ProxyConfig, redact_url};
+use crate::net::http_config::ProxyConfig;
+use crate::secret::redact_url;
 
 /// Apply `proxy` to a client under construction.
 pub fn apply(

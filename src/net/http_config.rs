@@ -10,7 +10,7 @@
 //! without a restart (see `net`). At load time every such file must exist and parse, so a typo
 //! is refused before it replaces a working configuration.
 
-use super::Secret;
+use crate::secret::Secret;
 use std::path::PathBuf;
 
 /// `http_config` of one target, resolved against `global`.
@@ -184,12 +184,12 @@ impl std::fmt::Display for ProxyConfig {
             ProxyConfig::Direct => f.write_str("direct"),
             ProxyConfig::FromEnvironment => f.write_str("from the environment"),
             ProxyConfig::Url { url, no_proxy } if no_proxy.is_empty() => {
-                f.write_str(&super::redact_url(url))
+                f.write_str(&crate::secret::redact_url(url))
             }
             ProxyConfig::Url { url, no_proxy } => write!(
                 f,
                 "{} (except {})",
-                super::redact_url(url),
+                crate::secret::redact_url(url),
                 no_proxy.join(",")
             ),
         }
@@ -203,7 +203,7 @@ impl std::fmt::Debug for ProxyConfig {
             ProxyConfig::FromEnvironment => f.write_str("FromEnvironment"),
             ProxyConfig::Url { url, no_proxy } => f
                 .debug_struct("Url")
-                .field("url", &super::redact_url(url))
+                .field("url", &crate::secret::redact_url(url))
                 .field("no_proxy", no_proxy)
                 .finish(),
         }
