@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use mcp_exporter::mcp::{Era, Reason, ServerInfo};
 use mcp_exporter::probe::Trigger;
-use mcp_exporter::telemetry::{Exclusions, Telemetry};
+use mcp_exporter::telemetry::{Telemetry, parse_exclusions};
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -52,7 +52,7 @@ fn main() {
         .and_then(|i| args.get(i + 1))
         .map(|v| v.split(',').map(str::to_string).collect())
         .unwrap_or_default();
-    let exclusions = Exclusions::parse(&exclude).expect("--exclude names probe families");
+    let exclusions = parse_exclusions(&exclude).expect("--exclude names probe families");
     let before = rss();
     let telemetry = Telemetry::excluding(exclusions);
     let info = ServerInfo {

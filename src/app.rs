@@ -340,7 +340,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         None => None,
     };
     let listener = bind(&opts.listen).await?;
-    let excluded = opts.exclusions.names();
+    let excluded = opts.exclusions.names(&crate::telemetry::families::CATALOG);
     if !excluded.is_empty() {
         tracing::info!(families = ?excluded, "metric families left out of /metrics (--metrics.exclude)");
     }

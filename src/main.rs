@@ -365,7 +365,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let exclusions = match mcp_exporter::telemetry::Exclusions::parse(&cli.metrics_exclude) {
+    let exclusions = match mcp_exporter::telemetry::parse_exclusions(&cli.metrics_exclude) {
         Ok(x) => x,
         Err(e) => {
             eprintln!("mcp_exporter: {e}");

@@ -436,7 +436,7 @@ fn the_fleet_exclusion_set_blinds_no_alert_and_no_overview_panel() {
         .map(str::to_string)
         .collect();
     assert!(excluded.len() > 5, "{excluded:?}");
-    mcp_exporter::telemetry::Exclusions::parse(&excluded).expect("every name is a probe family");
+    mcp_exporter::telemetry::parse_exclusions(&excluded).expect("every name is a probe family");
     let mut read_by = metric_like_names(
         &files("alerts", &["yml", "yaml"])
             .iter()

@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use crate::telemetry::cells::{Cell, Histogram, Lazy};
-use crate::telemetry::expo::{self, Exposition, Value, slot};
 use crate::telemetry::families as m;
 use crate::telemetry::{Group, Series, Telemetry};
+use exposition::{self as expo, Exposition, Value};
+use exposition::{Cell, Histogram, Lazy};
+use m::slot;
 
 /// Why a tracked client session ended: the `reason` of `mcp_proxy_sessions_ended_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -326,7 +327,7 @@ impl ProxyMetrics {
             &[],
             Value::of_gauge(&self.upstream_up),
         );
-        if let Some(v) = Value::of(m::Kind::Gauge, self.upstream_tools.raw()) {
+        if let Some(v) = Value::of(exposition::Kind::Gauge, self.upstream_tools.raw()) {
             out.sample(slot(m::PROXY_UPSTREAM_TOOLS), l, &[], v);
         }
         for (why, c) in Ended::ALL.iter().zip(&self.ended) {
@@ -480,7 +481,7 @@ mod tests {
     #[test]
     fn proxy_series_start_at_zero_and_clients_appear_with_their_events() {
         let p = ProxyMetrics::new("kb");
-        let mut e = Exposition::new();
+        let mut e = Exposition::new(&m::CATALOG);
         p.write(&mut e);
         let text = e.finish();
         assert!(
@@ -495,7 +496,7 @@ mod tests {
         c.unknown_tool_answer("search_legacy");
         c.sessions(1);
         c.event(ClientEvent::FirstPageOnly);
-        let mut e = Exposition::new();
+        let mut e = Exposition::new(&m::CATALOG);
         p.write(&mut e);
         let text = e.finish();
         assert!(text.contains(
@@ -515,7 +516,7 @@ mod tests {
         );
         p.set_heal(true);
         c.heal_refused();
-        let mut e = Exposition::new();
+        let mut e = Exposition::new(&m::CATALOG);
         p.write(&mut e);
         let text = e.finish();
         assert!(

@@ -3,44 +3,9 @@
 //! Code records through the handles in [`super::ConnMetrics`]; the text renderer takes HELP and
 //! TYPE from here; `docs/metrics.md` and the dashboard/alert tests check against this list.
 
-/// Prometheus metric type.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Counter,
-    Gauge,
-    Histogram,
-}
+use exposition::{Catalog, MetricDef, Slot};
 
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-            Kind::Histogram => "histogram",
-        }
-    }
-}
-
-/// One metric family.
-#[derive(Debug, Clone, Copy)]
-pub struct MetricDef {
-    pub name: &'static str,
-    pub kind: Kind,
-    pub labels: &'static [&'static str],
-    pub help: &'static str,
-}
-
-macro_rules! metric_families {
-    ($( $ident:ident = $name:literal, $kind:ident, [$($label:literal),*], $help:literal; )*) => {
-        $( pub const $ident: &str = $name; )*
-        /// All families, in declaration order.
-        pub const FAMILIES: &[MetricDef] = &[
-            $( MetricDef { name: $name, kind: Kind::$kind, labels: &[$($label),*], help: $help }, )*
-        ];
-    };
-}
-
-metric_families! {
+exposition::metric_families! {
     UP = "mcp_probe_up", Gauge, ["target"],
         "1 when at least one connection of the target has a working session whose last liveness check passed.";
     READY = "mcp_probe_ready", Gauge, ["target"],
@@ -235,30 +200,29 @@ metric_families! {
         "tools/call of a tool the upstream no longer lists, answered -32602 by the proxy itself without reaching the upstream (heal: true only).";
 }
 
-/// Look a family up by name.
-pub fn find(name: &str) -> Option<&'static MetricDef> {
-    FAMILIES.iter().find(|d| d.name == name)
+/// The exporter's families, indexed for the writer.
+pub static CATALOG: Catalog = Catalog::new(FAMILIES);
+
+/// The slot of `name` (a constant of this file).
+pub fn slot(name: &str) -> Slot {
+    CATALOG.slot(name)
 }
 
-/// Series a histogram family exposes besides its name.
-const HISTOGRAM_SERIES: [&str; 3] = ["_bucket", "_sum", "_count"];
+/// Look a family up by name.
+pub fn find(name: &str) -> Option<&'static MetricDef> {
+    CATALOG.find(name)
+}
 
 /// The family a series name (as used in PromQL) belongs to: the family itself, or a histogram's
 /// `_bucket` / `_sum` / `_count` series.
 pub fn family_of(series: &str) -> Option<&'static MetricDef> {
-    find(series).or_else(|| {
-        HISTOGRAM_SERIES.iter().find_map(|suffix| {
-            series
-                .strip_suffix(suffix)
-                .and_then(find)
-                .filter(|d| d.kind == Kind::Histogram)
-        })
-    })
+    CATALOG.family_of(series)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use exposition::Kind;
 
     #[test]
     fn series_map_to_their_family() {

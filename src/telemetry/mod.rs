@@ -2,19 +2,15 @@
 //!
 //! The probe's and the proxies' series are atomics owned by their capability
 //! (`probe::metrics`, `proxy::metrics`) and written into the text format when scraped
-//! ([`expo`]) — Prometheus' advice for exporters. The registry holds them only as [`Series`]:
+//! ([`exposition`]) — Prometheus' advice for exporters. The registry holds them only as [`Series`]:
 //! it knows no MCP type, and dropping a removed target's series is what makes them disappear.
 //!
 //! The daemon's own few series (`mcp_exporter_*`, `process_*`) keep `metrics-exporter-prometheus`
 //! and `metrics-process`, where a registry fits: they are few, fixed, and the process collector
 //! speaks the `metrics` facade.
 
-pub mod cells;
-pub mod expo;
 pub mod families;
 pub mod otlp;
-mod render;
-mod samples;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -22,8 +18,29 @@ use std::sync::{Arc, OnceLock, RwLock};
 use metrics::{Gauge, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 
-pub use cells::DURATION_BUCKETS;
-pub use expo::{Exclusions, Exposition};
+pub use exposition::{DURATION_BUCKETS, Exclusions, Exposition};
+
+/// `--metrics.exclude`: probe families left out of the exposition (a histogram by its family
+/// name, without `_bucket`). Only `mcp_probe_*` families can be left out; the daemon's own few
+/// series always stay. Errors name the first unknown or daemon family.
+pub fn parse_exclusions(names: &[String]) -> Result<Exclusions, String> {
+    let names: Vec<&str> = names
+        .iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .collect();
+    if let Some(daemon) = names
+        .iter()
+        .find(|n| families::find(n).is_some() && !n.starts_with("mcp_probe_"))
+    {
+        return Err(format!(
+            "--metrics.exclude: {daemon} is a series of the exporter itself; only mcp_probe_* families can be left out"
+        ));
+    }
+    Exclusions::of(&families::CATALOG, names).map_err(|name| {
+        format!("--metrics.exclude: {name:?} is not a metric family of this exporter (docs/metrics.md lists them)")
+    })
+}
 
 /// What writes series into a scrape: one target's (`probe::metrics`), one proxy's
 /// (`proxy::metrics`). The registry holds these and nothing of their insides, so each capability
@@ -178,7 +195,7 @@ impl Telemetry {
     /// The text exposition of everything.
     pub fn render(&self) -> String {
         let sizes = self.sizes.lock().expect("metrics lock poisoned").clone();
-        let mut out = expo::Exposition::with_sizes(&sizes, &self.exclusions);
+        let mut out = Exposition::with_sizes(&families::CATALOG, &sizes, &self.exclusions);
         for group in [Group::Targets, Group::Proxies] {
             for series in self.snapshot(group) {
                 series.render(&mut out);
@@ -187,7 +204,43 @@ impl Telemetry {
         *self.sizes.lock().expect("metrics lock poisoned") = out.sizes();
         let mut text = out.finish();
         metrics::with_local_recorder(&self.daemon, || self.process.collect());
-        text.push_str(&render::merge(&[self.daemon.handle().render()]));
+        text.push_str(&exposition::merge::merge(
+            &families::CATALOG,
+            &[self.daemon.handle().render()],
+        ));
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_probe_families_can_be_excluded_and_unknown_names_are_named() {
+        let x = parse_exclusions(&["mcp_probe_request_duration_seconds".into(), " ".into()])
+            .expect("a probe family");
+        assert_eq!(
+            x.names(&families::CATALOG),
+            vec!["mcp_probe_request_duration_seconds"]
+        );
+        let unknown = parse_exclusions(&["mcp_probe_nope".into()]).unwrap_err();
+        assert!(
+            unknown.contains("\"mcp_probe_nope\" is not a metric family"),
+            "{unknown}"
+        );
+        let daemon = parse_exclusions(&["mcp_exporter_targets".into()]).unwrap_err();
+        assert!(daemon.contains("only mcp_probe_* families"), "{daemon}");
+    }
+
+    #[test]
+    fn an_excluded_family_is_left_out_of_the_scrape() {
+        let t = Telemetry::excluding(
+            parse_exclusions(&["mcp_probe_ready".into()]).expect("a probe family"),
+        );
+        let _target = t.add_target("a", 1, &[]);
+        let text = t.render();
+        assert!(text.contains("mcp_probe_up{target=\"a\"}"), "{text}");
+        assert!(!text.contains("mcp_probe_ready"), "{text}");
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! OpenTelemetry-first shops ingest through a collector rather than by scraping. The bridge
 //! keeps one source of truth: counters and gauges are observable instruments whose callbacks
-//! read the same exposition the scrape renders (see [`super::samples`]), so an OTLP point and a
+//! read the same exposition the scrape renders (see [`exposition::samples`]), so an OTLP point and a
 //! scraped sample can never disagree. Histograms cannot be observed after the fact in
 //! OpenTelemetry, so their samples are recorded into OTel histograms at the moment the
 //! Prometheus histogram records them (with the same bucket bounds), through
@@ -24,9 +24,10 @@ use opentelemetry_sdk::metrics::data::ResourceMetrics;
 use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 
-use super::families::{self, Kind};
-use super::{DURATION_BUCKETS, Telemetry, samples};
+use super::Telemetry;
+use super::families;
 use crate::config::{Secret, redact_url};
+use exposition::{DURATION_BUCKETS, Kind, samples};
 
 /// How the collector is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

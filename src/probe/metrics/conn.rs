@@ -15,9 +15,10 @@ use crate::probe::Trigger;
 use crate::probe::changes::CHANGE_KINDS;
 use crate::probe::toolset::{Drift, ToolSet};
 use crate::probe::walker::{WalkError, WalkReport};
-use crate::telemetry::cells::{Cell, Lazy};
-use crate::telemetry::expo::{self, Exposition, Slot, Value};
-use crate::telemetry::families::{self as m, Kind};
+use crate::telemetry::families as m;
+use exposition::Kind;
+use exposition::{self as expo, Exposition, Slot, Value};
+use exposition::{Cell, Lazy};
 
 const REFRESH_TRIGGERS: [Trigger; 4] = [
     Trigger::Initial,
@@ -86,7 +87,7 @@ impl Builder {
     fn row(&mut self, family: &'static str, extra: Option<(&'static str, &'static str)>) -> usize {
         let def = m::find(family).expect("catalog family");
         self.rows.push(Row {
-            slot: expo::slot(family),
+            slot: m::slot(family),
             kind: def.kind,
             extra,
             absent: false,
@@ -214,18 +215,18 @@ impl ConnSeries {
             }
         }
         if let Some(info) = self.info.lock().expect("metrics lock poisoned").as_deref() {
-            out.sample(expo::slot(m::SESSION_INFO), info, &[], Value::Float(1.0));
+            out.sample(m::slot(m::SESSION_INFO), info, &[], Value::Float(1.0));
         }
-        let requests = expo::slot(m::REQUESTS);
+        let requests = m::slot(m::REQUESTS);
         self.requests.each(|method, c| {
             out.sample(requests, l, &[("method", method)], Value::Count(c.raw()))
         });
-        let failures = expo::slot(m::REQUEST_FAILURES);
+        let failures = m::slot(m::REQUEST_FAILURES);
         self.request_failures.each(|(method, reason), c| {
             let extra = [("method", method), ("reason", reason)];
             out.sample(failures, l, &extra, Value::Count(c.raw()))
         });
-        let walk_failures = expo::slot(m::WALK_FAILURES);
+        let walk_failures = m::slot(m::WALK_FAILURES);
         self.walk_failures.each(|(trigger, reason), c| {
             let extra = [("trigger", trigger), ("reason", reason)];
             out.sample(walk_failures, l, &extra, Value::Count(c.raw()))

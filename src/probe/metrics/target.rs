@@ -15,10 +15,10 @@ use super::conn::{ConnMetrics, ConnSeries};
 use crate::mcp::Reason;
 use crate::net::refusal::AuthStep;
 use crate::probe::functional::ProbeFailure;
-use crate::telemetry::cells::{Cell, Histogram, Lazy};
-use crate::telemetry::expo::{self, Exposition, Value};
 use crate::telemetry::families as m;
 use crate::telemetry::otlp::{Mirror, OtelHistograms};
+use exposition::{self as expo, Exposition, Value};
+use exposition::{Cell, Histogram, Lazy};
 
 /// A latency histogram, mirrored to OTLP when the push runs.
 #[derive(Default)]
@@ -318,41 +318,41 @@ impl TargetMetrics {
     fn write(&self, out: &mut Exposition) {
         let l = &self.labels;
         out.sample(
-            expo::slot(m::TOOL_DEFINITIONS_BYTES),
+            m::slot(m::TOOL_DEFINITIONS_BYTES),
             l,
             &[],
             Value::of_gauge(&self.definitions_bytes),
         );
         if let Some(p) = self.pins.lock().expect("metrics lock poisoned").as_ref() {
             let flag = |b: bool| Value::Float(if b { 1.0 } else { 0.0 });
-            out.sample(expo::slot(m::PINS_FILE_VALID), l, &[], flag(p.valid));
+            out.sample(m::slot(m::PINS_FILE_VALID), l, &[], flag(p.valid));
             out.sample(
-                expo::slot(m::TOOLS_PINNED),
+                m::slot(m::TOOLS_PINNED),
                 l,
                 &[],
                 Value::Float(p.pinned as f64),
             );
             out.sample(
-                expo::slot(m::TOOLS_UNPINNED),
+                m::slot(m::TOOLS_UNPINNED),
                 l,
                 &[],
                 Value::Float(p.unpinned as f64),
             );
             let (mismatch, description) = (
-                expo::slot(m::TOOL_PIN_MISMATCH),
-                expo::slot(m::TOOL_PIN_DESCRIPTION_CHANGED),
+                m::slot(m::TOOL_PIN_MISMATCH),
+                m::slot(m::TOOL_PIN_DESCRIPTION_CHANGED),
             );
             for (labels, mm, desc) in &p.tools {
                 out.sample(mismatch, labels, &[], flag(*mm));
                 out.sample(description, labels, &[], flag(*desc));
             }
         }
-        out.sample(expo::slot(m::UP), l, &[], Value::of_gauge(&self.up));
-        out.sample(expo::slot(m::READY), l, &[], Value::of_gauge(&self.ready));
+        out.sample(m::slot(m::UP), l, &[], Value::of_gauge(&self.up));
+        out.sample(m::slot(m::READY), l, &[], Value::of_gauge(&self.ready));
         if let Some(info) = self.info.lock().expect("metrics lock poisoned").as_deref() {
-            out.sample(expo::slot(m::TARGET_INFO), info, &[], Value::Float(1.0));
+            out.sample(m::slot(m::TARGET_INFO), info, &[], Value::Float(1.0));
         }
-        let slot = expo::slot(m::SESSION_FAILURES);
+        let slot = m::slot(m::SESSION_FAILURES);
         for (reason, c) in Reason::ALL.iter().zip(&self.session_failures) {
             out.sample(
                 slot,
@@ -364,26 +364,16 @@ impl TargetMetrics {
         for c in &self.conns {
             c.render(out);
         }
-        out.histogram(
-            expo::slot(m::PING_DURATION),
-            l,
-            &[],
-            &self.ping.h.snapshot(),
-        );
-        out.histogram(
-            expo::slot(m::WALK_DURATION),
-            l,
-            &[],
-            &self.walk.h.snapshot(),
-        );
-        let requests = expo::slot(m::REQUEST_DURATION);
+        out.histogram(m::slot(m::PING_DURATION), l, &[], &self.ping.h.snapshot());
+        out.histogram(m::slot(m::WALK_DURATION), l, &[], &self.walk.h.snapshot());
+        let requests = m::slot(m::REQUEST_DURATION);
         self.requests.each(|method, lat| {
             out.histogram(requests, l, &[("method", method)], &lat.h.snapshot())
         });
         let (success, duration, failures) = (
-            expo::slot(m::TOOL_PROBE_SUCCESS),
-            expo::slot(m::TOOL_PROBE_DURATION),
-            expo::slot(m::TOOL_PROBE_FAILURES),
+            m::slot(m::TOOL_PROBE_SUCCESS),
+            m::slot(m::TOOL_PROBE_DURATION),
+            m::slot(m::TOOL_PROBE_FAILURES),
         );
         for p in &self.probes {
             out.sample(success, &p.labels, &[], Value::of_gauge(&p.success));
@@ -394,20 +384,20 @@ impl TargetMetrics {
             }
         }
         if let Some(auth) = self.auth.get() {
-            let slot = expo::slot(m::AUTH_FAILURES);
+            let slot = m::slot(m::AUTH_FAILURES);
             for (step, c) in AuthStep::ALL.iter().zip(&auth.failures) {
                 let extra = [("reason", step.as_str())];
                 out.sample(slot, l, &extra, Value::Count(c.raw()));
             }
         }
         if let Some(cells) = self.token_requests.get() {
-            let slot = expo::slot(m::AUTH_TOKEN_REQUESTS);
+            let slot = m::slot(m::AUTH_TOKEN_REQUESTS);
             for (result, c) in ["success", "failure"].into_iter().zip(cells) {
                 out.sample(slot, l, &[("result", result)], Value::Count(c.raw()));
             }
         }
-        if let Some(v) = Value::of(m::Kind::Gauge, self.token_expiry.raw()) {
-            out.sample(expo::slot(m::AUTH_TOKEN_EXPIRY), l, &[], v);
+        if let Some(v) = Value::of(exposition::Kind::Gauge, self.token_expiry.raw()) {
+            out.sample(m::slot(m::AUTH_TOKEN_EXPIRY), l, &[], v);
         }
     }
 }

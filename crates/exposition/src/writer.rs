@@ -6,32 +6,11 @@
 //! non-empty family under its HELP and TYPE from the catalog, in catalog order. Label values are
 //! escaped here, once, as the format requires.
 
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
-use super::cells::{ABSENT, DURATION_BUCKETS, HistogramSnapshot};
-use super::families::{self, FAMILIES};
-
-/// A family's position in the catalog.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot(usize);
-
-/// The catalog position of `name` (a catalog constant). Panics on a name that is not in the
-/// catalog: a programming error the tests catch at once.
-pub fn slot(name: &str) -> Slot {
-    static INDEX: OnceLock<HashMap<&'static str, usize>> = OnceLock::new();
-    let index = INDEX.get_or_init(|| {
-        FAMILIES
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.name, i))
-            .collect()
-    });
-    Slot(*index.get(name).unwrap_or_else(|| {
-        panic!("metric family {name} is not in the catalog");
-    }))
-}
+use crate::catalog::{Catalog, Kind, Slot};
+use crate::cells::{ABSENT, Cell, DURATION_BUCKETS, HistogramSnapshot};
 
 /// Write `k="v"` with `v` escaped as the text format requires.
 pub fn label(out: &mut String, k: &str, v: &str) {
@@ -74,9 +53,9 @@ pub enum Value {
 impl Value {
     /// A cell of a family of `kind`: counters hold counts, gauges `f64` bits. `None` for a
     /// gauge that was never set ([`ABSENT`]).
-    pub fn of(kind: families::Kind, raw: u64) -> Option<Value> {
+    pub fn of(kind: Kind, raw: u64) -> Option<Value> {
         match kind {
-            families::Kind::Counter => Some(Value::Count(raw)),
+            Kind::Counter => Some(Value::Count(raw)),
             _ if raw == ABSENT => None,
             _ => Some(Value::Float(f64::from_bits(raw))),
         }
@@ -85,7 +64,7 @@ impl Value {
 
 impl Value {
     /// A gauge that always has a value.
-    pub fn of_gauge(c: &super::cells::Cell) -> Value {
+    pub fn of_gauge(c: &Cell) -> Value {
         Value::Float(f64::from_bits(c.raw()))
     }
 }
@@ -138,26 +117,24 @@ fn bucket_bounds() -> &'static [String] {
     })
 }
 
-/// Probe families left out of the exposition (`--metrics.exclude`): an operator's trade of
-/// detail for bytes on a large fleet. Only `mcp_probe_*` families can be left out; the daemon's
-/// own few series always stay.
+/// Families left out of the exposition (an exporter's `--metrics.exclude`): an operator's trade
+/// of detail for bytes on a large fleet. Which families may be left out is the program's rule.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Exclusions(Vec<bool>);
 
 impl Exclusions {
-    /// From family names as `/metrics` shows them (a histogram by its family name, without
-    /// `_bucket`). Errors name the first unknown or daemon family.
-    pub fn parse(names: &[String]) -> Result<Exclusions, String> {
-        let mut out = vec![false; FAMILIES.len()];
-        for name in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-            let i = FAMILIES.iter().position(|d| d.name == name).ok_or_else(|| {
-                format!("--metrics.exclude: {name:?} is not a metric family of this exporter (docs/metrics.md lists them)")
-            })?;
-            if !name.starts_with("mcp_probe_") {
-                return Err(format!(
-                    "--metrics.exclude: {name} is a series of the exporter itself; only mcp_probe_* families can be left out"
-                ));
-            }
+    /// The families of `catalog` named in `names` (a histogram by its family name); the first
+    /// name that is not a family of the catalog is the error.
+    pub fn of<'n>(
+        catalog: &Catalog,
+        names: impl IntoIterator<Item = &'n str>,
+    ) -> Result<Exclusions, &'n str> {
+        let mut out = vec![false; catalog.defs().len()];
+        for name in names {
+            let Some(def) = catalog.find(name) else {
+                return Err(name);
+            };
+            let i = catalog.slot(def.name).0;
             out[i] = true;
         }
         Ok(Exclusions(out))
@@ -168,8 +145,9 @@ impl Exclusions {
     }
 
     /// The names left out, in catalog order.
-    pub fn names(&self) -> Vec<&'static str> {
-        FAMILIES
+    pub fn names(&self, catalog: &Catalog) -> Vec<&'static str> {
+        catalog
+            .defs()
             .iter()
             .zip(&self.0)
             .filter(|(_, x)| **x)
@@ -180,6 +158,7 @@ impl Exclusions {
 
 /// One scrape being written.
 pub struct Exposition<'a> {
+    catalog: &'static Catalog,
     families: Vec<String>,
     exclusions: &'a Exclusions,
 }
@@ -187,19 +166,24 @@ pub struct Exposition<'a> {
 impl<'a> Exposition<'a> {
     /// An exposition whose family buffers start at `sizes` (the last scrape's), so a large
     /// one is not built by repeated doubling and copying.
-    pub fn with_sizes(sizes: &[usize], exclusions: &'a Exclusions) -> Self {
+    pub fn with_sizes(
+        catalog: &'static Catalog,
+        sizes: &[usize],
+        exclusions: &'a Exclusions,
+    ) -> Self {
         Exposition {
-            families: (0..FAMILIES.len())
+            catalog,
+            families: (0..catalog.defs().len())
                 .map(|i| String::with_capacity(sizes.get(i).map_or(0, |n| n + n / 8)))
                 .collect(),
             exclusions,
         }
     }
 
-    #[cfg(test)]
-    pub fn new() -> Exposition<'static> {
+    /// An exposition of every family of `catalog`, sized as it grows.
+    pub fn new(catalog: &'static Catalog) -> Exposition<'static> {
         static NONE: Exclusions = Exclusions(Vec::new());
-        Exposition::with_sizes(&[], &NONE)
+        Exposition::with_sizes(catalog, &[], &NONE)
     }
 
     /// The size of each family's samples, for the next scrape's [`Exposition::with_sizes`].
@@ -224,7 +208,7 @@ impl<'a> Exposition<'a> {
             return;
         }
         let out = &mut self.families[family.0];
-        out.push_str(FAMILIES[family.0].name);
+        out.push_str(self.catalog.defs()[family.0].name);
         out.push_str(suffix);
         out.push('{');
         out.push_str(labels);
@@ -264,8 +248,9 @@ impl<'a> Exposition<'a> {
     /// The exposition: each family with samples under its HELP and TYPE, in catalog order.
     pub fn finish(self) -> String {
         let size = self.families.iter().map(String::len).sum::<usize>();
-        let mut out = String::with_capacity(size + FAMILIES.len() * 160);
-        for (def, samples) in FAMILIES.iter().zip(&self.families) {
+        let defs = self.catalog.defs();
+        let mut out = String::with_capacity(size + defs.len() * 160);
+        for (def, samples) in defs.iter().zip(&self.families) {
             if samples.is_empty() {
                 continue;
             }
@@ -280,11 +265,16 @@ impl<'a> Exposition<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::cells::Histogram;
+    use crate::catalog::test_catalog::{self as families, CATALOG};
+    use crate::cells::Histogram;
+
+    fn slot(name: &str) -> Slot {
+        CATALOG.slot(name)
+    }
 
     #[test]
     fn samples_are_grouped_under_one_header_per_family() {
-        let mut e = Exposition::new();
+        let mut e = Exposition::new(&CATALOG);
         let up = slot(families::UP);
         e.sample(up, r#"target="a""#, &[], Value::Float(1.0));
         e.sample(
@@ -295,41 +285,29 @@ mod tests {
         );
         e.sample(up, r#"target="b""#, &[], Value::Float(0.0));
         let text = e.finish();
-        assert_eq!(text.matches("# TYPE mcp_probe_up gauge").count(), 1);
-        assert!(text.contains("mcp_probe_up{target=\"a\"} 1\nmcp_probe_up{target=\"b\"} 0\n"));
-        assert!(text.contains(
-            "mcp_probe_requests_total{target=\"a\",connection=\"0\",method=\"ping\"} 3\n"
-        ));
+        assert_eq!(text.matches("# TYPE demo_up gauge").count(), 1);
+        assert!(text.contains("demo_up{target=\"a\"} 1\ndemo_up{target=\"b\"} 0\n"));
         assert!(
-            !text.contains("mcp_probe_ready"),
+            text.contains("demo_requests_total{target=\"a\",connection=\"0\",method=\"ping\"} 3\n")
+        );
+        assert!(
+            !text.contains("demo_ttl_seconds"),
             "empty families are left out"
         );
     }
 
     #[test]
-    fn excluded_families_are_left_out_and_only_probe_families_can_be() {
-        let x = Exclusions::parse(&["mcp_probe_request_duration_seconds".into(), " ".into()])
-            .expect("a probe family");
-        assert_eq!(x.names(), vec!["mcp_probe_request_duration_seconds"]);
-        let mut e = Exposition::with_sizes(&[], &x);
+    fn excluded_families_are_left_out() {
+        let x = Exclusions::of(&CATALOG, [families::LATENCY]).expect("a family");
+        assert_eq!(x.names(&CATALOG), vec![families::LATENCY]);
+        let mut e = Exposition::with_sizes(&CATALOG, &[], &x);
         let h = Histogram::default();
-        e.histogram(
-            slot(families::REQUEST_DURATION),
-            r#"target="a""#,
-            &[],
-            &h.snapshot(),
-        );
+        e.histogram(slot(families::LATENCY), r#"target="a""#, &[], &h.snapshot());
         e.sample(slot(families::UP), r#"target="a""#, &[], Value::Float(1.0));
         let text = e.finish();
-        assert!(!text.contains("request_duration"), "{text}");
-        assert!(text.contains("mcp_probe_up{target=\"a\"} 1"));
-        let unknown = Exclusions::parse(&["mcp_probe_nope".into()]).unwrap_err();
-        assert!(
-            unknown.contains("\"mcp_probe_nope\" is not a metric family"),
-            "{unknown}"
-        );
-        let daemon = Exclusions::parse(&["mcp_exporter_targets".into()]).unwrap_err();
-        assert!(daemon.contains("only mcp_probe_* families"), "{daemon}");
+        assert!(!text.contains("latency"), "{text}");
+        assert!(text.contains("demo_up{target=\"a\"} 1"));
+        assert_eq!(Exclusions::of(&CATALOG, ["demo_nope"]), Err("demo_nope"));
     }
 
     #[test]
@@ -340,8 +318,8 @@ mod tests {
 
     #[test]
     fn values_use_the_text_format_spelling() {
-        let mut e = Exposition::new();
-        let s = slot(families::LISTING_TTL);
+        let mut e = Exposition::new(&CATALOG);
+        let s = slot(families::TTL);
         for v in [f64::INFINITY, f64::NAN, 0.25, 1.7e9, -3.0, 1.5e300] {
             e.sample(s, "", &[], Value::Float(v));
         }
@@ -357,31 +335,20 @@ mod tests {
         }
         let big = text.lines().last().expect("a sample").split(' ').nth(1);
         assert_eq!(big.and_then(|v| v.parse::<f64>().ok()), Some(1.5e300));
-        assert_eq!(Value::of(families::Kind::Gauge, ABSENT).map(|_| ()), None);
+        assert_eq!(Value::of(Kind::Gauge, ABSENT).map(|_| ()), None);
     }
 
     #[test]
     fn histograms_render_buckets_sum_and_count() {
         let h = Histogram::default();
         h.record(0.02);
-        let mut e = Exposition::new();
-        e.histogram(
-            slot(families::PING_DURATION),
-            r#"target="a""#,
-            &[],
-            &h.snapshot(),
-        );
+        let mut e = Exposition::new(&CATALOG);
+        e.histogram(slot(families::LATENCY), r#"target="a""#, &[], &h.snapshot());
         let text = e.finish();
-        assert!(
-            text.contains("mcp_probe_ping_duration_seconds_bucket{target=\"a\",le=\"0.01\"} 0\n")
-        );
-        assert!(
-            text.contains("mcp_probe_ping_duration_seconds_bucket{target=\"a\",le=\"0.025\"} 1\n")
-        );
-        assert!(
-            text.contains("mcp_probe_ping_duration_seconds_bucket{target=\"a\",le=\"+Inf\"} 1\n")
-        );
-        assert!(text.contains("mcp_probe_ping_duration_seconds_sum{target=\"a\"} 0.02\n"));
-        assert!(text.contains("mcp_probe_ping_duration_seconds_count{target=\"a\"} 1\n"));
+        assert!(text.contains("demo_latency_seconds_bucket{target=\"a\",le=\"0.01\"} 0\n"));
+        assert!(text.contains("demo_latency_seconds_bucket{target=\"a\",le=\"0.025\"} 1\n"));
+        assert!(text.contains("demo_latency_seconds_bucket{target=\"a\",le=\"+Inf\"} 1\n"));
+        assert!(text.contains("demo_latency_seconds_sum{target=\"a\"} 0.02\n"));
+        assert!(text.contains("demo_latency_seconds_count{target=\"a\"} 1\n"));
     }
 }

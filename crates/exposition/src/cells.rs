@@ -3,7 +3,7 @@
 //! A counter or gauge is one `AtomicU64` (a gauge holds `f64` bits), so recording is one atomic
 //! operation with no key built and no map looked up, and 10,000 connections cost a few hundred
 //! bytes each. A histogram is a fixed array of bucket counts. Nothing here knows label names;
-//! [`super::expo`] writes them at scrape time.
+//! [`crate::Exposition`] writes them at scrape time.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,10 +1,8 @@
-//! Read samples back out of the text exposition the exporter renders.
+//! Read samples back out of a text exposition.
 //!
-//! The OTLP push exports the very numbers `/metrics` shows. The daemon's recorder
-//! (`metrics-exporter-prometheus`) keeps its state private and only renders text, and the probe's
-//! series are written as text by [`super::expo`]; so the bridge parses the one exposition: one
-//! place where the values come from, and no second bookkeeping that could disagree with the
-//! scrape.
+//! For a bridge that must export the very numbers a scrape shows from a writer that keeps its
+//! state private and only renders text (`metrics-exporter-prometheus`): parsing its exposition
+//! keeps one place where the values come from.
 
 /// One sample line: `name{label="value",...} 1.5`.
 #[derive(Debug, Clone, PartialEq)]

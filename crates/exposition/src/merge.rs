@@ -1,14 +1,12 @@
-//! The daemon recorder's exposition, with HELP and TYPE from the catalog.
+//! Another writer's exposition, regrouped with HELP and TYPE from the catalog.
 //!
 //! `metrics-exporter-prometheus` renders `# TYPE` (and `# HELP` only for described families)
-//! followed by samples; the daemon's `mcp_exporter_*` families are not described there, so their
-//! text is regrouped under one HELP/TYPE header per family with the catalog's help. (It takes
-//! several expositions because it once merged one recorder per target; the probe's series are
-//! now written by [`super::expo`] and only the daemon's go through here.)
+//! followed by samples; families it was not told to describe get their HELP from the catalog
+//! here, under one HELP/TYPE header per family.
 
 use std::collections::BTreeMap;
 
-use super::families;
+use crate::Catalog;
 
 #[derive(Default)]
 struct Family<'a> {
@@ -17,8 +15,9 @@ struct Family<'a> {
     samples: Vec<&'a str>,
 }
 
-/// Merge expositions; families come out sorted by name.
-pub fn merge(parts: &[String]) -> String {
+/// Merge expositions; families come out sorted by name, with HELP and TYPE from `catalog` where
+/// it has the family.
+pub fn merge(catalog: &Catalog, parts: &[String]) -> String {
     let mut families: BTreeMap<&str, Family<'_>> = BTreeMap::new();
     let mut total = 0;
     for part in parts {
@@ -48,7 +47,7 @@ pub fn merge(parts: &[String]) -> String {
         if fam.samples.is_empty() {
             continue;
         }
-        let def = families::find(name);
+        let def = catalog.find(name);
         let help = def.map(|d| d.help).or(fam.help).unwrap_or("");
         let kind = def
             .map(|d| d.kind.as_str())
@@ -75,20 +74,27 @@ pub fn merge(parts: &[String]) -> String {
 mod tests {
     use super::*;
 
+    static CATALOG: Catalog = Catalog::new(&[crate::MetricDef {
+        name: "mcp_probe_up",
+        kind: crate::Kind::Gauge,
+        labels: &["target"],
+        help: "1 when up.",
+    }]);
+
     #[test]
     fn families_are_merged_under_one_header() {
         let a = "# TYPE mcp_probe_up gauge\nmcp_probe_up{target=\"a\"} 1\n\n".to_string();
         let b = "# TYPE mcp_probe_up gauge\nmcp_probe_up{target=\"b\"} 0\n\n# HELP process_x help x\n# TYPE process_x gauge\nprocess_x 3\n".to_string();
-        let out = merge(&[a, b]);
+        let out = merge(&CATALOG, &[a, b]);
         assert_eq!(out.matches("# TYPE mcp_probe_up gauge").count(), 1);
-        assert!(out.contains("# HELP mcp_probe_up 1 when at least one connection"));
+        assert!(out.contains("# HELP mcp_probe_up 1 when up."));
         assert!(out.contains("mcp_probe_up{target=\"a\"} 1\nmcp_probe_up{target=\"b\"} 0\n"));
         assert!(out.contains("# HELP process_x help x\n# TYPE process_x gauge\nprocess_x 3\n"));
     }
 
     #[test]
     fn families_without_samples_are_left_out() {
-        let out = merge(&["# TYPE x counter\n\n".to_string()]);
+        let out = merge(&CATALOG, &["# TYPE x counter\n\n".to_string()]);
         assert_eq!(out, "");
     }
 }
