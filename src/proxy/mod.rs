@@ -10,6 +10,10 @@
 //! - [`paths`]: which paths are forwarded (the MCP path, nothing else of the upstream's host);
 //! - [`forward`]: one HTTP exchange upstream and back, streamed, with the proxy's own few answers
 //!   and its time budgets;
+//! - [`requests`]: what an exchange's requests mean for its session, once the upstream's status
+//!   is known (and the stale-call judge they start);
+//! - [`answers`]: what the upstream's answers mean, read with the requests they answer;
+//! - [`relay`]: the answer's body on its way to the client, observed, within its time budget;
 //! - [`exchange`]: the exchange as accounted (client, session key, requests, era), read by
 //!   forwarding, flattening and healing alike;
 //! - [`upstream`]: the client's request as it goes upstream (end-to-end headers only);
@@ -32,6 +36,7 @@
 //! `subscriptions/listen` stream, and the deprecated HTTP+SSE transport, whose POSTs are tied to
 //! their session by the message URL's `sessionId` and whose answers come on its GET stream.
 
+mod answers;
 pub mod budget;
 pub mod catalog;
 mod exchange;
@@ -43,6 +48,8 @@ pub mod metrics;
 pub mod observe;
 pub mod page;
 pub mod paths;
+mod relay;
+mod requests;
 pub mod schema;
 mod seen;
 pub mod sessions;
@@ -90,7 +97,7 @@ pub(crate) struct Shared {
     sessions: Mutex<Table>,
     /// Woken when the table dropped an upstream session that is to be ended there.
     dropped: tokio::sync::Notify,
-    /// Permits of the calls being judged stale or not (see `forward::MAX_JUDGING`).
+    /// Permits of the calls being judged stale or not (see `requests::MAX_JUDGING`).
     judging: Arc<tokio::sync::Semaphore>,
     catalog: Arc<Catalog>,
     /// The streams healing may write to (empty unless `heal`).
@@ -154,7 +161,7 @@ impl Proxy {
             paths: paths::Paths::new(&config.upstream, config.forward_oauth_metadata),
             sessions: Mutex::new(Table::new(config.max_sessions, metrics.clone())),
             dropped: tokio::sync::Notify::new(),
-            judging: Arc::new(tokio::sync::Semaphore::new(forward::MAX_JUDGING)),
+            judging: Arc::new(tokio::sync::Semaphore::new(requests::MAX_JUDGING)),
             catalog: Arc::new(Catalog::default()),
             heal: heal::Heal::default(),
             metrics,
