@@ -1,5 +1,10 @@
+use std::time::Duration;
+
 use super::*;
-use crate::config::{Endpoint, Expect, ProbeConfig, ProtocolChoice};
+use crate::config::{Endpoint, Expect, ProbeConfig, ProtocolChoice, TargetConfig};
+use crate::mcp::{Era, ServerInfo};
+use crate::probe::Trigger;
+use crate::probe::toolset::{Drift, ToolSet};
 use crate::text::is_hostile;
 
 fn target() -> TargetConfig {

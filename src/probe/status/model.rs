@@ -1,0 +1,282 @@
+//! What the status board keeps: each connection's state, session, last walk, cache, drift,
+//! contract, changes and timeline, and each functional probe's last run.
+//!
+//! These are plain data, serialized as they are into `/status.json` and read by the page, so the
+//! types live apart from the locks that hold them ([`super::board`]) and the writes that fill
+//! them ([`super::record`]). The only logic here is the data's own: drift names capped and
+//! escaped as a [`DriftStatus`] is built, and a connection's light form for the JSON cap.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use serde::Serialize;
+
+use super::{CHANGES_PER_CONNECTION, MAX_DRIFT_NAMES, MAX_NAME, keep};
+use crate::probe::changes::ToolChange;
+use crate::probe::toolset::Drift;
+
+/// Where a connection is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnState {
+    /// Opening a session (first time, or after one ended).
+    Connecting,
+    /// A session is open and its last ping passed.
+    Up,
+    /// A session is open but pings fail.
+    Unresponsive,
+    /// The last attempt failed; waiting (backoff) before the next.
+    Down,
+}
+
+impl ConnState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnState::Connecting => "connecting",
+            ConnState::Up => "up",
+            ConnState::Unresponsive => "unresponsive",
+            ConnState::Down => "down",
+        }
+    }
+}
+
+/// The negotiated session.
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionStatus {
+    pub era: &'static str,
+    pub protocol_version: String,
+    pub server_name: String,
+    pub server_version: String,
+    pub opened_at: String,
+    pub capabilities: Capabilities,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Capabilities {
+    pub tools: bool,
+    pub list_changed: bool,
+}
+
+/// The last walk of any trigger.
+#[derive(Debug, Clone, Serialize)]
+pub struct WalkStatus {
+    pub trigger: &'static str,
+    pub finished_at: String,
+    pub complete: bool,
+    /// Pages fetched (requests sent, when incomplete).
+    pub pages: u32,
+    /// Tools listed (absent when incomplete).
+    pub tools: Option<usize>,
+    pub duration_seconds: f64,
+    /// Why it did not complete (`reason: detail`).
+    pub error: Option<String>,
+}
+
+/// How many names each drift kind had, before [`MAX_DRIFT_NAMES`] cut the lists.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DriftCounts {
+    pub missing: usize,
+    pub extra: usize,
+    pub changed: usize,
+}
+
+impl DriftCounts {
+    pub fn total(&self) -> usize {
+        self.missing + self.extra + self.changed
+    }
+}
+
+/// The cache-vs-server difference by tool name.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DriftStatus {
+    /// On the server, not in the cache.
+    pub missing: Vec<String>,
+    /// In the cache, gone from the server: calls to these fail.
+    pub extra: Vec<String>,
+    /// Same name, different definition.
+    pub changed: Vec<String>,
+    /// Names left out of the lists above (a kind had more than [`MAX_DRIFT_NAMES`]).
+    pub omitted: usize,
+    /// Names of each kind, listed or not.
+    pub counts: DriftCounts,
+}
+
+impl DriftStatus {
+    pub(super) fn from(d: &Drift) -> Self {
+        let take = |names: &[String]| -> Vec<String> {
+            names
+                .iter()
+                .take(MAX_DRIFT_NAMES)
+                .map(|n| keep(n, MAX_NAME))
+                .collect()
+        };
+        let counts = DriftCounts {
+            missing: d.missing.len(),
+            extra: d.extra.len(),
+            changed: d.changed.len(),
+        };
+        let mut s = DriftStatus {
+            missing: take(&d.missing),
+            extra: take(&d.extra),
+            changed: take(&d.changed),
+            omitted: 0,
+            counts,
+        };
+        s.omitted = counts.total() - s.listed();
+        s
+    }
+
+    fn listed(&self) -> usize {
+        self.missing.len() + self.extra.len() + self.changed.len()
+    }
+
+    /// Keep at most `n` names per kind (the counts stay).
+    fn cut(&mut self, n: usize) {
+        for names in [&mut self.missing, &mut self.extra, &mut self.changed] {
+            names.truncate(n);
+        }
+        self.omitted = self.counts.total() - self.listed();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.counts.total() == 0
+    }
+}
+
+/// What the connection's client holds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CacheStatus {
+    pub tools: Option<usize>,
+    pub replaced_at: Option<String>,
+    pub replaced_by: Option<&'static str>,
+}
+
+/// What the server promises a caching client, and whether a promise is broken now
+/// (docs/health.md, "The correct client of each era").
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ContractStatus {
+    /// `announce`, `ttl`, `announce_ttl` or `none`; absent before the first session.
+    pub promise: Option<&'static str>,
+    /// Freshness the latest listing promised (2026-07-28 `ttlMs`), in seconds.
+    pub ttl_seconds: f64,
+    /// The promise in words.
+    pub words: Option<String>,
+    /// A promise of the era is broken now: a correct client holds a stale list (as
+    /// `mcp_probe_tool_cache_stale`).
+    pub broken: bool,
+    /// Since when it has been broken; absent while it holds.
+    pub broken_since: Option<String>,
+}
+
+/// What a 2025-era client of this modern server hears (connection 0 of a modern session).
+#[derive(Debug, Clone, Serialize)]
+pub struct LegacyClientsStatus {
+    /// `true`, `false`, or absent until measured (as `mcp_probe_legacy_path_hears_changes`).
+    pub hears: Option<bool>,
+    /// `declares_none`, `no_stream`, `stream_silent`, `delivered`, `untested` or `not_served`.
+    pub cause: &'static str,
+    pub detail: &'static str,
+    pub at: String,
+}
+
+/// One entry of the timeline.
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    pub at: String,
+    /// `session_opened`, `session_failed`, `session_expired`, `session_closed`, `stream_opened`,
+    /// `stream_lost`, `list_changed`, `walk_started`, `walk_finished`, `walk_failed`,
+    /// `cache_replaced`, `drift`, `unannounced_change`, `ping_failed`, `probe_passed`,
+    /// `probe_failed`.
+    pub kind: &'static str,
+    pub detail: String,
+}
+
+/// One connection.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConnStatus {
+    pub connection: u16,
+    pub state: ConnState,
+    pub state_since: String,
+    pub session: Option<SessionStatus>,
+    pub notification_stream: bool,
+    pub list_changed_received: u64,
+    pub last_walk: Option<WalkStatus>,
+    pub cache: CacheStatus,
+    pub drift: DriftStatus,
+    /// Since when the cache has differed from the server; absent while it matches.
+    pub stale_since: Option<String>,
+    /// The server's promise to caching clients, and whether it is broken now.
+    pub contract: ContractStatus,
+    /// What a 2025-era client of this modern server hears; absent where not measured.
+    pub legacy_clients: Option<LegacyClientsStatus>,
+    /// Refresh walks (every trigger but `audit`) that failed since the cache was last replaced.
+    pub refresh_failures: u32,
+    /// The newest tool changes between two listings, with their classified differences
+    /// (oldest first, at most [`CHANGES_PER_CONNECTION`]).
+    pub changes: VecDeque<ToolChangeStatus>,
+    /// The latest event of each kind, kept when the timeline has scrolled past it.
+    pub last_events: BTreeMap<&'static str, Event>,
+    /// Oldest first.
+    pub events: VecDeque<Event>,
+}
+
+impl ConnStatus {
+    pub(super) fn new(connection: u16, at: &str) -> Self {
+        ConnStatus {
+            connection,
+            state: ConnState::Connecting,
+            state_since: at.to_string(),
+            session: None,
+            notification_stream: false,
+            list_changed_received: 0,
+            last_walk: None,
+            cache: CacheStatus::default(),
+            drift: DriftStatus::default(),
+            stale_since: None,
+            contract: ContractStatus::default(),
+            legacy_clients: None,
+            refresh_failures: 0,
+            changes: VecDeque::new(),
+            last_events: BTreeMap::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// The latest event of `kind`.
+    pub fn last(&self, kind: &str) -> Option<&Event> {
+        self.last_events.get(kind)
+    }
+
+    /// Keep the newest `events` entries and `names` names per drift kind: the light form
+    /// `/status.json` falls back to when the whole does not fit.
+    pub(super) fn trim(&mut self, events: usize, names: usize) {
+        let drop = self.events.len().saturating_sub(events);
+        self.events.drain(..drop);
+        self.drift.cut(names);
+        let drop = self
+            .changes
+            .len()
+            .saturating_sub(names.min(CHANGES_PER_CONNECTION));
+        self.changes.drain(..drop);
+    }
+}
+
+/// One tool change as the status page keeps it: when, and the classified difference.
+#[derive(Debug, Clone, Serialize)]
+pub struct ToolChangeStatus {
+    pub at: String,
+    #[serde(flatten)]
+    pub change: ToolChange,
+}
+
+/// The last run of a functional probe.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeStatus {
+    pub tool: String,
+    pub interval_seconds: f64,
+    pub last_run_at: Option<String>,
+    pub success: bool,
+    /// Failure reason label (`unknown_tool`, `side_effect_guard`, …).
+    pub reason: Option<&'static str>,
+    pub detail: Option<String>,
+    pub duration_seconds: Option<f64>,
+}
