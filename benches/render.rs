@@ -13,7 +13,7 @@
 
 use std::time::{Duration, Instant};
 
-use mcp_exporter::mcp::{Era, Reason, ServerInfo};
+use mcp_client::mcp::{Era, Reason, ServerInfo};
 use mcp_exporter::probe::Trigger;
 use mcp_exporter::telemetry::{Telemetry, parse_exclusions};
 

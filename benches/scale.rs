@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use mcp_exporter::lab::{Behaviour, Lab};
+use mcp_lab::{Behaviour, Lab};
 
 mod common;
 use common::{

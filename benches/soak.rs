@@ -13,7 +13,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use mcp_exporter::lab::{Lab, scenarios};
+use mcp_lab::{Lab, scenarios};
 
 mod common;
 use common::{proc_sample as sample, spawn_exporter, sum};

@@ -291,7 +291,7 @@ impl Daemon {
 
 /// Target names for a log line: bounded in count and bytes (see [`NAMES_LOGGED`]).
 fn names_logged(names: &[String]) -> String {
-    crate::text::bounded_list(names, NAMES_LOGGED, NAME_BYTES_LOGGED)
+    mcp_client::text::bounded_list(names, NAMES_LOGGED, NAME_BYTES_LOGGED)
 }
 
 /// SIGHUP, SIGTERM and SIGINT. Installed before anything else: until then each of them kills
@@ -472,12 +472,9 @@ fn signal(kind: SignalKind) -> Result<Signal, String> {
 }
 
 /// `mcp_exporter lab`: serve one scenario until SIGTERM / SIGINT.
-pub async fn run_lab(
-    scenario: crate::lab::scenarios::Scenario,
-    listen: String,
-) -> Result<(), String> {
+pub async fn run_lab(scenario: mcp_lab::scenarios::Scenario, listen: String) -> Result<(), String> {
     let addr = parse_listen(&listen)?;
-    let lab = crate::lab::scenarios::serve(&scenario, addr)
+    let lab = mcp_lab::scenarios::serve(&scenario, addr)
         .await
         .map_err(|e| format!("cannot serve on {addr}: {e}"))?;
     let url = lab.url(scenario.name);

@@ -26,7 +26,7 @@ use std::time::Duration;
 use crate::config::{
     Config, Defaults, Endpoint, Expect, ProbeConfig, ProtocolChoice, TargetConfig,
 };
-use crate::lab::{Behaviour, Era, Lab};
+use mcp_lab::{Behaviour, Era, Lab};
 
 /// The demo's reverse proxy (`proxy` label) and where it listens: in front of `kb_healthy`,
 /// whose tool list swaps at every redeploy. Clients use [`proxy_url`].
@@ -99,11 +99,11 @@ pub fn profiles() -> Vec<(String, Behaviour)> {
 }
 
 /// Start the demo lab on a free loopback port, churning every [`CHURN_PERIOD`], and the clients
-/// of its proxy (`crate::lab::demo_clients`).
+/// of its proxy (`mcp_lab::demo_clients`).
 pub async fn start() -> std::io::Result<Lab> {
     let lab = Lab::start(SocketAddr::from(([127, 0, 0, 1], 0)), profiles()).await?;
     lab.spawn_churn(CHURN_PERIOD);
-    crate::lab::demo_clients::spawn(proxy_url());
+    mcp_lab::demo_clients::spawn(proxy_url());
     Ok(lab)
 }
 
@@ -156,7 +156,7 @@ pub fn config(lab: &Lab) -> Config {
 fn demo_pins() -> Option<std::path::PathBuf> {
     let dir = std::env::temp_dir().join(format!("mcp_exporter-demo-{}", std::process::id()));
     let path = dir.join("kb.pins.json");
-    let text = crate::probe::changes::pins::render(&crate::lab::kb::tools(0));
+    let text = mcp_client::listing::changes::pins::render(&mcp_lab::kb::tools(0));
     match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text)) {
         Ok(()) => Some(path),
         Err(e) => {

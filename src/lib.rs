@@ -1,15 +1,20 @@
 //! mcp_exporter watches remote MCP servers the way a careful client would, and exports when a
 //! client's tool cache can no longer be trusted.
 //!
-//! Data flows one way:
+//! The top floor of the workspace (see `docs/design.md` and each crate's README): it may import
+//! `mcp-client` (the MCP client core), `exposition` (the metrics writer) and `mcp-lab` (the demo's
+//! servers); none of them imports it. Data flows one way:
 //!
 //! ```text
 //! config ─┬─► shard (this replica's part) ──► probe::Supervisor ──► probe::connection
-//! discovery┘    (one task per target × connection)  │  mcp (the wire: JSON-RPC, Streamable HTTP)
-//!                                                   │  probe::walker · probe::toolset (cache, diff)
+//! discovery┘    (one task per target × connection)  │  mcp_client: the wire, sessions, walker,
+//!                                                   │  tool sets and their changes
 //!                                                   ▼
-//!                        telemetry (atomic series, rendered when scraped) ──► web (/metrics …)
+//!     probe::metrics · proxy::metrics (atomic series) ──► telemetry (registry) ──► web (/metrics …)
 //! ```
+//!
+//! Each capability owns its metrics beside it (`probe::metrics`, `proxy::metrics`); `telemetry`
+//! holds them only as `Series` and knows no MCP type.
 
 /// The daemon: startup, reload, signals, shutdown.
 pub mod app;
@@ -21,27 +26,15 @@ pub mod config;
 pub mod demo;
 /// Targets from `file_sd_configs` and `http_sd_configs`, merged with the static ones.
 pub mod discovery;
-/// The fault-injecting MCP server behind `--demo` and the tests.
-pub mod lab;
 /// Logging setup (logfmt or JSON).
 pub mod logging;
-/// The MCP wire client: JSON-RPC framing, Streamable HTTP, legacy-era sessions.
-pub mod mcp;
-/// Reaching a target over HTTP: credentials, TLS, proxy.
-pub mod net;
-/// OAuth 2.0 client credentials for MCP targets: discovery, token cache, step-up.
-pub mod oauth;
-/// The probe: long-lived connections, cursor walks, the cache and its audit.
+/// The probe: long-lived connections, the cache's audit, verdicts, status and series.
 pub mod probe;
 /// Passive mode: an MCP-aware reverse proxy that sees real clients' stale tool caches.
 pub mod proxy;
-/// Values kept out of logs, errors and pages: `Secret`, `redact_url`.
-pub mod secret;
 /// Horizontal sharding: which targets this replica owns (rendezvous hashing of names).
 pub mod shard;
-/// Metric catalog, per-target recorders and the merged exposition.
+/// The registry a scrape reads, the catalog of families, the daemon's own series, OTLP push.
 pub mod telemetry;
-/// Server-supplied text made safe to show: bounded in bytes, control and bidi characters escaped.
-pub mod text;
 /// The exporter's HTTP endpoints.
 pub mod web;

@@ -8,11 +8,11 @@ use clap::Parser;
 use mcp_exporter::app::{self, Options, Source};
 use mcp_exporter::check;
 use mcp_exporter::config::{self, CommandSpec, Config, Endpoint, Secret};
-use mcp_exporter::lab::{Era, scenarios};
 use mcp_exporter::logging::{self, Format};
 use mcp_exporter::shard::{self, Shard};
 use mcp_exporter::telemetry::otlp::{OtlpOptions, OtlpProtocol};
 use mcp_exporter::web::Limits;
+use mcp_lab::{Era, scenarios};
 
 /// Prometheus exporter that probes MCP servers as a correct client and reports stale tool caches.
 #[derive(Debug, Parser)]
@@ -564,7 +564,7 @@ fn run(fut: impl Future<Output = Result<(), String>>) -> ExitCode {
     runtime.shutdown_background();
     // Stdio servers' trees whose guards the background shutdown has not run yet end here,
     // before the process does.
-    mcp_exporter::mcp::stdio::end_every_tree();
+    mcp_client::mcp::stdio::end_every_tree();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

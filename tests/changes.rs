@@ -8,10 +8,10 @@ use std::path::Path;
 use std::process::Command;
 
 use common::{Exporter, Harness, Scrape, start_lab, target};
-use mcp_exporter::lab::Behaviour;
-use mcp_exporter::lab::behaviour::DefinitionChange;
-use mcp_exporter::lab::kb;
-use mcp_exporter::probe::changes::pins;
+use mcp_client::listing::changes::pins;
+use mcp_lab::Behaviour;
+use mcp_lab::behaviour::DefinitionChange;
+use mcp_lab::kb;
 
 fn changed(b: DefinitionChange) -> Behaviour {
     Behaviour {

@@ -8,7 +8,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{DEADLINE, free_port, start_lab};
-use mcp_exporter::lab::{Lab, scenarios};
+use mcp_lab::{Lab, scenarios};
 use serde_json::Value;
 
 /// What one run printed and how it ended.
@@ -150,9 +150,9 @@ async fn a_healthy_server_passes_with_two_pages_and_fourteen_tools() {
 /// client pinned to 2025-11-25 is a warning: legacy clients cache anyway (F2).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_promises_nothing_is_information_in_2026_and_a_warning_in_2025() {
-    let silent = mcp_exporter::lab::Behaviour {
+    let silent = mcp_lab::Behaviour {
         ttl_ms: 0,
-        ..mcp_exporter::lab::scenarios::find("no-list-changed")
+        ..mcp_lab::scenarios::find("no-list-changed")
             .expect("scenario")
             .behaviour
     };
@@ -609,7 +609,7 @@ async fn an_rmcp_server_passes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_while_the_stream_was_cut_is_a_warning_not_a_failure() {
-    use mcp_exporter::lab::Behaviour;
+    use mcp_lab::Behaviour;
     // A proxy cuts the GET stream 2 s in and the list changes in the gap (F4): a correct
     // client re-opens the stream and re-lists, so it catches up; the check does the same and
     // must not call that F1.

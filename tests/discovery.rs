@@ -8,7 +8,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::{Exporter, Scrape, start_lab};
-use mcp_exporter::lab::{Behaviour, Era, Lab};
+use mcp_lab::{Behaviour, Era, Lab};
 
 async fn legacy_lab(names: &[&str]) -> Lab {
     // Legacy sessions: a kept target must keep its session (the lab counts `initialize`).

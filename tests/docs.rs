@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use mcp_exporter::mcp::Reason;
+use mcp_client::listing::walker::WalkError;
+use mcp_client::mcp::Reason;
 use mcp_exporter::probe::Trigger;
-use mcp_exporter::probe::walker::WalkError;
 use mcp_exporter::proxy::metrics::{Ended, Rejected};
 use mcp_exporter::telemetry::families::{FAMILIES, family_of};
 use mcp_exporter::web::Closed;

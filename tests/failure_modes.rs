@@ -6,7 +6,7 @@ mod common;
 
 use common::series::{C0, checks, counter, drift, t, walks};
 use common::{Harness, Scrape, churn_then_audits, start_lab, target};
-use mcp_exporter::lab::{Behaviour, Era as LabEra, Lab};
+use mcp_lab::{Behaviour, Era as LabEra, Lab};
 
 async fn lab(profile: &str, b: Behaviour) -> Lab {
     start_lab([(profile, b)]).await
@@ -30,7 +30,7 @@ fn legacy(b: Behaviour) -> Behaviour {
 }
 
 fn scenario(name: &str) -> Behaviour {
-    mcp_exporter::lab::scenarios::find(name)
+    mcp_lab::scenarios::find(name)
         .expect("scenario exists")
         .behaviour
 }

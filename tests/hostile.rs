@@ -16,7 +16,7 @@ use std::time::Duration;
 use common::series::{C0, checks, counter, t, walks};
 use common::{Harness, Scrape, start_lab, target};
 use mcp_exporter::config::TargetConfig;
-use mcp_exporter::lab::{Behaviour, Lab};
+use mcp_lab::{Behaviour, Lab};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -1541,7 +1541,7 @@ async fn session_failure_series_exist_before_any_failure() {
             s.get("mcp_probe_up", &[t("kb")]) == Some(1.0)
         })
         .await;
-    for reason in mcp_exporter::mcp::Reason::ALL {
+    for reason in mcp_client::mcp::Reason::ALL {
         assert_eq!(
             s.get(SESSION_FAILURES, &[t("kb"), ("reason", reason.as_str())]),
             Some(0.0),

@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::{DEADLINE, Harness, start_lab};
-use mcp_exporter::config::{Config, HttpClientConfig};
-use mcp_exporter::lab::Behaviour;
-use mcp_exporter::net::refusal::AuthStep;
-use mcp_exporter::net::{SendError, TargetHttp};
+use mcp_client::net::refusal::AuthStep;
+use mcp_client::net::{SendError, TargetHttp};
+use mcp_exporter::config::{Config, load_http_config, parse_http_config};
+use mcp_lab::Behaviour;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -156,8 +156,8 @@ async fn a_proxys_tls_config_carries_its_clients_and_its_catalog_to_a_mutual_tls
     let telemetry = mcp_exporter::telemetry::Telemetry::new();
     let mut config =
         mcp_exporter::config::McpProxyConfig::new("kb", "127.0.0.1:0".parse().unwrap(), upstream);
-    config.http = HttpClientConfig::parse(http, "http.yml", Some(dir.path()), &|_| None)
-        .expect("http config");
+    config.http =
+        parse_http_config(http, "http.yml", Some(dir.path()), &|_| None).expect("http config");
     let proxy = mcp_exporter::proxy::Proxy::start(config, telemetry.clone())
         .await
         .expect("proxy starts");
@@ -378,7 +378,7 @@ async fn a_rotated_credentials_file_is_sent_on_the_retry_of_the_refused_request(
     put(dir.path(), "token", "one\n");
     let http = dir.path().join("http.yml");
     std::fs::write(&http, "authorization:\n  credentials_file: token\n").unwrap();
-    let cfg = HttpClientConfig::load(&http).unwrap();
+    let cfg = load_http_config(&http).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let url = rotating_server(dir.path().join("token"), seen.clone()).await;
     let net = TargetHttp::new("kb", &cfg, &url).unwrap();
@@ -602,7 +602,7 @@ async fn requests_go_through_proxy_url_except_to_no_proxy_hosts() {
     let send = |yaml: String| {
         let target = target.clone();
         async move {
-            let cfg = HttpClientConfig::parse(&yaml, "http.yml", None, &|_| None).unwrap();
+            let cfg = parse_http_config(&yaml, "http.yml", None, &|_| None).unwrap();
             let net = TargetHttp::new("kb", &cfg, &target).unwrap();
             net.send(|c| c.get(target.clone())).await
         }

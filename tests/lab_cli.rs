@@ -26,10 +26,7 @@ fn lab_list_names_every_scenario_once_per_line() {
             "{name} missing:\n{text}"
         );
     }
-    assert_eq!(
-        text.lines().count(),
-        mcp_exporter::lab::scenarios::all().len()
-    );
+    assert_eq!(text.lines().count(), mcp_lab::scenarios::all().len());
     let bad = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
         .args(["lab", "--scenario", "nope"])
         .output()

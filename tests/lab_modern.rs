@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use common::DEADLINE;
 use eventsource_stream::Eventsource;
 use futures_util::StreamExt;
-use mcp_exporter::lab::{Behaviour, CacheScope, Era, Lab};
+use mcp_lab::{Behaviour, CacheScope, Era, Lab};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -504,7 +504,7 @@ async fn spurious_notifications_and_failing_relists_apply_to_the_modern_era() {
 #[tokio::test]
 async fn divergent_instances_pin_tcp_connections_in_the_modern_era() {
     let b = Behaviour {
-        instances: mcp_exporter::lab::Instances::PinnedDivergent,
+        instances: mcp_lab::Instances::PinnedDivergent,
         ..Behaviour::default()
     };
     let lab = lab(vec![("split", b)]).await;

@@ -6,9 +6,9 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
+use mcp_client::listing::walker::{self, Pager, WalkLimits};
+use mcp_client::mcp::{McpError, Reason};
 use mcp_exporter::config::DEFAULT_MAX_LISTING_BYTES;
-use mcp_exporter::mcp::{McpError, Reason};
-use mcp_exporter::probe::walker::{self, Pager, WalkLimits};
 use serde_json::Value;
 
 /// Live heap bytes and the peak since the last reset.

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use common::series::{C0, checks, counter, drift, t, walks};
 use common::{Harness, Scrape, start_lab, target};
+use mcp_client::mcp::Reason;
+use mcp_client::mcp::version::ProtocolVersion;
 use mcp_exporter::config::{ProtocolChoice, TargetConfig};
-use mcp_exporter::lab::{Behaviour, CacheScope, Era as LabEra, Lab};
-use mcp_exporter::mcp::Reason;
-use mcp_exporter::mcp::version::ProtocolVersion;
+use mcp_lab::{Behaviour, CacheScope, Era as LabEra, Lab};
 
 const MODERN: &str = "2026-07-28";
 
@@ -35,7 +35,7 @@ async fn start(name: &str, b: Behaviour) -> (Lab, Harness) {
 }
 
 fn scenario(name: &str) -> Behaviour {
-    mcp_exporter::lab::scenarios::find(name)
+    mcp_lab::scenarios::find(name)
         .expect("scenario exists")
         .behaviour
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{Harness, Scrape, start_lab, target};
 use mcp_exporter::config::{Expect, ProbeConfig};
-use mcp_exporter::lab::{Behaviour, Lab};
+use mcp_lab::{Behaviour, Lab};
 
 async fn lab(b: Behaviour) -> Lab {
     start_lab([("kb", b)]).await

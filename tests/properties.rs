@@ -4,10 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use mcp_exporter::mcp::jsonrpc::{self, Incoming, RpcError};
-use mcp_exporter::mcp::{McpError, Reason};
-use mcp_exporter::probe::toolset::{ToolSet, tool_fingerprint};
-use mcp_exporter::probe::walker::{MAX_TOOLS_PER_WALK, Pager, WalkError, walk};
+use mcp_client::listing::toolset::{ToolSet, tool_fingerprint};
+use mcp_client::listing::walker::{MAX_TOOLS_PER_WALK, Pager, WalkError, walk};
+use mcp_client::mcp::jsonrpc::{self, Incoming, RpcError};
+use mcp_client::mcp::{McpError, Reason};
 use proptest::prelude::*;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -432,14 +432,14 @@ fn run_walk(
     script: &[PageSpec],
     tail: Tail,
     max_pages: u32,
-) -> (mcp_exporter::probe::walker::WalkReport, Vec<Option<String>>) {
+) -> (mcp_client::listing::walker::WalkReport, Vec<Option<String>>) {
     let mut pager = ScriptPager {
         script: script.to_vec(),
         tail,
         asked: vec![],
         limit: 1000,
     };
-    let limits = mcp_exporter::probe::walker::WalkLimits {
+    let limits = mcp_client::listing::walker::WalkLimits {
         max_pages,
         max_bytes: usize::MAX,
     };

@@ -13,8 +13,8 @@ use std::time::Duration;
 use common::proxy_lab::{PROFILE, ProxyLab, bare_proxy, post_legacy, sse_stream};
 use common::{DEADLINE, Scrape, start_lab};
 use mcp_exporter::config::McpProxyConfig;
-use mcp_exporter::lab::Behaviour;
 use mcp_exporter::telemetry::Telemetry;
+use mcp_lab::Behaviour;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{RoleClient, RunningService};
@@ -685,10 +685,10 @@ async fn reload_restarts_changed_proxies_and_removes_stopped_ones_with_their_ser
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modern_clients_are_tracked_by_their_reported_name() {
-    use mcp_exporter::mcp::{Client, Inbox, ProtocolVersion};
+    use mcp_client::mcp::{Client, Inbox, ProtocolVersion};
     let s = ProxyLab::new(|_| {}).await;
     let url = url::Url::parse(&s.url()).expect("URL");
-    let net = mcp_exporter::net::TargetHttp::plain();
+    let net = mcp_client::net::TargetHttp::plain();
     let endpoint = mcp_exporter::config::Endpoint::http(url);
     let dialer = mcp_exporter::probe::connection::dialer(&endpoint, &[], &net).expect("dialer");
     let (inbox, _requests) = Inbox::new();
@@ -697,7 +697,7 @@ async fn modern_clients_are_tracked_by_their_reported_name() {
     let client = Client::connect(&dialer, Some(modern), Arc::new(inbox), DEADLINE, &observe)
         .await
         .expect("a modern session through the proxy");
-    assert_eq!(client.era(), mcp_exporter::mcp::Era::Modern);
+    assert_eq!(client.era(), mcp_client::mcp::Era::Modern);
     // One page, then a call: the stateless client is one identity, by its clientInfo name.
     let page = client
         .request("tools/list", None)

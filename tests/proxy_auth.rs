@@ -14,10 +14,10 @@ use axum::http::{Request, StatusCode};
 use axum::response::Response;
 use common::proxy_lab::{bare_proxy, until_scraped};
 use common::{DEADLINE, Exporter, Scrape, free_port, start_lab};
-use mcp_exporter::config::HttpClientConfig;
-use mcp_exporter::lab::{Behaviour, Lab};
+use mcp_exporter::config::parse_http_config;
 use mcp_exporter::proxy::Proxy;
 use mcp_exporter::telemetry::Telemetry;
+use mcp_lab::{Behaviour, Lab};
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{RoleClient, RunningService};
@@ -188,7 +188,7 @@ async fn call(client: &RunningService<RoleClient, ClientConfig>, tool: &str) -> 
 /// A proxy in front of `upstream` whose catalog session has the http_config `http`.
 async fn start_proxy(upstream: url::Url, http: &str) -> (Proxy, Arc<Telemetry>) {
     bare_proxy(upstream, |c| {
-        c.http = HttpClientConfig::parse(http, "http.yml", None, &|_| None).expect("http config");
+        c.http = parse_http_config(http, "http.yml", None, &|_| None).expect("http config");
         c.catalog_refresh_interval = Duration::from_secs(1);
     })
     .await

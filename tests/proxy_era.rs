@@ -20,11 +20,11 @@ use std::time::Duration;
 
 use common::DEADLINE;
 use common::proxy_lab::{ProxyLab, bare_proxy, sse_stream, until_scraped};
+use mcp_client::mcp::{Client, Inbox, ProtocolVersion};
 use mcp_exporter::config::{ClientLabel, Endpoint, McpProxyConfig, Secret};
-use mcp_exporter::lab::Behaviour;
-use mcp_exporter::mcp::{Client, Inbox, ProtocolVersion};
 use mcp_exporter::proxy::Proxy;
 use mcp_exporter::telemetry::Telemetry;
+use mcp_lab::Behaviour;
 use serde_json::json;
 
 /// The lab's `ttlMs` in the expiry test: long enough that a call right after a listing is
@@ -44,7 +44,7 @@ impl ProxyLab {
     /// A client of `era` through the proxy, labelled `name`.
     async fn client(&self, name: &str, version: &str) -> (Client, Arc<Inbox>) {
         let url = url::Url::parse(&self.url()).expect("URL");
-        let net = mcp_exporter::net::TargetHttp::plain();
+        let net = mcp_client::net::TargetHttp::plain();
         let endpoint = Endpoint::http(url);
         let headers = [("x-client".to_string(), Secret::new(name))];
         let dialer =

@@ -7,12 +7,12 @@ mod common;
 use std::process::Command;
 
 use common::{Exporter, Harness, Scrape, get, start_lab, target, wait_exit};
-use mcp_exporter::lab::{Behaviour, Lab};
+use mcp_lab::{Behaviour, Lab};
 
 async fn two_profile_lab() -> Lab {
     // Legacy sessions: a kept target must keep its session (the lab counts `initialize`).
     let legacy = Behaviour {
-        era: mcp_exporter::lab::Era::Legacy,
+        era: mcp_lab::Era::Legacy,
         ..Behaviour::default()
     };
     start_lab([("a", legacy.clone()), ("b", legacy)]).await

@@ -18,9 +18,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use common::series::C0;
 use common::{Harness, Scrape, start_lab, target};
-use mcp_exporter::lab::{Behaviour, Lab, ResumeCounts};
-use mcp_exporter::mcp::http::MAX_RESUMPTIONS;
-use mcp_exporter::mcp::{HttpTransport, Inbox, Limits, McpError, ProtocolVersion, Reason, Session};
+use mcp_client::mcp::http::MAX_RESUMPTIONS;
+use mcp_client::mcp::{HttpTransport, Inbox, Limits, McpError, ProtocolVersion, Reason, Session};
+use mcp_lab::{Behaviour, Lab, ResumeCounts};
 use serde_json::{Value, json};
 
 /// The lab profile every test here uses.
@@ -31,7 +31,7 @@ async fn resumable_lab(b: Behaviour) -> (Lab, url::Url) {
     // Resumable answers (SEP-1699) exist in the legacy era only: the modern era has none.
     let b = Behaviour {
         resumable_posts: true,
-        era: mcp_exporter::lab::Era::Legacy,
+        era: mcp_lab::Era::Legacy,
         ..b
     };
     let lab = start_lab([(RP, b)]).await;

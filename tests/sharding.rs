@@ -7,8 +7,8 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::{Exporter, start_lab};
-use mcp_exporter::lab::Behaviour;
 use mcp_exporter::shard::owner;
+use mcp_lab::Behaviour;
 
 const TARGETS: usize = 12;
 const SHARDS: u32 = 3;

@@ -220,7 +220,7 @@ fn demo_listens_on_loopback_unless_told_otherwise() {
 /// a name that is no probe family stops the start with a reason, before anything is dialed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metric_families_can_be_left_out_and_bad_names_are_refused() {
-    let lab = common::start_lab([("kb", mcp_exporter::lab::Behaviour::default())]).await;
+    let lab = common::start_lab([("kb", mcp_lab::Behaviour::default())]).await;
     let dir = tempfile::tempdir().unwrap();
     let config = config_with_target(dir.path(), lab.url("kb").as_str());
     let e = Exporter::spawn(
@@ -449,7 +449,7 @@ fn alive(pid: u32) -> bool {
 }
 
 /// The exporter's exit (SIGTERM) leaves no process of a stdio target's tree, also those that
-/// left its process group (a daemon and a `setsid()` child of `common/escaping_server.py`).
+/// left its process group (a daemon and a `setsid()` child of the client core's `tests/fixtures/escaping_server.py`).
 /// Before, the background shutdown of the runtime could end the process before the tree's
 /// guard had killed them all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,7 +457,7 @@ async fn the_exporters_exit_leaves_no_process_of_a_stdio_tree() {
     let dir = tempfile::tempdir().unwrap();
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/common/escaping_server.py"
+        "/crates/mcp-client/tests/fixtures/escaping_server.py"
     );
     let config = dir.path().join("mcp_exporter.yml");
     std::fs::write(

@@ -13,10 +13,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::{DEADLINE, Exporter, get, start_lab};
+use mcp_client::text::is_hostile;
 use mcp_exporter::demo;
-use mcp_exporter::lab::{Behaviour, Lab};
 use mcp_exporter::probe::status::MAX_RESPONSE_BYTES;
-use mcp_exporter::text::is_hostile;
+use mcp_lab::{Behaviour, Lab};
 use serde_json::{Value, json};
 
 const SENTINEL: &str = "status-s3cr3t-sentinel";

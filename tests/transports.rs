@@ -12,12 +12,12 @@ mod sse_peer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_exporter::mcp::duplex::Duplex;
-use mcp_exporter::mcp::inbox::ServerRequest;
-use mcp_exporter::mcp::legacy_sse::connect_sse;
-use mcp_exporter::mcp::stdio::{Command, connect_stdio};
-use mcp_exporter::mcp::{Client, Dialer, Era, Inbox, Limits, McpError, Reason, jsonrpc};
-use mcp_exporter::net::TargetHttp;
+use mcp_client::mcp::duplex::Duplex;
+use mcp_client::mcp::inbox::ServerRequest;
+use mcp_client::mcp::legacy_sse::connect_sse;
+use mcp_client::mcp::stdio::{Command, connect_stdio};
+use mcp_client::mcp::{Client, Dialer, Era, Inbox, Limits, McpError, Reason, jsonrpc};
+use mcp_client::net::TargetHttp;
 use serde_json::{Value, json};
 use sse_peer::{Options, SsePeer};
 use tokio::sync::mpsc;

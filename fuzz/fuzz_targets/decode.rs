@@ -4,8 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use mcp_exporter::mcp::Reason;
-use mcp_exporter::mcp::jsonrpc::{self, Incoming};
+use mcp_client::mcp::Reason;
+use mcp_client::mcp::jsonrpc::{self, Incoming};
 
 fuzz_target!(|data: &[u8]| {
     match jsonrpc::decode(data) {

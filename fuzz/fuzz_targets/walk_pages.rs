@@ -16,8 +16,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use libfuzzer_sys::fuzz_target;
-use mcp_exporter::mcp::{McpError, Reason};
-use mcp_exporter::probe::walker::{Pager, WalkError, walk};
+use mcp_client::mcp::{McpError, Reason};
+use mcp_client::listing::walker::{Pager, WalkError, walk};
 use serde_json::{Value, json};
 
 const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", "f"];

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Report, Status};
-use crate::mcp::client::{self, LegacyPath};
-use crate::mcp::{HttpTransport, Inbox, McpError, Session};
 use crate::probe::legacy_watch::LegacyVerdict;
+use mcp_client::mcp::client::{self, LegacyPath};
+use mcp_client::mcp::{HttpTransport, Inbox, McpError, Session};
 
 /// The legacy session `check` keeps while it runs.
 pub(super) enum LegacyCheck {

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use super::recorder::{classified, elapsed};
 use super::{Checker, Status};
-use crate::mcp::{Client, Era, Inbox};
-use crate::probe::channel::{ChannelEvent, ChannelKeeper};
-use crate::probe::toolset::ToolSet;
+use mcp_client::channel::{ChannelEvent, ChannelKeeper};
+use mcp_client::listing::toolset::ToolSet;
+use mcp_client::mcp::{Client, Era, Inbox};
 
 impl Checker<'_> {
     /// Wait for list_changed (received at any time in this session) or a gap in the channel,

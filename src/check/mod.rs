@@ -34,14 +34,14 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::config::{Expect, ProbeConfig};
-use crate::mcp::{Client, Dialer, Era, Inbox};
-use crate::probe::changes::Definitions;
-use crate::probe::channel::{ChannelEvent, ChannelKeeper};
 use crate::probe::contract::Contract;
 use crate::probe::functional::{self, ProbeFailure};
-use crate::probe::toolset::ToolSet;
 use legacy::LegacyCheck;
 use listen::Listener;
+use mcp_client::channel::{ChannelEvent, ChannelKeeper};
+use mcp_client::listing::changes::Definitions;
+use mcp_client::listing::toolset::ToolSet;
+use mcp_client::mcp::{Client, Dialer, Era, Inbox};
 use recorder::{compare, elapsed, names};
 
 /// An open session of `check` or `pin`.
@@ -49,7 +49,7 @@ pub(crate) struct Opened {
     pub(crate) dialer: Dialer,
     pub(crate) session: Arc<Client>,
     pub(crate) inbox: Arc<Inbox>,
-    pub(crate) requests: tokio::sync::mpsc::Receiver<crate::mcp::inbox::ServerRequest>,
+    pub(crate) requests: tokio::sync::mpsc::Receiver<mcp_client::mcp::inbox::ServerRequest>,
 }
 
 /// Connect to `opts.endpoint` as the exporter's connections do. The error is a sentence for the
@@ -57,10 +57,10 @@ pub(crate) struct Opened {
 pub(crate) async fn open(opts: &Options) -> Result<Opened, String> {
     let net = match opts.endpoint {
         crate::config::Endpoint::Http { ref url, .. } => {
-            crate::net::TargetHttp::new("check", &opts.http, url)
+            mcp_client::net::TargetHttp::new("check", &opts.http, url)
                 .map_err(|e| format!("no HTTP client: {}: {}", e.step.as_str(), e.detail))?
         }
-        crate::config::Endpoint::Command(_) => crate::net::TargetHttp::plain(),
+        crate::config::Endpoint::Command(_) => mcp_client::net::TargetHttp::plain(),
     };
     let dialer = crate::probe::connection::dialer(&opts.endpoint, &opts.headers, &net)
         .map_err(|e| format!("no HTTP client: {e}"))?;
@@ -297,7 +297,7 @@ struct Checker<'a> {
     /// Definitions of every walk, by fingerprint: what changes are classified with.
     definitions: Definitions,
     /// The first walk's `x-mcp-header` parameters, mirrored into headers by `--call`.
-    param_headers: crate::probe::walker::ParamHeaders,
+    param_headers: mcp_client::listing::walker::ParamHeaders,
     inbox: &'a Inbox,
     opts: &'a Options,
     started: Instant,

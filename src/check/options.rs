@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::config::Secret;
-use crate::mcp::{ProtocolVersion, truncate};
+use mcp_client::mcp::{ProtocolVersion, truncate};
 
 /// What to check and how.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub struct Options {
     /// Call one tool, behind the side-effect guard.
     pub call: Option<Call>,
     /// `--pins FILE`, read and checked before any request: the listing must match it.
-    pub pins: Option<crate::probe::changes::pins::Pins>,
+    pub pins: Option<mcp_client::listing::changes::pins::Pins>,
 }
 
 /// `--call TOOL --arguments JSON [--allow-side-effects]`.

@@ -11,9 +11,9 @@ use serde_json::Value;
 
 use super::recorder::{names, one_change};
 use super::{Checker, Options, Status, open};
-use crate::probe::changes::{pin_change, pins};
-use crate::probe::toolset::ToolSet;
-use crate::probe::walker::{self, Pager, WalkLimits};
+use mcp_client::listing::changes::{pin_change, pins};
+use mcp_client::listing::toolset::ToolSet;
+use mcp_client::listing::walker::{self, Pager, WalkLimits};
 
 impl Checker<'_> {
     /// The `pins` row: the first walk against `--pins`.
@@ -87,13 +87,13 @@ pub fn load_pins(path: &std::path::Path) -> Result<pins::Pins, String> {
 
 /// Keeps every listed definition, in order, for the pins file.
 struct Collect<'a> {
-    session: &'a crate::mcp::Client,
+    session: &'a mcp_client::mcp::Client,
     tools: Vec<Value>,
 }
 
 impl Pager for Collect<'_> {
     fn drops_invalid_header_annotations(&self) -> bool {
-        self.session.era() == crate::mcp::Era::Modern
+        self.session.era() == mcp_client::mcp::Era::Modern
     }
 
     fn definition(&mut self, _fingerprint: u64, tool: &Value) {
@@ -104,7 +104,7 @@ impl Pager for Collect<'_> {
         &mut self,
         cursor: Option<&str>,
         max_bytes: usize,
-    ) -> Result<(Value, usize), crate::mcp::McpError> {
+    ) -> Result<(Value, usize), mcp_client::mcp::McpError> {
         self.session.tools_list_page(cursor, max_bytes).await
     }
 }

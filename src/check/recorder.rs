@@ -12,10 +12,10 @@ use serde_json::Value;
 
 use super::{Checker, Status, WalkSummary};
 use crate::config::valid_tool_name;
-use crate::mcp::{Client, McpError, truncate};
-use crate::probe::changes::{self, Definitions, ToolChange};
-use crate::probe::toolset::{ToolSet, kept_name, tool_fingerprint};
-use crate::probe::walker::{self, Pager, WalkError, WalkReport};
+use mcp_client::listing::changes::{self, Definitions, ToolChange};
+use mcp_client::listing::toolset::{ToolSet, kept_name, tool_fingerprint};
+use mcp_client::listing::walker::{self, Pager, WalkError, WalkReport};
+use mcp_client::mcp::{Client, McpError, truncate};
 
 /// At most this many names are quoted in one row; the rest are counted.
 const MAX_NAMES_SHOWN: usize = 10;
@@ -67,7 +67,7 @@ struct Page {
 
 impl Pager for Recorder<'_> {
     fn drops_invalid_header_annotations(&self) -> bool {
-        self.session.era() == crate::mcp::Era::Modern
+        self.session.era() == mcp_client::mcp::Era::Modern
     }
 
     fn definition(&mut self, fingerprint: u64, tool: &Value) {
@@ -347,7 +347,7 @@ pub(super) fn elapsed(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::walker::Walk;
+    use mcp_client::listing::walker::Walk;
 
     fn recorded(pages: &[&[(&str, u64)]], complete: bool) -> Recorded {
         let pages: Vec<Vec<(String, u64)>> = pages

@@ -116,7 +116,7 @@ impl Validator<'_> {
                 format!("{p}.transport"),
                 format!(
                     "unknown transport {:?}; allowed values: auto, streamable_http, sse",
-                    crate::mcp::truncate(other, 64)
+                    mcp_client::mcp::truncate(other, 64)
                 ),
             )),
         }

@@ -172,7 +172,7 @@ pub fn header_flag(text: &str) -> Result<(String, Secret), String> {
 
 /// `--header` and `--http-config`: how `check`, `pin` and `proxy` (its catalog session) reach a
 /// server, parsed by one code path: each header by [`header_flag`], the file by
-/// [`HttpClientConfig::load`] (a target's `http_config` blocks at the top level).
+/// [`super::load_http_config`] (a target's `http_config` blocks at the top level).
 #[derive(Debug, Default, clap::Args)]
 pub struct HttpFlags {
     /// Header sent with every request of the exporter's own session, 'Name: value'
@@ -197,7 +197,7 @@ impl HttpFlags {
     pub fn http_config(&self) -> Result<HttpClientConfig, ConfigError> {
         match &self.http_config {
             None => Ok(HttpClientConfig::default()),
-            Some(path) => HttpClientConfig::load(path),
+            Some(path) => super::load_http_config(path),
         }
     }
 

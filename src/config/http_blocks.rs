@@ -18,7 +18,7 @@ use super::{
     ClientAuth, ClientCert, ConfigError, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config,
     PemSource, ProxyConfig, Secret, SecretSource, TargetAuth, TlsConfig, TlsVersion, redact_url,
 };
-use crate::net::{files, tls};
+use mcp_client::net::{files, tls};
 
 /// The blocks one level (`global`, a target, a `--http-config` file) sets; `None`: not set here.
 #[derive(Default)]
@@ -499,7 +499,7 @@ impl Validator<'_> {
                 field,
                 format!(
                     "an origin is a scheme, host and port only, like {}",
-                    crate::net::origin::shown(&url)
+                    mcp_client::net::origin::shown(&url)
                 ),
             ));
         }
@@ -1076,7 +1076,7 @@ mod tests {
             "http.yml",
             b"authorization:\n  credentials_file: token\nproxy_from_environment: true\n",
         );
-        let c = HttpClientConfig::load(&path).unwrap();
+        let c = super::super::load_http_config(&path).unwrap();
         assert_eq!(
             c.auth,
             TargetAuth::Authorization {
@@ -1086,7 +1086,9 @@ mod tests {
         );
         assert_eq!(c.proxy, ProxyConfig::FromEnvironment);
         let bad = write(dir.path(), "bad.yml", b"tls_config:\n  ca_file: nope.pem\n");
-        let e = HttpClientConfig::load(&bad).unwrap_err().to_string();
+        let e = super::super::load_http_config(&bad)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with(&format!(
                 "{}: tls_config.ca_file: cannot read ",
@@ -1096,7 +1098,7 @@ mod tests {
         );
         let typo = write(dir.path(), "typo.yml", b"tls_confg: {}\n");
         assert!(
-            HttpClientConfig::load(&typo)
+            super::super::load_http_config(&typo)
                 .unwrap_err()
                 .to_string()
                 .contains("unknown field `tls_confg`")

@@ -7,7 +7,7 @@
 //! are Prometheus' reserved meta labels), not `target` (the join key, which the exporter sets),
 //! a cap on their number and on each value's bytes, and no control or bidi character in a value
 //! (a discovery source's raw NUL, ESC, CR or U+202E would otherwise reach `/metrics`, the status
-//! page and the terminal of whoever reads them; the rule is [`crate::text::is_hostile`], refused
+//! page and the terminal of whoever reads them; the rule is [`mcp_client::text::is_hostile`], refused
 //! rather than rewritten so that a label's value is what its source says or nothing).
 
 use std::collections::BTreeMap;
@@ -31,7 +31,7 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if !first_ok || !bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_') {
         return Err(format!(
             "label name {:?} is not valid: use letters, digits and '_', not starting with a digit",
-            crate::mcp::truncate(name, 64)
+            mcp_client::mcp::truncate(name, 64)
         ));
     }
     if name.len() > MAX_LABEL_NAME_BYTES {
@@ -63,7 +63,7 @@ pub fn collect<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Resul
                 value.len()
             ));
         }
-        if let Some(c) = value.chars().find(|c| crate::text::is_hostile(*c)) {
+        if let Some(c) = value.chars().find(|c| mcp_client::text::is_hostile(*c)) {
             return Err(format!(
                 "label {name:?}: value contains U+{:04X}, a control or bidi character",
                 u32::from(c)

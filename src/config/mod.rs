@@ -31,7 +31,7 @@
 //! * `labels`: the rules for a target's `labels` (static or discovered);
 //! * `proxy`: `proxies:`, the passive mode's reverse proxies;
 //! * `probes`, `limits`, `error`: functional probes, bounds checked before parsing, and the error
-//!   type. Values kept out of logs are `crate::secret`'s.
+//!   type. Values kept out of logs are `mcp_client::secret`'s.
 
 mod discovery;
 mod endpoint;
@@ -50,11 +50,6 @@ mod test_support;
 mod validate;
 mod validator;
 
-pub use crate::net::http_config::{
-    ClientAuth, ClientCert, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config, PemSource,
-    ProxyConfig, SecretSource, TargetAuth, TlsConfig, TlsVersion,
-};
-pub use crate::secret::{Secret, redact_url};
 pub use discovery::{DEFAULT_FILE_REFRESH, DEFAULT_HTTP_REFRESH};
 pub use endpoint::parse_target_url;
 pub use error::ConfigError;
@@ -64,6 +59,11 @@ pub use limits::{
     MAX_COMMAND_ARG_BYTES, MAX_COMMAND_ARGS, MAX_COMMAND_ENV, MAX_COMMAND_ENV_BYTES,
     MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_TOTAL_CONNECTIONS,
 };
+pub use mcp_client::net::http_config::{
+    ClientAuth, ClientCert, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config, PemSource,
+    ProxyConfig, SecretSource, TargetAuth, TlsConfig, TlsVersion,
+};
+pub use mcp_client::secret::{Secret, redact_url};
 pub use model::{
     CommandSpec, Config, DEFAULT_MAX_LISTING_BYTES, Defaults, Endpoint, FileSdConfig, HttpSdConfig,
     HttpTransportKind, ProtocolChoice, TargetConfig, TargetTemplate,
@@ -74,4 +74,4 @@ pub use proxy::{
     from_flags as proxy_from_flags, parse_listen as parse_proxy_listen, safe_label,
 };
 pub use raw::parse_bytes;
-pub use validate::listing_bytes;
+pub use validate::{listing_bytes, load_http_config, parse_http_config};

@@ -6,7 +6,7 @@
 
 use super::labels::Labels;
 use super::{HttpClientConfig, ProbeConfig, Secret, redact_url};
-use crate::mcp::version::ProtocolVersion;
+use mcp_client::mcp::version::ProtocolVersion;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -17,7 +17,7 @@ use super::raw::{
     RawBytes, RawConfig, RawFileSd, RawGlobal, RawHttp, RawHttpSd, RawTarget, parse_bytes,
 };
 use super::validator::Validator;
-use crate::mcp::version::{self, ProtocolVersion};
+use mcp_client::mcp::version::{self, ProtocolVersion};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
@@ -85,36 +85,34 @@ fn read_config_file(path: &Path) -> Result<String, ConfigError> {
     })
 }
 
-impl HttpClientConfig {
-    /// A `check --http-config` file: the `http_config` blocks of one target at the top level,
-    /// validated by the same code as a target's (relative paths against the file's folder,
-    /// `${VAR}` from the process environment). Errors name the file.
-    pub fn load(path: &Path) -> Result<HttpClientConfig, ConfigError> {
-        let text = read_config_file(path)?;
-        let env = |name: &str| std::env::var(name).ok();
-        HttpClientConfig::parse(&text, &path.display().to_string(), path.parent(), &env)
-    }
+/// A `check --http-config` file: the `http_config` blocks of one target at the top level,
+/// validated by the same code as a target's (relative paths against the file's folder, `${VAR}`
+/// from the process environment). Errors name the file.
+pub fn load_http_config(path: &Path) -> Result<HttpClientConfig, ConfigError> {
+    let text = read_config_file(path)?;
+    let env = |name: &str| std::env::var(name).ok();
+    parse_http_config(&text, &path.display().to_string(), path.parent(), &env)
+}
 
-    /// [`HttpClientConfig::load`] of `text`; `source` names it in errors.
-    pub fn parse(
-        text: &str,
-        source: &str,
-        base_dir: Option<&Path>,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<HttpClientConfig, ConfigError> {
-        ConfigError::check_nesting(source, text)?;
-        let raw: Option<RawHttp> =
-            yaml_serde::from_str(text).map_err(|err| ConfigError::yaml(source, &err))?;
-        let v = Validator {
-            file: source,
-            base_dir,
-            env,
-        };
-        Ok(
-            v.http_blocks("", "the http config", raw.unwrap_or_default())?
-                .over(&HttpClientConfig::default()),
-        )
-    }
+/// [`load_http_config`] of `text`; `source` names it in errors.
+pub fn parse_http_config(
+    text: &str,
+    source: &str,
+    base_dir: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<HttpClientConfig, ConfigError> {
+    ConfigError::check_nesting(source, text)?;
+    let raw: Option<RawHttp> =
+        yaml_serde::from_str(text).map_err(|err| ConfigError::yaml(source, &err))?;
+    let v = Validator {
+        file: source,
+        base_dir,
+        env,
+    };
+    Ok(
+        v.http_blocks("", "the http config", raw.unwrap_or_default())?
+            .over(&HttpClientConfig::default()),
+    )
 }
 
 fn parse_with_base(
@@ -367,7 +365,7 @@ impl Validator<'_> {
             Some(base) if path.is_relative() => base.join(path),
             _ => path,
         };
-        crate::probe::changes::pins::Pins::load(&path)
+        mcp_client::listing::changes::pins::Pins::load(&path)
             .map_err(|e| self.err(format!("{p}.pins"), e))?;
         Ok(Some(path))
     }

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use super::Refresh;
 use super::groups::{Format, Found};
 use crate::config::FileSdConfig;
-use crate::net::files::{self, Stamp};
+use mcp_client::net::files::{self, Stamp};
 
 /// How often the files are looked at for a change.
 pub const WATCH_PERIOD: Duration = Duration::from_secs(1);

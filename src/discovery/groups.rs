@@ -131,7 +131,7 @@ fn checked_name(name: &str) -> Result<String, String> {
     } else {
         Err(format!(
             "{NAME_LABEL} {:?} is not a valid target name: 1 to {MAX_NAME} of letters, digits, '_', '.' and '-'",
-            crate::mcp::truncate(name, 80)
+            mcp_client::mcp::truncate(name, 80)
         ))
     }
 }

@@ -13,9 +13,9 @@ use tokio::sync::mpsc;
 use super::Refresh;
 use super::groups::{Format, Found};
 use crate::config::HttpSdConfig;
-use crate::mcp::McpError;
-use crate::net::TargetHttp;
-use crate::net::body::{media_type, read_capped};
+use mcp_client::mcp::McpError;
+use mcp_client::net::TargetHttp;
+use mcp_client::net::body::{media_type, read_capped};
 
 /// Poll `cfg` and send each outcome as source `id`, until the receiver is gone.
 pub(super) async fn run(cfg: HttpSdConfig, id: u64, tx: mpsc::Sender<Refresh>) {
@@ -56,7 +56,7 @@ async fn fetch(http: &TargetHttp, cfg: &HttpSdConfig) -> Result<Found, String> {
         if media != "application/json" {
             return Err(format!(
                 "answered Content-Type {:?}; target groups must be application/json",
-                crate::mcp::truncate(&media, 64)
+                mcp_client::mcp::truncate(&media, 64)
             ));
         }
         let body = read_capped(&mut resp, cfg.max_response_bytes)

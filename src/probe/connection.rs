@@ -12,7 +12,7 @@
 //! ```
 //!
 //! The channel is the legacy GET stream or a modern `subscriptions/listen` stream
-//! ([`super::channel`]); which walk runs next is [`super::schedule`]; whether a difference was
+//! ([`mcp_client::channel`]); which walk runs next is [`super::schedule`]; whether a difference was
 //! announced is [`super::audit`]; recording is [`super::events`]. This module only sequences.
 //!
 //! A session is *up* only once a request after connecting has been answered (a page, a liveness
@@ -34,24 +34,24 @@ use tracing::Instrument;
 
 use super::Trigger;
 use super::audit::{Audit, TtlWatch};
-use super::backoff::Backoff;
-use super::changes::TargetChanges;
-use super::channel::{ChannelEvent, ChannelKeeper};
+use super::change_watch::TargetChanges;
 use super::contract::{Contract, Facts};
 use super::events::Events;
 use super::functional::{self, Failed, ProbeClock};
 use super::legacy_watch::{LegacyVerdict, LegacyWatch};
 use super::schedule::WalkSchedule;
 use super::status::ConnStatusHandle;
-use super::task::{OwnedTask, Slot, poll_slot, sleep_opt};
-use super::toolset::{Drift, ToolSet};
-use super::walker::{self, Pager, WalkLimits, WalkReport};
 use crate::config::{Endpoint, HttpTransportKind, ProbeConfig, Secret, TargetConfig};
-use crate::mcp::{
+use crate::probe::metrics::ConnMetrics;
+use mcp_client::backoff::Backoff;
+use mcp_client::channel::{ChannelEvent, ChannelKeeper};
+use mcp_client::listing::toolset::{Drift, ToolSet};
+use mcp_client::listing::walker::{self, Pager, WalkLimits, WalkReport};
+use mcp_client::mcp::{
     Client, Dialer, Era, HttpTransport, Inbox, Limits, McpError, Reason, SseEndpoint, stdio,
 };
-use crate::net::TargetHttp;
-use crate::probe::metrics::ConnMetrics;
+use mcp_client::net::TargetHttp;
+use mcp_client::task::{OwnedTask, Slot, poll_slot, sleep_opt};
 
 /// Consecutive failed liveness checks after which the session is considered dead and re-opened.
 const LIVENESS_FAILURES_BEFORE_RECONNECT: u32 = 3;
@@ -649,7 +649,8 @@ impl Connection {
             self.events.audited();
         }
         if let (Some(before), Some(shared)) = (&self.server, &self.changes) {
-            let changes = super::changes::changes(before, &tools, &shared.definitions);
+            let changes =
+                mcp_client::listing::changes::changes(before, &tools, &shared.definitions);
             if !changes.is_empty() {
                 self.events.tool_changes(changes);
             }
@@ -741,7 +742,7 @@ fn start_probe(
     metrics: &Arc<ConnMetrics>,
     index: usize,
     p: ProbeConfig,
-    annotated: Box<[crate::mcp::param_headers::HeaderParam]>,
+    annotated: Box<[mcp_client::mcp::param_headers::HeaderParam]>,
 ) -> Pin<Box<dyn Future<Output = ProbeRun> + Send>> {
     let c = client.clone();
     let m = metrics.clone();

@@ -22,7 +22,7 @@
 
 use std::time::Duration;
 
-use crate::mcp::Era;
+use mcp_client::mcp::Era;
 
 /// What a server promises a caching client, by era.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

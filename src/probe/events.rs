@@ -16,17 +16,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::Trigger;
-use super::changes::ToolChange;
-use super::channel::ChannelEvent;
 use super::contract::Contract;
 use super::functional::Failed;
 use super::legacy_watch::LegacyVerdict;
 use super::repeats::{Repeats, name_list};
 use super::status::{ConnState, ConnStatusHandle};
-use super::toolset::{Drift, ToolSet};
-use super::walker::WalkReport;
-use crate::mcp::{Client, McpError, Reason};
 use crate::probe::metrics::ConnMetrics;
+use mcp_client::channel::ChannelEvent;
+use mcp_client::listing::changes::ToolChange;
+use mcp_client::listing::toolset::{Drift, ToolSet};
+use mcp_client::listing::walker::WalkReport;
+use mcp_client::mcp::{Client, McpError, Reason};
 
 /// Write a log line when `$gate` (a [`Repeats`] decision) says so, with its count as `$field`.
 macro_rules! limited {
@@ -170,8 +170,10 @@ impl Events {
             ChannelEvent::Unavailable => {
                 self.metrics.stream(false);
                 let why = match client.era() {
-                    crate::mcp::Era::Legacy => "server offers no GET stream (405)",
-                    crate::mcp::Era::Modern => "server does not implement subscriptions/listen",
+                    mcp_client::mcp::Era::Legacy => "server offers no GET stream (405)",
+                    mcp_client::mcp::Era::Modern => {
+                        "server does not implement subscriptions/listen"
+                    }
                 };
                 self.status.event("stream_lost", why);
             }
@@ -268,7 +270,8 @@ impl Events {
     /// tool on the status page, and logged (breaking and unknown ones by name; a list that keeps
     /// changing is one line, then a summary every 5 minutes).
     pub fn tool_changes(&mut self, changes: Vec<ToolChange>) {
-        self.metrics.tool_changes(super::changes::counts(&changes));
+        self.metrics
+            .tool_changes(mcp_client::listing::changes::counts(&changes));
         let named = |class: &str| -> Vec<String> {
             changes
                 .iter()
@@ -434,12 +437,12 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::mcp::Era;
     use crate::probe::contract::Contract;
     use crate::probe::functional::ProbeFailure;
     use crate::probe::repeats::LINES_PER_WINDOW;
     use crate::probe::status::StatusBoard;
     use crate::telemetry::Telemetry;
+    use mcp_client::mcp::Era;
 
     /// Log output captured in memory.
     #[derive(Clone, Default)]

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::toolset::ToolSet;
 use crate::config::{Expect, ProbeConfig};
-use crate::mcp::{McpError, Reason};
+use mcp_client::listing::toolset::ToolSet;
+use mcp_client::mcp::{McpError, Reason};
 
 /// The fixed `reason` label set of `mcp_probe_tool_probe_failures_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,7 +197,7 @@ pub fn check_result(result: &Value, expect: &Expect) -> Result<(), Failed> {
         };
         return Err((
             reason,
-            format!("isError: true: {}", crate::mcp::truncate(first, 200)),
+            format!("isError: true: {}", mcp_client::mcp::truncate(first, 200)),
         ));
     }
     if let Some(want) = &expect.text_contains
@@ -223,7 +223,7 @@ pub fn check_result(result: &Value, expect: &Expect) -> Result<(), Failed> {
                         ProbeFailure::Expectation,
                         format!(
                             "structuredContent{pointer} is {}, expected {want}",
-                            crate::mcp::truncate(&got.to_string(), 100)
+                            mcp_client::mcp::truncate(&got.to_string(), 100)
                         ),
                     ));
                 }

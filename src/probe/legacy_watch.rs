@@ -19,11 +19,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::backoff::Backoff;
-use super::task::{OwnedTask, Slot, poll_slot, sleep_opt};
-use crate::mcp::client::{self, LegacyPath};
-use crate::mcp::http::{NotificationStream, StreamEnd};
-use crate::mcp::{HttpTransport, Inbox, McpError, Reason, Session};
+use mcp_client::backoff::Backoff;
+use mcp_client::mcp::client::{self, LegacyPath};
+use mcp_client::mcp::http::{NotificationStream, StreamEnd};
+use mcp_client::mcp::{HttpTransport, Inbox, McpError, Reason, Session};
+use mcp_client::task::{OwnedTask, Slot, poll_slot, sleep_opt};
 
 /// What a legacy client of the server hears, as far as measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

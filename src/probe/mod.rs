@@ -17,9 +17,7 @@
 //! - [`supervisor`] owns the connection tasks and applies config diffs.
 
 pub mod audit;
-pub mod backoff;
-pub mod changes;
-pub mod channel;
+pub mod change_watch;
 pub mod connection;
 pub mod contract;
 mod events;
@@ -30,10 +28,7 @@ pub mod repeats;
 mod schedule;
 pub mod status;
 pub mod supervisor;
-mod task;
-pub mod toolset;
 mod trigger;
-pub mod walker;
 
 pub use supervisor::{Applied, Supervisor};
 pub use trigger::Trigger;

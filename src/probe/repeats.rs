@@ -124,7 +124,7 @@ impl Repeats {
 /// Names for a log line: the first [`NAMES_PER_LINE`], each cut to [`LOG_STRING_BYTES`] and
 /// made printable, then how many more.
 pub fn name_list(names: &[String]) -> String {
-    crate::text::bounded_list(names, NAMES_PER_LINE, LOG_STRING_BYTES)
+    mcp_client::text::bounded_list(names, NAMES_PER_LINE, LOG_STRING_BYTES)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 use tokio::time::Instant;
 
 use super::Trigger;
-use super::backoff::Backoff;
+use mcp_client::backoff::Backoff;
 
 pub struct WalkSchedule {
     pending: Option<Trigger>,

@@ -11,7 +11,7 @@
 //! since when, worst targets first.
 //!
 //! Everything here is bounded and clean at the point it is stored: every server-supplied string
-//! (tool names, server name and version, error and event details) passes [`crate::text::bounded`]
+//! (tool names, server name and version, error and event details) passes [`mcp_client::text::bounded`]
 //! (a byte cap, control and bidi characters escaped), names per drift kind and events per
 //! connection are capped in count, and the rendered page and JSON have a byte cap of their own
 //! ([`MAX_RESPONSE_BYTES`]). Nothing here holds a secret: URLs are redacted, error details never
@@ -32,8 +32,8 @@ pub mod verdict;
 
 use std::time::SystemTime;
 
-use crate::text;
 pub use board::{StatusBoard, TargetStatus};
+use mcp_client::text;
 pub use model::{
     CacheStatus, Capabilities, ConnState, ConnStatus, ContractStatus, DriftCounts, DriftStatus,
     Event, LegacyClientsStatus, ProbeStatus, SessionStatus, ToolChangeStatus, WalkStatus,
@@ -43,7 +43,7 @@ pub use snapshot::{Snapshot, TargetSnapshot};
 pub use verdict::Severity;
 
 /// Tool changes kept per connection (the newest); each shows at most
-/// [`crate::probe::changes::SHOWN_FINDINGS`] findings of a few hundred bytes.
+/// [`mcp_client::listing::changes::SHOWN_FINDINGS`] findings of a few hundred bytes.
 pub const CHANGES_PER_CONNECTION: usize = 10;
 /// Events kept per connection; older ones are dropped.
 pub const EVENTS_PER_CONNECTION: usize = 100;

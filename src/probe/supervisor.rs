@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::changes::TargetChanges;
+use super::change_watch::TargetChanges;
 use super::connection::Connection;
 use super::status::StatusBoard;
 use crate::config::{Config, TargetConfig};

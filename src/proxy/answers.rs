@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::Shared;
 use super::exchange::Exchange;
 use super::observe::Asked;
-use crate::mcp::jsonrpc::{self, Incoming};
+use mcp_client::mcp::jsonrpc::{self, Incoming};
 
 impl Shared {
     /// A message on an HTTP+SSE session's GET stream: an answer to a request POSTed before (read

@@ -1,7 +1,7 @@
 //! The proxy's own view of the upstream's tools: what "current list" means when a client calls
 //! a tool.
 //!
-//! The proxy opens its own session with the exporter's client ([`crate::mcp::Client`], like
+//! The proxy opens its own session with the exporter's client ([`mcp_client::mcp::Client`], like
 //! `check`) and walks `tools/list` with the probe's [`walker`] (page cap, repeated-cursor guard,
 //! byte budget), through a [`Pager`] that also keeps each tool's `inputSchema`. It walks on start,
 //! every `catalog_refresh_interval`, shortly after a `list_changed` passes through (debounced), and
@@ -38,11 +38,11 @@ use serde_json::Value;
 use tokio::sync::{Notify, watch};
 
 use crate::config::{Endpoint, Secret};
-use crate::mcp::{Client, Era, Inbox, McpError};
-use crate::net::TargetHttp;
-use crate::probe::toolset::{kept_name, tool_fingerprint};
-use crate::probe::walker::{self, Pager, WalkLimits};
 use crate::proxy::metrics::ProxyMetrics;
+use mcp_client::listing::toolset::{kept_name, tool_fingerprint};
+use mcp_client::listing::walker::{self, Pager, WalkLimits};
+use mcp_client::mcp::{Client, Era, Inbox, McpError};
+use mcp_client::net::TargetHttp;
 
 /// Least age of the last walk before a call of an unknown tool walks the upstream again (a
 /// tool added since, without `list_changed`, is judged against a walk at most this old).
@@ -600,7 +600,7 @@ impl Pager for CatalogPager {
             self.client.tools_list_page(cursor, max_bytes),
         )
         .await
-        .map_err(|_| McpError::new(crate::mcp::Reason::Timeout, "tools/list timed out"))??;
+        .map_err(|_| McpError::new(mcp_client::mcp::Reason::Timeout, "tools/list timed out"))??;
         Ok((page, bytes))
     }
 }

@@ -19,9 +19,9 @@ use serde_json::{Map, Value, json};
 use super::Shared;
 use super::exchange::Exchange;
 use super::observe::SseReader;
-use crate::mcp::jsonrpc::Incoming;
-use crate::mcp::{McpError, Reason};
-use crate::probe::walker::{self, Pager};
+use mcp_client::listing::walker::{self, Pager};
+use mcp_client::mcp::jsonrpc::Incoming;
+use mcp_client::mcp::{McpError, Reason};
 
 /// The id of the proxy's own `tools/list` requests in a client's session.
 const FLATTEN_ID: &str = "mcp-proxy-flatten";
@@ -140,8 +140,8 @@ impl FlattenPager<'_> {
                 format!("HTTP {}", resp.status()),
             ));
         }
-        let sse = crate::mcp::http::content_kind(resp.headers())
-            == crate::mcp::http::ContentKind::EventStream;
+        let sse = mcp_client::mcp::http::content_kind(resp.headers())
+            == mcp_client::mcp::http::ContentKind::EventStream;
         let mut stream = resp.bytes_stream();
         let mut reader = SseReader::default();
         let mut json = Vec::new();
@@ -172,7 +172,7 @@ impl FlattenPager<'_> {
             }
         }
         if !sse {
-            for m in crate::mcp::jsonrpc::decode(&json)? {
+            for m in mcp_client::mcp::jsonrpc::decode(&json)? {
                 if let Incoming::Response { outcome, .. } = m {
                     answer = Some(outcome);
                 }

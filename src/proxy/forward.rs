@@ -34,8 +34,8 @@ use super::Shared;
 use super::exchange::is_stream_key;
 use super::relay::{Kind, Observed, Observer};
 use super::upstream::{end_to_end, upstream_request};
-use crate::mcp::jsonrpc;
 use crate::proxy::metrics::Rejected;
+use mcp_client::mcp::jsonrpc;
 
 const SESSION: &str = "mcp-session-id";
 const PARSE_ERROR: i64 = -32700;
@@ -126,7 +126,7 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
             Ok(m) => messages = m,
             Err(e) => {
                 sh.metrics.rejected(Rejected::InvalidJson);
-                let (code, what) = if e.reason == crate::mcp::Reason::InvalidJson {
+                let (code, what) = if e.reason == mcp_client::mcp::Reason::InvalidJson {
                     (PARSE_ERROR, "Parse error: the body is not JSON")
                 } else {
                     (
@@ -177,7 +177,7 @@ pub(super) async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Respo
         Ok(Err(e)) => {
             let (why, what) = upstream_failure(&e);
             sh.metrics.rejected(why);
-            tracing::debug!(proxy = %sh.config.name, reason = why.as_str(), error = %crate::text::bounded(&e.without_url().to_string(), 200), "upstream request failed");
+            tracing::debug!(proxy = %sh.config.name, reason = why.as_str(), error = %mcp_client::text::bounded(&e.without_url().to_string(), 200), "upstream request failed");
             return rpc_error(StatusCode::BAD_GATEWAY, INTERNAL_ERROR, what);
         }
         Err(_) => {

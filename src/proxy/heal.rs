@@ -48,7 +48,7 @@ use super::catalog::Verdict;
 use super::exchange::Exchange;
 use super::labels::Client;
 use super::observe::Asked;
-use crate::mcp::jsonrpc::Incoming;
+use mcp_client::mcp::jsonrpc::Incoming;
 
 /// Longest a call waits for the catalog walk that decides whether it is refused.
 pub const REFUSE_WAIT: Duration = Duration::from_secs(2);
@@ -273,7 +273,7 @@ pub(super) async fn refuse(sh: &Shared, ex: &Exchange, messages: &[Incoming]) ->
 fn unknown_tool(id: &Value, tool: &str, modern: bool) -> Response {
     let message = format!(
         "Unknown tool: {} (the server's tool list changed; re-list with tools/list)",
-        crate::text::bounded(tool, 200)
+        mcp_client::text::bounded(tool, 200)
     );
     let body =
         json!({"jsonrpc": "2.0", "id": id, "error": {"code": INVALID_PARAMS, "message": message}});
@@ -293,7 +293,7 @@ fn unknown_tool(id: &Value, tool: &str, modern: bool) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mcp::jsonrpc;
+    use mcp_client::mcp::jsonrpc;
 
     #[test]
     fn the_frame_is_one_sse_event_and_a_modern_one_carries_the_subscription_id() {

@@ -143,12 +143,13 @@ impl Proxy {
         // The hop to the upstream is the proxy's own connection: its `tls_config` (roots,
         // server_name, a client certificate the upstream demands) and `proxy_url` serve the
         // clients' forwarded requests and the catalog alike, or no client could pass.
-        let http = crate::net::build_client(&config.http.tls, &config.http.proxy)
+        let http = mcp_client::net::build_client(&config.http.tls, &config.http.proxy)
             .map_err(|e| format!("proxy {}: {e}", config.name))?;
         // The catalog session's own credentials (the target's code path); never used for
         // clients' requests, which go through `http` with their own headers.
-        let catalog_net = crate::net::TargetHttp::new(&config.name, &config.http, &config.upstream)
-            .map_err(|e| format!("proxy {}: catalog credentials: {e}", config.name))?;
+        let catalog_net =
+            mcp_client::net::TargetHttp::new(&config.name, &config.http, &config.upstream)
+                .map_err(|e| format!("proxy {}: catalog credentials: {e}", config.name))?;
         let metrics = telemetry.add_proxy(&config.name);
         metrics.set_heal(config.heal);
         let shared = Arc::new_cyclic(|me| Shared {
@@ -284,7 +285,7 @@ async fn end_upstream(sh: &Shared, ids: Vec<Box<str>>) {
                 .send()
                 .await;
             if let Err(e) = sent {
-                tracing::debug!(proxy = %sh.config.name, error = %crate::text::bounded(&e.without_url().to_string(), 200), "ending a dropped session upstream failed");
+                tracing::debug!(proxy = %sh.config.name, error = %mcp_client::text::bounded(&e.without_url().to_string(), 200), "ending a dropped session upstream failed");
             }
         })
         .await;

@@ -9,11 +9,11 @@
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::mcp::jsonrpc::{self, Incoming};
-use crate::mcp::sse_lines::LineFramer;
+use mcp_client::mcp::jsonrpc::{self, Incoming};
+use mcp_client::mcp::sse_lines::LineFramer;
 
 /// Largest SSE event or JSON body the proxy decodes (the probe's own answer cap).
-pub const MAX_OBSERVED_BYTES: usize = crate::mcp::http::MAX_BODY_BYTES;
+pub const MAX_OBSERVED_BYTES: usize = mcp_client::mcp::http::MAX_BODY_BYTES;
 
 /// The MCP methods that get their own `method` label; anything else is `other`.
 const METHODS: [&str; 22] = [
@@ -266,8 +266,8 @@ pub fn modern(header: Option<&str>, params: Option<&Value>) -> bool {
             .and_then(Value::as_str)
     });
     version
-        .and_then(crate::mcp::ProtocolVersion::parse)
-        .is_some_and(|v| v.era() == crate::mcp::Era::Modern)
+        .and_then(mcp_client::mcp::ProtocolVersion::parse)
+        .is_some_and(|v| v.era() == mcp_client::mcp::Era::Modern)
 }
 
 /// The session an HTTP+SSE (2024-11-05) message URL names in its query: `sessionId` (the

@@ -10,7 +10,7 @@
 //!   spelling of another path can pass;
 //! - a message path the upstream itself named in an `endpoint` event (HTTP+SSE, 2024-11-05) on a
 //!   stream answered for the MCP path, resolved with the probe's own rule
-//!   ([`crate::mcp::legacy_sse::message_endpoint`]: same origin only), at most
+//!   ([`mcp_client::mcp::legacy_sse::message_endpoint`]: same origin only), at most
 //!   [`MAX_MESSAGE_PATHS`] of them, the oldest forgotten first;
 //! - with `forward_oauth_metadata`, the OAuth Protected Resource Metadata paths of the MCP path
 //!   (RFC 9728 § 3.1: `/.well-known/oauth-protected-resource` followed by the path, and the
@@ -76,7 +76,7 @@ impl Paths {
     /// (ignored when it names another origin or is not a URI reference).
     /// Gives the endpoint's URL back (its query names the session), or none when refused.
     pub fn learn_endpoint(&self, data: &str) -> Option<url::Url> {
-        let url = crate::mcp::legacy_sse::message_endpoint(&self.upstream, data).ok()?;
+        let url = mcp_client::mcp::legacy_sse::message_endpoint(&self.upstream, data).ok()?;
         let path = url.path().to_string();
         let mut learnt = self.learnt.lock().expect("paths lock");
         if !self.fixed.contains(&path) && !learnt.contains(&path) {

@@ -31,9 +31,9 @@ impl Kind {
     /// By the answer's content type; a JSON body is kept (up to a bound) only when the
     /// exchange asked something its answer tells about.
     pub(super) fn of(resp: &reqwest::Response, exchange: &Exchange) -> Kind {
-        match crate::mcp::http::content_kind(resp.headers()) {
-            crate::mcp::http::ContentKind::EventStream => Kind::Sse(SseReader::default()),
-            crate::mcp::http::ContentKind::Json => {
+        match mcp_client::mcp::http::content_kind(resp.headers()) {
+            mcp_client::mcp::http::ContentKind::EventStream => Kind::Sse(SseReader::default()),
+            mcp_client::mcp::http::ContentKind::Json => {
                 let asked = |f: fn(&Asked) -> bool| exchange.requests.iter().any(|r| f(&r.asked));
                 let keep = if asked(|a| matches!(a, Asked::ToolsList { .. })) {
                     super::observe::MAX_OBSERVED_BYTES

@@ -18,8 +18,8 @@ use super::exchange::{Exchange, MAX_SESSION_ID_BYTES, stream_key_of};
 use super::labels::Client;
 use super::observe::{Asked, Pending, client_name, method_label};
 use super::sessions::StreamPending;
-use crate::mcp::jsonrpc::Incoming;
 use crate::proxy::metrics::Rejected;
+use mcp_client::mcp::jsonrpc::Incoming;
 
 /// Calls judged at once (each holds its arguments while the catalog may walk); past this a
 /// call is not judged rather than queued.

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::catalog::{Listing, listing_fingerprint};
-use crate::probe::toolset::tool_fingerprint;
+use mcp_client::listing::toolset::tool_fingerprint;
 
 /// What healing keeps of one session: the list it last saw whole, and the last change it was
 /// told of.

@@ -21,7 +21,7 @@
 
 use serde_json::Value;
 
-use crate::mcp::jsonrpc::RpcError;
+use mcp_client::mcp::jsonrpc::RpcError;
 
 const INVALID_PARAMS: i64 = -32602;
 const METHOD_NOT_FOUND: i64 = -32601;

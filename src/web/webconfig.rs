@@ -34,7 +34,7 @@ use tokio::time::Instant;
 
 use super::throttle::Throttle;
 use crate::config::{PemSource, TlsVersion};
-use crate::net::files;
+use mcp_client::net::files;
 
 /// Largest web configuration file, certificate chain, key or CA bundle read: far above any real
 /// one, and a bound on what a mistaken path (a log file, a device) can make us hold.
@@ -373,7 +373,7 @@ fn tls_settings(raw: RawTls, dir: &Path) -> Result<Option<TlsSettings>, (String,
     }
     let min = tls_version("min_version", raw.min_version)?;
     let max = tls_version("max_version", raw.max_version)?;
-    let versions = crate::net::tls::versions(min, max);
+    let versions = mcp_client::net::tls::versions(min, max);
     if versions.is_empty() {
         return Err((field("min_version"), "is above max_version".into()));
     }

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_exporter::config::{Config, Defaults, Endpoint, ProtocolChoice, TargetConfig};
-use mcp_exporter::lab::{Behaviour, Lab};
 use mcp_exporter::probe::Supervisor;
 use mcp_exporter::telemetry::Telemetry;
+use mcp_lab::{Behaviour, Lab};
 
 /// How long any condition may take to become true before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(30);

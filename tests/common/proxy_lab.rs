@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_exporter::config::McpProxyConfig;
-use mcp_exporter::lab::{Behaviour, Lab};
 use mcp_exporter::proxy::Proxy;
 use mcp_exporter::telemetry::Telemetry;
+use mcp_lab::{Behaviour, Lab};
 
 use super::{DEADLINE, Scrape, start_lab};
 

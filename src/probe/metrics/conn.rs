@@ -10,15 +10,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::TargetMetrics;
-use crate::mcp::{Era, Reason, ServerInfo};
 use crate::probe::Trigger;
-use crate::probe::changes::CHANGE_KINDS;
-use crate::probe::toolset::{Drift, ToolSet};
-use crate::probe::walker::{WalkError, WalkReport};
 use crate::telemetry::families as m;
 use exposition::Kind;
 use exposition::{self as expo, Exposition, Slot, Value};
 use exposition::{Cell, Lazy};
+use mcp_client::listing::changes::CHANGE_KINDS;
+use mcp_client::listing::toolset::{Drift, ToolSet};
+use mcp_client::listing::walker::{WalkError, WalkReport};
+use mcp_client::mcp::{Era, Reason, ServerInfo};
 
 const REFRESH_TRIGGERS: [Trigger; 4] = [
     Trigger::Initial,

@@ -12,13 +12,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::conn::{ConnMetrics, ConnSeries};
-use crate::mcp::Reason;
-use crate::net::refusal::AuthStep;
 use crate::probe::functional::ProbeFailure;
 use crate::telemetry::families as m;
 use crate::telemetry::otlp::{Mirror, OtelHistograms};
 use exposition::{self as expo, Exposition, Value};
 use exposition::{Cell, Histogram, Lazy};
+use mcp_client::mcp::Reason;
+use mcp_client::net::refusal::AuthStep;
 
 /// A latency histogram, mirrored to OTLP when the push runs.
 #[derive(Default)]
@@ -68,7 +68,7 @@ struct AuthSeries {
     failures: [Cell; AuthStep::ALL.len()],
 }
 
-/// The pins' series of a target with `pins:` (see [`crate::probe::changes::pins`]).
+/// The pins' series of a target with `pins:` (see [`mcp_client::listing::changes::pins`]).
 struct PinSeries {
     valid: bool,
     pinned: usize,
@@ -241,7 +241,7 @@ impl TargetMetrics {
     /// `mcp_probe_auth_failures_total` of this target, every reason created at 0 (an alert on
     /// the increase of one must see its first failure): for targets with credentials (an auth
     /// block or a client certificate).
-    pub fn auth_failures(self: &Arc<Self>) -> crate::net::FailureSink {
+    pub fn auth_failures(self: &Arc<Self>) -> mcp_client::net::FailureSink {
         self.auth.get_or_init(|| AuthSeries {
             failures: Default::default(),
         });
@@ -282,7 +282,7 @@ impl TargetMetrics {
 
     /// The pins' state: whether the last read of the file succeeded, each pinned tool, and how
     /// many listed tools are unpinned. The tool label is bounded by the pins file (at most
-    /// [`crate::probe::changes::pins::MAX_PINNED`]).
+    /// [`mcp_client::listing::changes::pins::MAX_PINNED`]).
     pub fn pins(&self, valid: bool, pinned: &[PinState<'_>], unpinned: usize) {
         let tools = pinned
             .iter()
@@ -408,7 +408,7 @@ impl crate::telemetry::Series for TargetMetrics {
     }
 }
 
-impl crate::oauth::TokenEvents for TargetMetrics {
+impl mcp_client::oauth::TokenEvents for TargetMetrics {
     /// Both `result` series appear at the first request, so a failure rate can be computed from
     /// the start.
     fn token_request(&self, ok: bool) {
@@ -423,7 +423,7 @@ impl crate::oauth::TokenEvents for TargetMetrics {
 
 #[cfg(test)]
 mod tests {
-    use crate::oauth::TokenEvents as _;
+    use mcp_client::oauth::TokenEvents as _;
 
     #[test]
     fn token_events_become_the_auth_token_series() {

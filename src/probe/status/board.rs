@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use super::{ConnStatus, MAX_NAME, ProbeStatus, Severity, keep, now, stamp, verdict};
 use crate::config::TargetConfig;
-use crate::probe::changes::TargetChanges;
+use crate::probe::change_watch::TargetChanges;
 
 /// When the target's judgement last changed: the sticky "since" facts.
 #[derive(Debug, Clone)]

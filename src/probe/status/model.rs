@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, VecDeque};
 use serde::Serialize;
 
 use super::{CHANGES_PER_CONNECTION, MAX_DRIFT_NAMES, MAX_NAME, keep};
-use crate::probe::changes::ToolChange;
-use crate::probe::toolset::Drift;
+use mcp_client::listing::changes::ToolChange;
+use mcp_client::listing::toolset::Drift;
 
 /// Where a connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -15,13 +15,13 @@ use super::{
     EVENTS_PER_CONNECTION, Event, LegacyClientsStatus, MAX_DETAIL, MAX_LABEL, MAX_NAME,
     SessionStatus, TargetStatus, ToolChangeStatus, WalkStatus, keep, now,
 };
-use crate::mcp::{Era, ServerInfo};
 use crate::probe::Trigger;
-use crate::probe::changes::ToolChange;
 use crate::probe::contract::Contract;
 use crate::probe::legacy_watch::LegacyVerdict;
-use crate::probe::toolset::{Drift, ToolSet};
-use crate::text;
+use mcp_client::listing::changes::ToolChange;
+use mcp_client::listing::toolset::{Drift, ToolSet};
+use mcp_client::mcp::{Era, ServerInfo};
+use mcp_client::text;
 
 impl TargetStatus {
     /// A handle for connection `index`.

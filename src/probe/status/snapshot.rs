@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::{ConnStatus, ProbeStatus, Severity, StatusBoard, TargetStatus, now};
-use crate::probe::changes::PinsView;
+use crate::probe::change_watch::PinsView;
 
 /// `/status.json`.
 #[derive(Debug, Serialize)]

@@ -2,10 +2,10 @@ use std::time::Duration;
 
 use super::*;
 use crate::config::{Endpoint, Expect, ProbeConfig, ProtocolChoice, TargetConfig};
-use crate::mcp::{Era, ServerInfo};
 use crate::probe::Trigger;
-use crate::probe::toolset::{Drift, ToolSet};
-use crate::text::is_hostile;
+use mcp_client::listing::toolset::{Drift, ToolSet};
+use mcp_client::mcp::{Era, ServerInfo};
+use mcp_client::text::is_hostile;
 
 fn target() -> TargetConfig {
     TargetConfig {

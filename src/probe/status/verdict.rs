@@ -27,7 +27,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use super::{ConnState, ConnStatus, ProbeStatus};
-use crate::text;
+use mcp_client::text;
 
 /// Causes kept per target, worst first; the rest are counted in a last entry. The first one or
 /// two say why; a long list is what the details below the summary are for.

@@ -1,11 +1,12 @@
 //! The status page's view of tool definition changes: per connection, the newest changes with
 //! their classified differences (rule, JSON path, before and after); per target, the pins.
 //! Every value was bounded and escaped for display when it was stored (see
-//! [`crate::probe::changes::paths`]); here it is only HTML-escaped.
+//! [`mcp_client::listing::changes::paths`]); here it is only HTML-escaped.
 
 use super::{Page, escape, names, or_else};
-use crate::probe::changes::{Finding, PinsView, ToolChange};
+use crate::probe::change_watch::PinsView;
 use crate::probe::status::ToolChangeStatus;
+use mcp_client::listing::changes::{Finding, ToolChange};
 
 fn class_cell(change: &str) -> &'static str {
     match change {
@@ -113,7 +114,7 @@ pub(super) fn pins(p: &mut Page, v: &PinsView) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::changes::classify;
+    use mcp_client::listing::changes::classify;
     use serde_json::json;
 
     #[test]

@@ -1,7 +1,7 @@
 use super::*;
 use crate::probe::status::MAX_RESPONSE_BYTES;
 use crate::probe::status::tests::{big_board, hostile_board};
-use crate::text::is_hostile;
+use mcp_client::text::is_hostile;
 
 #[test]
 fn hostile_server_strings_reach_the_page_bounded_and_escaped() {

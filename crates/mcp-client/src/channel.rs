@@ -12,10 +12,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::backoff::Backoff;
-use super::task::{OwnedTask, Slot, poll_slot, sleep_opt};
+use crate::backoff::Backoff;
 use crate::mcp::http::StreamEnd;
 use crate::mcp::{Channel, Client, Inbox, McpError, Reason};
+use crate::task::{OwnedTask, Slot, poll_slot, sleep_opt};
 
 /// Shortest and longest wait honoured from an SSE `retry` field.
 pub const MIN_RETRY: Duration = Duration::from_millis(100);

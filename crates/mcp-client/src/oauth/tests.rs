@@ -536,20 +536,11 @@ fn refresh_points() {
 
 #[test]
 fn backoff_doubles_to_a_minute_with_jitter_in_the_upper_half() {
-    assert_eq!(crate::probe::backoff::delay_after(1, 1.0), BACKOFF_START);
-    assert_eq!(
-        crate::probe::backoff::delay_after(1, 0.0),
-        BACKOFF_START / 2
-    );
-    assert_eq!(
-        crate::probe::backoff::delay_after(3, 1.0),
-        Duration::from_secs(2)
-    );
-    assert_eq!(crate::probe::backoff::delay_after(20, 1.0), BACKOFF_MAX);
-    assert_eq!(
-        crate::probe::backoff::delay_after(u32::MAX, 0.0),
-        BACKOFF_MAX / 2
-    );
+    assert_eq!(crate::backoff::delay_after(1, 1.0), BACKOFF_START);
+    assert_eq!(crate::backoff::delay_after(1, 0.0), BACKOFF_START / 2);
+    assert_eq!(crate::backoff::delay_after(3, 1.0), Duration::from_secs(2));
+    assert_eq!(crate::backoff::delay_after(20, 1.0), BACKOFF_MAX);
+    assert_eq!(crate::backoff::delay_after(u32::MAX, 0.0), BACKOFF_MAX / 2);
 }
 
 #[test]

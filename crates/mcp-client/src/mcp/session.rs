@@ -207,7 +207,7 @@ impl Session {
     }
 
     /// One `tools/list` page: the first (`cursor` none) or the one `cursor` names, its answer
-    /// held to `max_bytes` (what a walk's [`Pager`](crate::probe::walker::Pager) is asked for).
+    /// held to `max_bytes` (what a walk's [`Pager`](crate::listing::walker::Pager) is asked for).
     pub async fn tools_list_page(
         &self,
         cursor: Option<&str>,

@@ -555,8 +555,8 @@ mod tests {
         assert_eq!(lines(b"12345678\n", 8).await[0], Ok("12345678".into()));
     }
 
-    /// The server of `tests/common/escaping_server.py`: a daemon and a `setsid()` child.
-    const ESCAPING_SERVER: &str = include_str!("../../tests/common/escaping_server.py");
+    /// The server of `tests/fixtures/escaping_server.py`: a daemon and a `setsid()` child.
+    const ESCAPING_SERVER: &str = include_str!("../../tests/fixtures/escaping_server.py");
 
     const DEADLINE: Duration = Duration::from_secs(20);
 

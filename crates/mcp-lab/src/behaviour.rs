@@ -33,7 +33,7 @@ pub struct Behaviour {
     /// Redeploys keep every name and change one tool's `inputSchema` instead (F13).
     pub schema_drift: bool,
     /// The first redeploy changes one tool's definition under the same name, and later ones
-    /// keep it (see [`crate::lab::kb::tools_changed`]): one change to classify, or to catch
+    /// keep it (see [`crate::kb::tools_changed`]): one change to classify, or to catch
     /// against pins.
     pub definition_change: Option<DefinitionChange>,
     /// A proxy closes the GET stream after this much time (F4).

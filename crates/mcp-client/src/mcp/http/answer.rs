@@ -69,13 +69,13 @@ pub(crate) fn check_status(status: StatusCode, had_session: bool) -> Result<(), 
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum ContentKind {
+pub enum ContentKind {
     Json,
     EventStream,
     Other,
 }
 
-pub(crate) fn content_kind(headers: &HeaderMap) -> ContentKind {
+pub fn content_kind(headers: &HeaderMap) -> ContentKind {
     match crate::net::body::media_type(headers).as_str() {
         "application/json" => ContentKind::Json,
         "text/event-stream" => ContentKind::EventStream,

@@ -45,7 +45,7 @@ use url::Url;
 pub const MAX_STEP_UPS: u32 = 3;
 /// First delay after a failed token acquisition; doubles per failure up to [`BACKOFF_MAX`]
 /// (the exporter's one retry curve, `probe::backoff`).
-pub use crate::probe::backoff::{BASE as BACKOFF_START, MAX as BACKOFF_MAX};
+pub use crate::backoff::{BASE as BACKOFF_START, MAX as BACKOFF_MAX};
 /// How long a caller waits for the token request another connection has in flight.
 const WAIT_FOR_FLIGHT: Duration = Duration::from_secs(45);
 /// Bound on one acquisition (discovery and token request, each request also bounded).
@@ -350,7 +350,7 @@ impl TokenSource {
     fn failed(&self, st: &mut State, e: &AuthError) {
         st.failures = st.failures.saturating_add(1);
         let n = st.failures.saturating_add(st.refused_streak);
-        let delay = crate::probe::backoff::delay_after(n, rand::random::<f64>());
+        let delay = crate::backoff::delay_after(n, rand::random::<f64>());
         st.retry_at = Some(Instant::now() + delay);
         st.last_error = Some(e.clone());
         tracing::warn!(

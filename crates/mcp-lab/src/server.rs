@@ -390,7 +390,7 @@ async fn handle_delete(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::state::{REPLAY_SESSION_BYTES, bytes_of};
+    use crate::state::{REPLAY_SESSION_BYTES, bytes_of};
 
     #[tokio::test]
     async fn the_replay_store_keeps_a_session_within_its_byte_budget() {

@@ -12,7 +12,6 @@
 pub mod classify;
 pub mod paths;
 pub mod pins;
-pub mod watch;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -21,7 +20,6 @@ use serde_json::Value;
 
 use super::toolset::ToolSet;
 pub use classify::{Class, Classification, Finding, classify};
-pub use watch::{PinsView, TargetChanges};
 
 /// The `change` label values of `mcp_probe_tool_changes_total`, in exposition order.
 pub const CHANGE_KINDS: [&str; 5] = ["added", "removed", "breaking", "compatible", "unknown"];
@@ -271,6 +269,3 @@ impl Definitions {
         self.len() == 0
     }
 }
-
-#[cfg(test)]
-mod tests;

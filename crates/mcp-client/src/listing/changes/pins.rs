@@ -17,12 +17,12 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::classify::{Classification, classify};
-use crate::probe::toolset::{ToolSet, kept_name, tool_fingerprint};
+use crate::listing::toolset::{ToolSet, kept_name, tool_fingerprint};
 
 /// Largest pins file read, in bytes.
 pub const MAX_PINS_BYTES: u64 = 8 << 20;
 /// Most tools one pins file may pin (the walker's own cap on a listing).
-pub const MAX_PINNED: usize = crate::probe::walker::MAX_TOOLS_PER_WALK;
+pub const MAX_PINNED: usize = crate::listing::walker::MAX_TOOLS_PER_WALK;
 /// The `version` this build writes and reads.
 pub const FORMAT_VERSION: u64 = 1;
 

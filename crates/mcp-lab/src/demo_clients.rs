@@ -23,9 +23,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::mcp::http::NotificationStream;
-use crate::mcp::{HttpTransport, Inbox, Limits, McpError, ProtocolVersion, Reason, Session};
-use crate::probe::walker::{self, Pager, WalkLimits};
+use mcp_client::listing::walker::{self, Pager, WalkLimits};
+use mcp_client::mcp::http::NotificationStream;
+use mcp_client::mcp::{HttpTransport, Inbox, Limits, McpError, ProtocolVersion, Reason, Session};
 
 /// Every request of a demo client.
 const TIMEOUT: Duration = Duration::from_secs(5);

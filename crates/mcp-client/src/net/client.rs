@@ -356,10 +356,7 @@ fn default_tls() -> Result<rustls::ClientConfig, String> {
 
 /// A client (its own connection pool) for `tls` and `proxy`. Errors name the field and why,
 /// never key material.
-pub(crate) fn build_client(
-    tls: &TlsConfig,
-    proxy: &ProxyConfig,
-) -> Result<reqwest::Client, String> {
+pub fn build_client(tls: &TlsConfig, proxy: &ProxyConfig) -> Result<reqwest::Client, String> {
     let config = if tls::is_default(tls) {
         default_tls()?
     } else {

@@ -31,5 +31,5 @@ pub mod refusal;
 pub mod tls;
 
 /// An HTTP client with the exporter's TLS roots and no redirects (the proxy forwards through it).
-pub(crate) use client::build_client;
+pub use client::build_client;
 pub use client::{FailureSink, SendError, TargetHttp};

@@ -13,11 +13,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use super::Definitions;
-use super::pins::{Mismatch, PinReport, Pins, compare};
 use crate::config::TargetConfig;
 use crate::probe::metrics::TargetMetrics;
-use crate::probe::toolset::ToolSet;
+use mcp_client::listing::changes::pins::{Mismatch, PinReport, Pins, compare};
+use mcp_client::listing::changes::{Definitions, ToolChange, pin_change};
+use mcp_client::listing::toolset::ToolSet;
 
 /// How often a pins file is checked for a change.
 pub const PINS_POLL: Duration = Duration::from_secs(2);
@@ -73,7 +73,7 @@ pub struct PinsView {
     pub unpinned: Vec<String>,
     pub unpinned_total: usize,
     /// Pinned tools that differ (at most [`MAX_SHOWN`]).
-    pub mismatched: Vec<super::ToolChange>,
+    pub mismatched: Vec<ToolChange>,
     pub mismatched_total: usize,
 }
 
@@ -123,7 +123,7 @@ impl TargetChanges {
             }
             Err(e) => {
                 tracing::error!(target = %self.metrics.name(), error = %e, "pins file refused; the last good pins stay in force");
-                s.error = Some(crate::text::bounded(&e, 400).into_owned());
+                s.error = Some(mcp_client::text::bounded(&e, 400).into_owned());
             }
         }
         self.judge(&mut s);
@@ -182,7 +182,7 @@ impl TargetChanges {
         let path = self.pins_path.as_ref()?;
         let s = self.state();
         let mut v = PinsView {
-            file: crate::text::bounded(&path.display().to_string(), 300).into_owned(),
+            file: mcp_client::text::bounded(&path.display().to_string(), 300).into_owned(),
             valid: s.error.is_none() && s.pins.is_some(),
             error: s.error.clone(),
             pinned: s.pins.as_ref().map_or(0, |p| p.tools.len()),
@@ -194,14 +194,14 @@ impl TargetChanges {
                 .unpinned
                 .iter()
                 .take(MAX_SHOWN)
-                .map(|n| crate::text::bounded(n, 160).into_owned())
+                .map(|n| mcp_client::text::bounded(n, 160).into_owned())
                 .collect();
             let mismatches: Vec<_> = r.mismatches().collect();
             v.mismatched_total = mismatches.len();
             v.mismatched = mismatches
                 .into_iter()
                 .take(MAX_SHOWN)
-                .map(|(n, m)| super::pin_change(n, m))
+                .map(|(n, m)| pin_change(n, m))
                 .collect();
         }
         Some(v)

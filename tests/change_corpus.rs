@@ -5,8 +5,9 @@
 
 use serde_json::{Value, json};
 
-use super::*;
-use crate::lab::kb;
+use mcp_client::listing::changes::*;
+use mcp_client::listing::toolset::ToolSet;
+use mcp_lab::kb;
 
 /// A tool as the SDK peers define one (kb_catalog.py `Catalog.tool`, kb_catalog.mjs).
 fn peer_tool(name: &str, read_only: bool) -> Value {
@@ -51,11 +52,7 @@ fn lab(name: &str, generation: u64) -> Value {
 }
 
 /// The lab's tool by name in a definition-change scenario at `generation`.
-fn lab_changed(
-    name: &str,
-    generation: u64,
-    change: crate::lab::behaviour::DefinitionChange,
-) -> Value {
+fn lab_changed(name: &str, generation: u64, change: mcp_lab::behaviour::DefinitionChange) -> Value {
     kb::tools_changed(generation, change)
         .into_iter()
         .find(|t| t["name"] == name)
@@ -759,12 +756,12 @@ fn corpus() -> Vec<Case> {
             lab_changed(
                 "ticket_create",
                 0,
-                crate::lab::behaviour::DefinitionChange::Breaking,
+                mcp_lab::behaviour::DefinitionChange::Breaking,
             ),
             lab_changed(
                 "ticket_create",
                 1,
-                crate::lab::behaviour::DefinitionChange::Breaking,
+                mcp_lab::behaviour::DefinitionChange::Breaking,
             ),
             Some(Breaking),
             Some(("required_added", "$.inputSchema.required")),
@@ -774,12 +771,12 @@ fn corpus() -> Vec<Case> {
             lab_changed(
                 "ticket_search",
                 0,
-                crate::lab::behaviour::DefinitionChange::Compatible,
+                mcp_lab::behaviour::DefinitionChange::Compatible,
             ),
             lab_changed(
                 "ticket_search",
                 1,
-                crate::lab::behaviour::DefinitionChange::Compatible,
+                mcp_lab::behaviour::DefinitionChange::Compatible,
             ),
             Some(Compatible),
             Some(("optional_property_added", "$.inputSchema.properties.limit")),
@@ -789,12 +786,12 @@ fn corpus() -> Vec<Case> {
             lab_changed(
                 "kb_get_document",
                 0,
-                crate::lab::behaviour::DefinitionChange::Description,
+                mcp_lab::behaviour::DefinitionChange::Description,
             ),
             lab_changed(
                 "kb_get_document",
                 1,
-                crate::lab::behaviour::DefinitionChange::Description,
+                mcp_lab::behaviour::DefinitionChange::Description,
             ),
             Some(Compatible),
             Some(("description_changed", "$.description")),
@@ -906,7 +903,7 @@ fn deep_schemas_are_unknown_below_the_depth_cap() {
 fn set(tools: &[Value], defs: &Definitions) -> ToolSet {
     let mut s = ToolSet::new();
     for t in tools {
-        let fp = crate::probe::toolset::tool_fingerprint(t);
+        let fp = mcp_client::listing::toolset::tool_fingerprint(t);
         defs.keep(fp, t);
         s.insert(t["name"].as_str().unwrap().into(), fp);
     }
@@ -1037,7 +1034,7 @@ mod properties {
                 prop_assert!(f.after.as_ref().is_none_or(|s| s.len() <= paths::MAX_VALUE_BYTES));
             }
             // A difference between the two is found unless they are the same definition.
-            let same = crate::probe::toolset::tool_fingerprint(&a) == crate::probe::toolset::tool_fingerprint(&b);
+            let same = mcp_client::listing::toolset::tool_fingerprint(&a) == mcp_client::listing::toolset::tool_fingerprint(&b);
             if !same && a.is_object() && b.is_object() {
                 prop_assert!(c.class().is_some() || strip_meta(&a) == strip_meta(&b) || names_differ_only(&a, &b));
             }

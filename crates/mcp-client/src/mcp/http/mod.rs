@@ -28,7 +28,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use super::error::{McpError, Reason};
 use crate::net::TargetHttp;
 
-pub(crate) use answer::{ContentKind, check_status, content_kind, drain};
+pub use answer::{ContentKind, content_kind};
+pub(crate) use answer::{check_status, drain};
 pub(crate) use capped_events::CappedEvents;
 pub(crate) use headers::session_id_is_visible_ascii;
 use headers::{MCP_PROTOCOL_VERSION, MCP_SESSION_ID};

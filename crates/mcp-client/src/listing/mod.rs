@@ -1,0 +1,10 @@
+//! The tool listing as a correct client keeps it: walked page by page ([`walker`]), held as
+//! fingerprints ([`toolset`]), and compared across listings and against approved baselines
+//! ([`changes`]).
+//!
+//! The walker sees only a [`walker::Pager`]: a session, a test double or the proxy's upstream
+//! all page the same way, so the cursor rules (caps, repeats, byte budget) are written once.
+
+pub mod changes;
+pub mod toolset;
+pub mod walker;
