@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::{DEADLINE, Harness, start_lab};
 use mcp_client::net::refusal::AuthStep;
-use mcp_client::net::{SendError, TargetHttp};
+use mcp_client::target_http::{SendError, TargetHttp};
 use mcp_exporter::config::{Config, load_http_config, parse_http_config};
 use mcp_lab::Behaviour;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};

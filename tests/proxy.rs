@@ -688,7 +688,7 @@ async fn modern_clients_are_tracked_by_their_reported_name() {
     use mcp_client::mcp::{Client, Inbox, ProtocolVersion};
     let s = ProxyLab::new(|_| {}).await;
     let url = url::Url::parse(&s.url()).expect("URL");
-    let net = mcp_client::net::TargetHttp::plain();
+    let net = mcp_client::target_http::TargetHttp::plain();
     let endpoint = mcp_exporter::config::Endpoint::http(url);
     let dialer = mcp_exporter::probe::connection::dialer(&endpoint, &[], &net).expect("dialer");
     let (inbox, _requests) = Inbox::new();

@@ -44,7 +44,7 @@ impl ProxyLab {
     /// A client of `era` through the proxy, labelled `name`.
     async fn client(&self, name: &str, version: &str) -> (Client, Arc<Inbox>) {
         let url = url::Url::parse(&self.url()).expect("URL");
-        let net = mcp_client::net::TargetHttp::plain();
+        let net = mcp_client::target_http::TargetHttp::plain();
         let endpoint = Endpoint::http(url);
         let headers = [("x-client".to_string(), Secret::new(name))];
         let dialer =

@@ -17,7 +17,7 @@ use mcp_client::mcp::inbox::ServerRequest;
 use mcp_client::mcp::legacy_sse::connect_sse;
 use mcp_client::mcp::stdio::{Command, connect_stdio};
 use mcp_client::mcp::{Client, Dialer, Era, Inbox, Limits, McpError, Reason, jsonrpc};
-use mcp_client::net::TargetHttp;
+use mcp_client::target_http::TargetHttp;
 use serde_json::{Value, json};
 use sse_peer::{Options, SsePeer};
 use tokio::sync::mpsc;

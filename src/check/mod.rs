@@ -57,10 +57,10 @@ pub(crate) struct Opened {
 pub(crate) async fn open(opts: &Options) -> Result<Opened, String> {
     let net = match opts.endpoint {
         crate::config::Endpoint::Http { ref url, .. } => {
-            mcp_client::net::TargetHttp::new("check", &opts.http, url)
+            mcp_client::target_http::TargetHttp::new("check", &opts.http, url)
                 .map_err(|e| format!("no HTTP client: {}: {}", e.step.as_str(), e.detail))?
         }
-        crate::config::Endpoint::Command(_) => mcp_client::net::TargetHttp::plain(),
+        crate::config::Endpoint::Command(_) => mcp_client::target_http::TargetHttp::plain(),
     };
     let dialer = crate::probe::connection::dialer(&opts.endpoint, &opts.headers, &net)
         .map_err(|e| format!("no HTTP client: {e}"))?;

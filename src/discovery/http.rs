@@ -14,8 +14,8 @@ use super::Refresh;
 use super::groups::{Format, Found};
 use crate::config::HttpSdConfig;
 use mcp_client::mcp::McpError;
-use mcp_client::net::TargetHttp;
 use mcp_client::net::body::{media_type, read_capped};
+use mcp_client::target_http::TargetHttp;
 
 /// Poll `cfg` and send each outcome as source `id`, until the receiver is gone.
 pub(super) async fn run(cfg: HttpSdConfig, id: u64, tx: mpsc::Sender<Refresh>) {

@@ -50,7 +50,7 @@ use mcp_client::listing::walker::{self, Pager, WalkLimits, WalkReport};
 use mcp_client::mcp::{
     Client, Dialer, Era, HttpTransport, Inbox, Limits, McpError, Reason, SseEndpoint, stdio,
 };
-use mcp_client::net::TargetHttp;
+use mcp_client::target_http::TargetHttp;
 use mcp_client::task::{OwnedTask, Slot, poll_slot, sleep_opt};
 
 /// Consecutive failed liveness checks after which the session is considered dead and re-opened.

@@ -42,7 +42,7 @@ use crate::proxy::metrics::ProxyMetrics;
 use mcp_client::listing::toolset::{kept_name, tool_fingerprint};
 use mcp_client::listing::walker::{self, Pager, WalkLimits};
 use mcp_client::mcp::{Client, Era, Inbox, McpError};
-use mcp_client::net::TargetHttp;
+use mcp_client::target_http::TargetHttp;
 
 /// Least age of the last walk before a call of an unknown tool walks the upstream again (a
 /// tool added since, without `list_changed`, is judged against a walk at most this old).

@@ -143,12 +143,12 @@ impl Proxy {
         // The hop to the upstream is the proxy's own connection: its `tls_config` (roots,
         // server_name, a client certificate the upstream demands) and `proxy_url` serve the
         // clients' forwarded requests and the catalog alike, or no client could pass.
-        let http = mcp_client::net::build_client(&config.http.tls, &config.http.proxy)
+        let http = mcp_client::target_http::build_client(&config.http.tls, &config.http.proxy)
             .map_err(|e| format!("proxy {}: {e}", config.name))?;
         // The catalog session's own credentials (the target's code path); never used for
         // clients' requests, which go through `http` with their own headers.
         let catalog_net =
-            mcp_client::net::TargetHttp::new(&config.name, &config.http, &config.upstream)
+            mcp_client::target_http::TargetHttp::new(&config.name, &config.http, &config.upstream)
                 .map_err(|e| format!("proxy {}: catalog credentials: {e}", config.name))?;
         let metrics = telemetry.add_proxy(&config.name);
         metrics.set_heal(config.heal);

@@ -241,7 +241,7 @@ impl TargetMetrics {
     /// `mcp_probe_auth_failures_total` of this target, every reason created at 0 (an alert on
     /// the increase of one must see its first failure): for targets with credentials (an auth
     /// block or a client certificate).
-    pub fn auth_failures(self: &Arc<Self>) -> mcp_client::net::FailureSink {
+    pub fn auth_failures(self: &Arc<Self>) -> mcp_client::target_http::FailureSink {
         self.auth.get_or_init(|| AuthSeries {
             failures: Default::default(),
         });

@@ -57,7 +57,7 @@ pub enum Dialer {
 /// Where an HTTP+SSE server's stream is, and the headers it is opened with.
 pub struct SseEndpoint {
     /// The target's client and credentials (shared with its Streamable HTTP transport).
-    pub net: Arc<crate::net::TargetHttp>,
+    pub net: Arc<crate::target_http::TargetHttp>,
     pub url: url::Url,
     pub headers: Vec<(String, String)>,
     pub limits: Limits,

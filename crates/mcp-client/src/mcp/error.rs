@@ -147,12 +147,12 @@ impl McpError {
     }
 
     /// A request that could not be sent, or was refused for good (see
-    /// [`crate::net::TargetHttp::send`]). An auth failure names its step in the detail
+    /// [`crate::target_http::TargetHttp::send`]). An auth failure names its step in the detail
     /// (`unauthorized`, `token_endpoint` …): that is what the status page and `check` show.
-    pub fn from_send(err: crate::net::SendError) -> Self {
+    pub fn from_send(err: crate::target_http::SendError) -> Self {
         match err {
-            crate::net::SendError::Http(e) => McpError::from_reqwest(&e),
-            crate::net::SendError::Auth { error, status } => McpError {
+            crate::target_http::SendError::Http(e) => McpError::from_reqwest(&e),
+            crate::target_http::SendError::Auth { error, status } => McpError {
                 http_status: status,
                 ..McpError::new(
                     Reason::Auth,

@@ -25,7 +25,8 @@ use super::http::{
 };
 use super::inbox::Inbox;
 use super::sse_lines::Cursor;
-use crate::net::{TargetHttp, origin};
+use crate::net::origin;
+use crate::target_http::TargetHttp;
 
 /// Events (other than comments) a server may send before `endpoint`.
 const MAX_EVENTS_BEFORE_ENDPOINT: usize = 16;

@@ -26,7 +26,7 @@ use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::error::{McpError, Reason};
-use crate::net::TargetHttp;
+use crate::target_http::TargetHttp;
 
 pub use answer::{ContentKind, content_kind};
 pub(crate) use answer::{check_status, drain};

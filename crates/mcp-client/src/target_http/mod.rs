@@ -16,6 +16,9 @@
 //! targets share one pool (sockets per origin, not per target) and load the platform's roots
 //! once. The platform roots (a rustls configuration with the platform verifier, ~100 KB and a
 //! few ms of CPU to load) are loaded once per process and shared by every default-TLS client.
+//!
+//! `auth`: what goes in `Authorization` (static credentials, re-read from files; OAuth 2.0
+//! tokens from `crate::oauth`). Above `net` and `oauth`, which know nothing of it.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -23,11 +26,13 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
 
-use super::auth::Auth;
-use super::files::{self, Stamp};
-use super::refusal::{AuthError, AuthStep, Refusal, Retry};
-use super::{egress_proxy, tls};
+mod auth;
+
+use crate::net::files::{self, Stamp};
 use crate::net::http_config::{HttpClientConfig, PemSource, ProxyConfig, SecretSource, TlsConfig};
+use crate::net::refusal::{AuthError, AuthStep, Refusal, Retry};
+use crate::net::{egress_proxy, tls};
+use auth::Auth;
 
 /// TCP keepalive so a half-open GET stream is noticed by the kernel.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
@@ -153,7 +158,7 @@ impl TargetHttp {
 
     /// Report the OAuth token requests and expiry of this target to `metrics` (set once).
     pub fn token_metrics(&self, metrics: Arc<dyn crate::oauth::TokenEvents>) {
-        if let super::auth::Auth::OAuth2(tokens) = &self.shared.auth {
+        if let auth::Auth::OAuth2(tokens) = &self.shared.auth {
             tokens.set_metrics(metrics);
         }
     }

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use base64::Engine as _;
 use reqwest::header::HeaderValue;
 
-use super::files::{self, Stamp};
-use super::refusal::{AuthError, AuthStep, Refusal, Retry};
+use crate::net::files::{self, Stamp};
 use crate::net::http_config::{OAuth2Config, SecretSource, TargetAuth};
+use crate::net::refusal::{AuthError, AuthStep, Refusal, Retry};
 use crate::oauth::TokenSource;
 
 /// How one target's requests are authenticated.
