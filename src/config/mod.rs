@@ -22,6 +22,7 @@
 //! * `model`: the validated types the rest of the exporter reads (`Config`, `TargetConfig` …);
 //! * `raw`: the file as written, as serde reads it;
 //! * `validate`: raw → model, every error naming file, field and why;
+//! * `settings`: the settings a target may override from `global`, one rule each for both levels;
 //! * `endpoint`: where a target is: `url` (and its `transport`) or `command`, `args`, `env`, `cwd`;
 //! * `http_client`: `http_config` blocks (credentials, TLS, proxy) in Prometheus' shape;
 //!   `http_blocks` validates them (reading every file they name);
@@ -47,6 +48,7 @@ mod probes;
 mod proxy;
 mod raw;
 mod secret;
+mod settings;
 #[cfg(test)]
 mod test_support;
 mod validate;
@@ -67,7 +69,7 @@ pub use limits::{
 };
 pub use model::{
     CommandSpec, Config, DEFAULT_MAX_LISTING_BYTES, Defaults, Endpoint, FileSdConfig, HttpSdConfig,
-    HttpTransportKind, ProtocolChoice, TargetConfig, TargetTemplate,
+    HttpTransportKind, ProtocolChoice, TargetConfig, TargetSettings, TargetTemplate,
 };
 pub use probes::{Expect, MAX_PROBES, ProbeConfig, valid_tool_name};
 pub use proxy::{
@@ -76,4 +78,4 @@ pub use proxy::{
 };
 pub use raw::parse_bytes;
 pub use secret::{Secret, redact_url};
-pub use validate::listing_bytes;
+pub use settings::listing_bytes;
