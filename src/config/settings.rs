@@ -179,3 +179,44 @@ fn origin(value: Option<Duration>, fallback: (Duration, Origin)) -> (Duration, O
     value.map_or(fallback, |v| (v, Origin::Here))
 }
 
+#[cfg(test)]
+mod tests {
+    use crate::config::test_support::*;
+
+    /// `..RawSettings,` puts the settings where a target always listed them, so serde's list
+    /// of expected keys reads as before; `global` lists them in the same order.
+    #[test]
+    fn the_settings_keys_stand_where_they_did() {
+        assert_has(
+            &err(&one_target("    nope: 1\n")),
+            "expected one of `name`, `url`, `transport`, `command`, `args`, `env`, `cwd`, \
+             `protocol_version`, `headers`, `header_files`, `connections`, `audit_interval`, \
+             `ping_interval`, `request_timeout`, `notification_grace`, `max_pages`, \
+             `max_listing_bytes`, `legacy_clients`, `probes`, `labels`, `pins`, `authorization`",
+        );
+        assert_has(
+            &err("global:\n  nope: 1\n"),
+            "expected one of `connections`, `audit_interval`, `ping_interval`, \
+             `request_timeout`, `notification_grace`, `max_pages`, `max_listing_bytes`, \
+             `legacy_clients`, `authorization`",
+        );
+    }
+
+    /// One rule: `global` and a target refuse a value with the same words.
+    #[test]
+    fn global_and_targets_share_each_rule() {
+        for (key, value) in [
+            ("connections", "0"),
+            ("max_pages", "10001"),
+            ("max_listing_bytes", "1KiB"),
+            ("max_listing_bytes", "lots"),
+            ("notification_grace", "50ms"),
+        ] {
+            let g = err(&format!("global:\n  {key}: {value}\n"));
+            let t = err(&one_target(&format!("    {key}: {value}\n")));
+            let g = g.strip_prefix(&format!("test.yml: global.{key}: "));
+            let t = t.strip_prefix(&format!("test.yml: targets[0].{key}: "));
+            assert!(g.is_some() && g == t, "{g:?} / {t:?}");
+        }
+    }
+}
