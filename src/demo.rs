@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::config::{
-    Config, Defaults, Endpoint, Expect, ProbeConfig, ProtocolChoice, TargetConfig,
+    Config, Defaults, Endpoint, Expect, ProbeConfig, ProtocolChoice, TargetConfig, TargetSettings,
 };
 use mcp_lab::{Behaviour, Era, Lab};
 
@@ -109,12 +109,12 @@ pub async fn start() -> std::io::Result<Lab> {
 
 /// The configuration that probes the demo lab: short intervals so the story unfolds in a minute.
 pub fn config(lab: &Lab) -> Config {
-    let global = Defaults {
+    let settings = TargetSettings {
         audit_interval: Duration::from_secs(10),
         ping_interval: Duration::from_secs(5),
         request_timeout: Duration::from_secs(5),
         notification_grace: Duration::from_secs(3),
-        ..Defaults::default()
+        ..TargetSettings::default()
     };
     let pins = demo_pins();
     let targets = profiles()
@@ -124,14 +124,7 @@ pub fn config(lab: &Lab) -> Config {
             endpoint: Endpoint::http(lab.url(&name)),
             protocol_version: ProtocolChoice::Auto,
             headers: vec![],
-            connections: global.connections,
-            audit_interval: global.audit_interval,
-            ping_interval: global.ping_interval,
-            request_timeout: global.request_timeout,
-            notification_grace: global.notification_grace,
-            max_pages: global.max_pages,
-            max_listing_bytes: global.max_listing_bytes,
-            legacy_clients: global.legacy_clients,
+            settings: settings.clone(),
             probes: probes(&name),
             http: Default::default(),
             labels: Default::default(),
@@ -144,7 +137,10 @@ pub fn config(lab: &Lab) -> Config {
     proxy.relist_grace = Duration::from_secs(10);
     proxy.catalog_refresh_interval = Duration::from_secs(30);
     Config {
-        global,
+        global: Defaults {
+            settings,
+            ..Defaults::default()
+        },
         targets,
         proxies: vec![proxy],
         ..Config::default()

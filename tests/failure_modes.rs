@@ -492,7 +492,7 @@ async fn f10_endless_cursors_hit_the_loop_cap() {
     let lab = lab("endless", b).await;
     let mut h = Harness::new();
     let mut cfg = target("endless", lab.url("endless"));
-    cfg.max_pages = 5;
+    cfg.settings.max_pages = 5;
     h.apply(vec![cfg]);
     let s = h
         .until("loop cap hit", |s| {
@@ -614,7 +614,7 @@ async fn f15_slow_server_is_down_with_ping_timeouts() {
     let lab = lab("slow", b).await;
     let mut h = Harness::new();
     let mut cfg = target("slow", lab.url("slow"));
-    cfg.request_timeout = std::time::Duration::from_millis(300);
+    cfg.settings.request_timeout = std::time::Duration::from_millis(300);
     h.apply(vec![cfg]);
     let s = h
         .until("ping timeouts and a new session", |s| {
@@ -769,7 +769,7 @@ async fn f12_instances_disagree_across_connections() {
     let lab = lab("split", b).await;
     let mut h = Harness::new();
     let mut cfg = target("split", lab.url("split"));
-    cfg.connections = 2;
+    cfg.settings.connections = 2;
     h.apply(vec![cfg]);
     let fp = |s: &Scrape, c: &str| {
         s.v(

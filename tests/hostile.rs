@@ -133,14 +133,14 @@ async fn scene(hostile: Vec<TargetConfig>) -> Scene {
 /// A hostile target: short request timeout so time-based failures show quickly.
 fn hostile_target(name: &str, url: url::Url) -> TargetConfig {
     let mut c = target(name, url);
-    c.request_timeout = Duration::from_secs(1);
+    c.settings.request_timeout = Duration::from_secs(1);
     c
 }
 
 /// A listing budget above the transport's own 8 MiB body cap, so that cap is what a huge answer
 /// meets (with the default 256 KiB budget the walk would fail as `listing_too_large` first).
 fn with_room_for_a_huge_listing(mut c: TargetConfig) -> TargetConfig {
-    c.max_listing_bytes = 64 * 1024 * 1024;
+    c.settings.max_listing_bytes = 64 * 1024 * 1024;
     c
 }
 
@@ -1377,7 +1377,7 @@ async fn hostile_huge_listing_is_refused_by_the_listing_budget() {
     };
     let hostile = Hostile::start("tools/list", Some(fault), GetStream::Refuse).await;
     let mut target = hostile_target(HOSTILE, hostile.url());
-    target.connections = 2;
+    target.settings.connections = 2;
     let sc = scene(vec![target]).await;
     let h = &sc.h;
     let too_large = |s: &Scrape, c: &str| {

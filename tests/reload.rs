@@ -67,7 +67,7 @@ async fn reload_keeps_unchanged_targets_and_drops_removed_series() {
 
     // A changed `a` restarts with fresh series and a new session.
     let mut a2 = a.clone();
-    a2.max_pages = 10;
+    a2.settings.max_pages = 10;
     h.apply(vec![a2]);
     let s = h
         .until("a restarted", |s| {

@@ -248,8 +248,8 @@ mod tests {
             url::Url::parse("http://kb.example/mcp").unwrap(),
             [("team".to_string(), "x".to_string())].into(),
         );
-        assert_eq!((t.name.as_str(), t.connections), ("kb", 2));
-        assert_eq!(t.audit_interval, s(60));
+        assert_eq!((t.name.as_str(), t.settings.connections), ("kb", 2));
+        assert_eq!(t.settings.audit_interval, s(60));
         assert_eq!(t.url().unwrap().as_str(), "http://kb.example/mcp");
         assert_eq!(t.labels.len(), 2);
     }

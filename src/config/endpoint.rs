@@ -482,7 +482,7 @@ mod tests {
         let t = &c.targets[0];
         assert_eq!(t.url(), None);
         assert!(t.headers.is_empty());
-        assert_eq!(t.connections, 2);
+        assert_eq!(t.settings.connections, 2);
         let spec = command_of(&c);
         assert_eq!(spec.command, Path::new("kb-server"));
         assert_eq!(spec.args, ["--stdio", "--root=/srv/kb", ""]);

@@ -22,6 +22,7 @@
 //! * `model`: the validated types the rest of the exporter reads (`Config`, `TargetConfig` …);
 //! * `raw`: the file as written, as serde reads it;
 //! * `validate`: raw → model, every error naming file, field and why;
+//! * `settings`: the settings a target may override from `global`, one rule each for both levels;
 //! * `endpoint`: where a target is: `url` (and its `transport`) or `command`, `args`, `env`, `cwd`;
 //! * `http_blocks`: validates the `http_config` blocks (credentials, TLS, proxy) in Prometheus'
 //!   shape into `net::http_config`'s types, reading every file they name;
@@ -45,6 +46,7 @@ mod model;
 mod probes;
 mod proxy;
 mod raw;
+mod settings;
 #[cfg(test)]
 mod test_support;
 mod validate;
@@ -66,7 +68,7 @@ pub use mcp_client::net::http_config::{
 pub use mcp_client::secret::{Secret, redact_url};
 pub use model::{
     CommandSpec, Config, DEFAULT_MAX_LISTING_BYTES, Defaults, Endpoint, FileSdConfig, HttpSdConfig,
-    HttpTransportKind, ProtocolChoice, TargetConfig, TargetTemplate,
+    HttpTransportKind, ProtocolChoice, TargetConfig, TargetSettings, TargetTemplate,
 };
 pub use probes::{Expect, MAX_PROBES, ProbeConfig, valid_tool_name};
 pub use proxy::{
@@ -74,4 +76,5 @@ pub use proxy::{
     from_flags as proxy_from_flags, parse_listen as parse_proxy_listen, safe_label,
 };
 pub use raw::parse_bytes;
-pub use validate::{listing_bytes, load_http_config, parse_http_config};
+pub use settings::listing_bytes;
+pub use validate::{load_http_config, parse_http_config};

@@ -32,8 +32,19 @@ pub struct Config {
 }
 
 /// Settings of the `global` section; each is the default for every target.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Defaults {
+    /// The settings a target may override; those it does not are these.
+    pub settings: TargetSettings,
+    /// The `http_config` blocks of `global` (each replaced by a target's block of the same kind).
+    pub http: HttpClientConfig,
+}
+
+/// The settings `global` gives every target and a target may override, resolved (each by one
+/// rule, in `settings.rs`). `Default` is the built-in defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetSettings {
+    pub connections: u16,
     pub audit_interval: Duration,
     pub ping_interval: Duration,
     pub request_timeout: Duration,
@@ -41,25 +52,23 @@ pub struct Defaults {
     pub max_pages: u32,
     /// Most bytes of `tools/list` answers one walk may read across its pages.
     pub max_listing_bytes: usize,
-    pub connections: u16,
-    /// `legacy_clients`: measure what 2025-era clients of a 2026-07-28 server hear.
+    /// `legacy_clients`: for a target spoken to in the 2026-07-28 era, connection 0 keeps a
+    /// legacy (2025-11-25) session on the same URL and measures what 2025-era clients hear (see
+    /// `crate::probe::legacy_watch`). One session and one idle GET stream per target.
     pub legacy_clients: bool,
-    /// The `http_config` blocks of `global` (each replaced by a target's block of the same kind).
-    pub http: HttpClientConfig,
 }
 
-impl Default for Defaults {
-    fn default() -> Defaults {
-        Defaults {
+impl Default for TargetSettings {
+    fn default() -> TargetSettings {
+        TargetSettings {
+            connections: 1,
             audit_interval: Duration::from_secs(30),
             ping_interval: Duration::from_secs(15),
             request_timeout: Duration::from_secs(10),
             notification_grace: Duration::from_secs(5),
             max_pages: 64,
             max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
-            connections: 1,
             legacy_clients: true,
-            http: HttpClientConfig::default(),
         }
     }
 }
@@ -76,18 +85,8 @@ pub struct TargetConfig {
     /// Extra request headers in file order: `headers` first, then `header_files`. Always empty
     /// for a command target (the validator refuses headers there).
     pub headers: Vec<(String, Secret)>,
-    pub connections: u16,
-    pub audit_interval: Duration,
-    pub ping_interval: Duration,
-    pub request_timeout: Duration,
-    pub notification_grace: Duration,
-    pub max_pages: u32,
-    /// Most bytes of `tools/list` answers one walk may read across its pages.
-    pub max_listing_bytes: usize,
-    /// For a target spoken to in the 2026-07-28 era: connection 0 keeps a legacy (2025-11-25)
-    /// session on the same URL and measures what 2025-era clients hear (see
-    /// `crate::probe::legacy_watch`). One session and one idle GET stream per target.
-    pub legacy_clients: bool,
+    /// `global`'s settings where the target sets none.
+    pub settings: TargetSettings,
     /// Functional probes (`tools/call`), run on connection 0.
     pub probes: Vec<ProbeConfig>,
     /// Credentials, TLS and proxy (the `http_config` blocks, `global`'s where the target sets
@@ -109,14 +108,7 @@ impl fmt::Debug for TargetConfig {
             .field("endpoint", &self.endpoint)
             .field("protocol_version", &self.protocol_version)
             .field("headers", &self.headers)
-            .field("connections", &self.connections)
-            .field("audit_interval", &self.audit_interval)
-            .field("ping_interval", &self.ping_interval)
-            .field("request_timeout", &self.request_timeout)
-            .field("notification_grace", &self.notification_grace)
-            .field("max_pages", &self.max_pages)
-            .field("max_listing_bytes", &self.max_listing_bytes)
-            .field("legacy_clients", &self.legacy_clients)
+            .field("settings", &self.settings)
             .field("probes", &self.probes)
             .field("http", &self.http)
             .field("labels", &self.labels)

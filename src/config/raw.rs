@@ -48,6 +48,52 @@ macro_rules! with_http_blocks {
     };
 }
 
+/// Declares [`RawSettings`] (the first struct), then each struct after it with its own fields,
+/// the keys of `RawSettings` where it says `..RawSettings,` (so that serde's list of expected
+/// keys keeps them there), the `http_config` blocks, and `take_settings` to move the settings
+/// out. Each overridable setting is so written once, and `deny_unknown_fields` holds (see
+/// `with_http_blocks`). Used for `global` and targets.
+macro_rules! with_settings {
+    (@each $settings:ident [$($key:ident: $kty:ty,)*]) => {};
+    (
+        @each $settings:ident [$($key:ident: $kty:ty,)*]
+        $(#[$meta:meta])*
+        pub(super) struct $name:ident {
+            $($vis:vis $field:ident: $ty:ty,)*
+            ..$here:ident,
+            $($vis2:vis $field2:ident: $ty2:ty,)*
+        }
+        $($rest:tt)*
+    ) => {
+        with_http_blocks! {
+            $(#[$meta])*
+            pub(super) struct $name {
+                $($vis $field: $ty,)*
+                $(pub(super) $key: $kty,)*
+                $($vis2 $field2: $ty2,)*
+            }
+        }
+
+        impl $name {
+            pub(super) fn take_settings(&mut self) -> $settings {
+                $settings { $($key: self.$key.take(),)* }
+            }
+        }
+
+        with_settings! { @each $settings [$($key: $kty,)*] $($rest)* }
+    };
+    (
+        $(#[$smeta:meta])*
+        pub(super) struct $settings:ident { $(pub(super) $key:ident: $kty:ty,)* }
+        $($rest:tt)*
+    ) => {
+        $(#[$smeta])*
+        pub(super) struct $settings { $(pub(super) $key: $kty,)* }
+
+        with_settings! { @each $settings [$($key: $kty,)*] $($rest)* }
+    };
+}
+
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
@@ -86,22 +132,26 @@ pub(super) struct RawHttpSd {
 }
 }
 
-with_http_blocks! {
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a mapping of global settings")]
-pub(super) struct RawGlobal {
+with_settings! {
+/// The settings `global` gives every target and a target may override, as written (each
+/// resolved by `Validator::settings`, once for `global` and once for each target).
+pub(super) struct RawSettings {
+    pub(super) connections: Option<i64>,
     pub(super) audit_interval: Option<String>,
     pub(super) ping_interval: Option<String>,
     pub(super) request_timeout: Option<String>,
     pub(super) notification_grace: Option<String>,
     pub(super) max_pages: Option<i64>,
     pub(super) max_listing_bytes: Option<RawBytes>,
-    pub(super) connections: Option<i64>,
     pub(super) legacy_clients: Option<bool>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a mapping of global settings")]
+pub(super) struct RawGlobal {
+    ..RawSettings,
 }
 
-with_http_blocks! {
 #[derive(Deserialize, Default)]
 #[serde(
     deny_unknown_fields,
@@ -118,14 +168,7 @@ pub(super) struct RawTarget {
     pub(super) protocol_version: Option<String>,
     pub(super) headers: Option<PairList>,
     pub(super) header_files: Option<PairList>,
-    pub(super) connections: Option<i64>,
-    pub(super) audit_interval: Option<String>,
-    pub(super) ping_interval: Option<String>,
-    pub(super) request_timeout: Option<String>,
-    pub(super) notification_grace: Option<String>,
-    pub(super) max_pages: Option<i64>,
-    pub(super) max_listing_bytes: Option<RawBytes>,
-    pub(super) legacy_clients: Option<bool>,
+    ..RawSettings,
     pub(super) probes: Option<Vec<probes::RawProbe>>,
     pub(super) labels: Option<PairList<LabelNames>>,
     pub(super) pins: Option<String>,

@@ -13,9 +13,8 @@ use super::limits::{MAX_CONFIG_BYTES, MAX_TOTAL_CONNECTIONS};
 use super::model::{
     Config, Defaults, Endpoint, FileSdConfig, HttpSdConfig, ProtocolChoice, TargetConfig,
 };
-use super::raw::{
-    RawBytes, RawConfig, RawFileSd, RawGlobal, RawHttp, RawHttpSd, RawTarget, parse_bytes,
-};
+use super::raw::{RawConfig, RawFileSd, RawGlobal, RawHttp, RawHttpSd, RawTarget};
+use super::settings::Origin;
 use super::validator::Validator;
 use mcp_client::mcp::version::{self, ProtocolVersion};
 use std::collections::HashMap;
@@ -23,24 +22,6 @@ use std::io::Read;
 use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
-
-const MAX_PAGES_LIMIT: i64 = 10_000;
-const CONNECTIONS_LIMIT: i64 = 16;
-/// `max_listing_bytes` range: a page with one tool fits in 4 KiB; past 64 MiB the bound no
-/// longer protects anything.
-const MIN_LISTING_BYTES: u64 = 4 * 1024;
-const MAX_LISTING_BYTES: u64 = 64 * 1024 * 1024;
-
-/// The one rule for a listing budget: `max_listing_bytes` of `global` and a target, and the
-/// `--max-listing-bytes` of `check` and `pin`, are between 4 KiB and 64 MiB.
-pub fn listing_bytes(n: u64) -> Result<usize, String> {
-    if !(MIN_LISTING_BYTES..=MAX_LISTING_BYTES).contains(&n) {
-        return Err(format!(
-            "{n} bytes is out of range; must be between 4KiB and 64MiB"
-        ));
-    }
-    Ok(usize::try_from(n).expect("checked range"))
-}
 
 impl Config {
     /// Reads and validates the file at `path`, expanding `${VAR}` from the process
@@ -142,7 +123,7 @@ fn parse_with_base(
     for (index, raw_target) in raw.targets.unwrap_or_default().into_iter().enumerate() {
         let p = format!("targets[{index}]");
         let target = v.target(&p, raw_target, &global, inherited_timeout)?;
-        connections += u32::from(target.connections);
+        connections += u32::from(target.settings.connections);
         if connections > MAX_TOTAL_CONNECTIONS {
             return Err(v.err(
                 format!("targets[{index}].connections"),
@@ -181,17 +162,6 @@ fn parse_with_base(
     })
 }
 
-/// Where a resolved value came from, for messages about combinations of values.
-#[derive(Clone, Copy, PartialEq)]
-enum Origin {
-    /// Set at this level (the target, or `global` for the global section).
-    Here,
-    /// Inherited from `global`.
-    Global,
-    /// Not set anywhere: the built-in default.
-    Default,
-}
-
 impl Validator<'_> {
     /// The `global` section, and the request timeout a target inherits when it sets none:
     /// the one written in `global`, else the built-in default (not lowered to the global
@@ -199,40 +169,21 @@ impl Validator<'_> {
     fn global(&self, raw: Option<RawGlobal>) -> Result<(Defaults, Duration), ConfigError> {
         let d = Defaults::default();
         let Some(mut raw) = raw else {
-            let inherited = d.request_timeout;
+            let inherited = d.settings.request_timeout;
             return Ok((d, inherited));
         };
         let p = "global";
         let http = self
             .http_blocks(p, "global", raw.take_http())?
             .over(&HttpClientConfig::default());
-        let audit = origin(
-            self.duration(p, "audit_interval", raw.audit_interval)?,
-            (d.audit_interval, Origin::Default),
-        );
-        let ping = origin(
-            self.duration(p, "ping_interval", raw.ping_interval)?,
-            (d.ping_interval, Origin::Default),
-        );
-        let timeout = self.duration(p, "request_timeout", raw.request_timeout)?;
-        let inherited = timeout.unwrap_or(d.request_timeout);
-        let g = Defaults {
-            audit_interval: audit.0,
-            ping_interval: ping.0,
-            request_timeout: self.request_timeout(p, timeout, inherited, ping, audit)?,
-            notification_grace: self
-                .duration(p, "notification_grace", raw.notification_grace)?
-                .unwrap_or(d.notification_grace),
-            max_pages: self.max_pages(p, raw.max_pages)?.unwrap_or(d.max_pages),
-            max_listing_bytes: self
-                .listing_bytes(p, raw.max_listing_bytes)?
-                .unwrap_or(d.max_listing_bytes),
-            connections: self
-                .connections(p, raw.connections)?
-                .unwrap_or(d.connections),
-            legacy_clients: raw.legacy_clients.unwrap_or(d.legacy_clients),
-            http,
-        };
+        let (settings, inherited) = self.settings(
+            p,
+            raw.take_settings(),
+            &d.settings,
+            Origin::Default,
+            d.settings.request_timeout,
+        )?;
+        let g = Defaults { settings, http };
         Ok((g, inherited))
     }
 
@@ -304,31 +255,15 @@ impl Validator<'_> {
             }
             Endpoint::Command(_) => HttpClientConfig::default(),
         };
-        let protocol_version = self.protocol_version(p, raw.protocol_version)?;
+        let protocol_version = self.protocol_version(p, raw.protocol_version.take())?;
 
-        let audit = origin(
-            self.duration(p, "audit_interval", raw.audit_interval)?,
-            (global.audit_interval, Origin::Global),
-        );
-        let ping = origin(
-            self.duration(p, "ping_interval", raw.ping_interval)?,
-            (global.ping_interval, Origin::Global),
-        );
-        let timeout = self.duration(p, "request_timeout", raw.request_timeout)?;
-        let grace = self
-            .duration(p, "notification_grace", raw.notification_grace)?
-            .unwrap_or(global.notification_grace);
-        let max_pages = self
-            .max_pages(p, raw.max_pages)?
-            .unwrap_or(global.max_pages);
-        let max_listing_bytes = self
-            .listing_bytes(p, raw.max_listing_bytes)?
-            .unwrap_or(global.max_listing_bytes);
-        let connections = self
-            .connections(p, raw.connections)?
-            .unwrap_or(global.connections);
-        let timeout = self.request_timeout(p, timeout, inherited_timeout, ping, audit)?;
-
+        let (settings, _) = self.settings(
+            p,
+            raw.take_settings(),
+            &global.settings,
+            Origin::Global,
+            inherited_timeout,
+        )?;
         let headers = self.headers(p, raw.headers, raw.header_files)?;
         let probes = self.probes(p, raw.probes)?;
         let labels = self.labels(p, raw.labels)?;
@@ -338,14 +273,7 @@ impl Validator<'_> {
             endpoint,
             protocol_version,
             headers,
-            connections,
-            audit_interval: audit.0,
-            ping_interval: ping.0,
-            request_timeout: timeout,
-            notification_grace: grace,
-            max_pages,
-            max_listing_bytes,
-            legacy_clients: raw.legacy_clients.unwrap_or(global.legacy_clients),
+            settings,
             probes,
             http,
             labels,
@@ -396,103 +324,6 @@ impl Validator<'_> {
             ),
         ))
     }
-
-    fn max_pages(&self, p: &str, raw: Option<i64>) -> Result<Option<u32>, ConfigError> {
-        self.in_range(p, "max_pages", raw, MAX_PAGES_LIMIT)
-            .map(|v| v.map(|n| u32::try_from(n).expect("checked range")))
-    }
-
-    fn listing_bytes(&self, p: &str, raw: Option<RawBytes>) -> Result<Option<usize>, ConfigError> {
-        let Some(raw) = raw else {
-            return Ok(None);
-        };
-        let field = format!("{p}.max_listing_bytes");
-        let n = match raw {
-            RawBytes::Number(n) => u64::try_from(n).ok(),
-            RawBytes::Text(t) => parse_bytes(&t),
-        }
-        .ok_or_else(|| {
-            self.err(
-                &field,
-                "not a size; write bytes as a number, or a number with a unit: 256KiB, 1MiB",
-            )
-        })?;
-        listing_bytes(n)
-            .map(Some)
-            .map_err(|why| self.err(field, why))
-    }
-
-    fn connections(&self, p: &str, raw: Option<i64>) -> Result<Option<u16>, ConfigError> {
-        self.in_range(p, "connections", raw, CONNECTIONS_LIMIT)
-            .map(|v| v.map(|n| u16::try_from(n).expect("checked range")))
-    }
-
-    fn in_range(
-        &self,
-        p: &str,
-        key: &str,
-        raw: Option<i64>,
-        max: i64,
-    ) -> Result<Option<i64>, ConfigError> {
-        match raw {
-            Some(n) if !(1..=max).contains(&n) => Err(self.err(
-                format!("{p}.{key}"),
-                format!("{n} is out of range; must be between 1 and {max}"),
-            )),
-            other => Ok(other),
-        }
-    }
-
-    /// The request timeout of a level (`global` or a target). A request must be able to time
-    /// out before the next ping or audit is due. As Prometheus does for `scrape_timeout`: a
-    /// timeout set at this level that does not fit an interval is an error; one not set here
-    /// (`inherited`: from `global` or the built-in default) is lowered to fit.
-    fn request_timeout(
-        &self,
-        p: &str,
-        here: Option<Duration>,
-        inherited: Duration,
-        ping: (Duration, Origin),
-        audit: (Duration, Origin),
-    ) -> Result<Duration, ConfigError> {
-        let Some(timeout) = here else {
-            return Ok(inherited.min(ping.0).min(audit.0));
-        };
-        let show = |key: &str, (d, origin): (Duration, Origin)| {
-            let from = match origin {
-                Origin::Here => "",
-                Origin::Global => " (from global)",
-                Origin::Default => " (default)",
-            };
-            format!("{key} {}{from}", humantime::format_duration(d))
-        };
-        let field = format!("{p}.request_timeout");
-        let shown = format!("request_timeout {}", humantime::format_duration(timeout));
-        if timeout > ping.0 {
-            return Err(self.err(
-                field,
-                format!(
-                    "{shown} is longer than {}; a ping must time out before the next one is due",
-                    show("ping_interval", ping)
-                ),
-            ));
-        }
-        if timeout > audit.0 {
-            return Err(self.err(
-                field,
-                format!(
-                    "{shown} is longer than {}; an audit's requests must time out before the next audit is due",
-                    show("audit_interval", audit)
-                ),
-            ));
-        }
-        Ok(timeout)
-    }
-}
-
-/// A value set here, or the fallback with where it came from (for precise error messages).
-fn origin(value: Option<Duration>, fallback: (Duration, Origin)) -> (Duration, Origin) {
-    value.map_or(fallback, |v| (v, Origin::Here))
 }
 
 #[cfg(test)]
@@ -504,12 +335,12 @@ mod tests {
     #[test]
     fn defaults_match_the_documented_values() {
         let d = Defaults::default();
-        assert_eq!(d.audit_interval, s(30));
-        assert_eq!(d.ping_interval, s(15));
-        assert_eq!(d.request_timeout, s(10));
-        assert_eq!(d.notification_grace, s(5));
-        assert_eq!(d.max_pages, 64);
-        assert_eq!(d.connections, 1);
+        assert_eq!(d.settings.audit_interval, s(30));
+        assert_eq!(d.settings.ping_interval, s(15));
+        assert_eq!(d.settings.request_timeout, s(10));
+        assert_eq!(d.settings.notification_grace, s(5));
+        assert_eq!(d.settings.max_pages, 64);
+        assert_eq!(d.settings.connections, 1);
     }
 
     #[test]
@@ -533,9 +364,9 @@ mod tests {
     fn zero_targets_with_globals_is_valid() {
         let c = ok("global:\n  max_pages: 5\n  connections: 3\n");
         assert!(c.targets.is_empty());
-        assert_eq!(c.global.max_pages, 5);
-        assert_eq!(c.global.connections, 3);
-        assert_eq!(c.global.audit_interval, s(30));
+        assert_eq!(c.global.settings.max_pages, 5);
+        assert_eq!(c.global.settings.connections, 3);
+        assert_eq!(c.global.settings.audit_interval, s(30));
     }
 
     #[test]
@@ -549,14 +380,7 @@ mod tests {
                 endpoint: Endpoint::http(url::Url::parse("https://kb.example.com/mcp").unwrap()),
                 protocol_version: ProtocolChoice::Auto,
                 headers: vec![],
-                connections: 1,
-                audit_interval: s(30),
-                ping_interval: s(15),
-                request_timeout: s(10),
-                notification_grace: s(5),
-                max_pages: 64,
-                max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
-                legacy_clients: true,
+                settings: TargetSettings::default(),
                 probes: vec![],
                 http: HttpClientConfig::default(),
                 labels: Default::default(),
@@ -576,9 +400,9 @@ targets:
     url: http://b.example/mcp
     legacy_clients: true
 ");
-        assert!(Defaults::default().legacy_clients);
-        assert!(!c.targets[0].legacy_clients, "from global");
-        assert!(c.targets[1].legacy_clients, "the target's own");
+        assert!(Defaults::default().settings.legacy_clients);
+        assert!(!c.targets[0].settings.legacy_clients, "from global");
+        assert!(c.targets[1].settings.legacy_clients, "the target's own");
         let e = err(&one_target("    legacy_clients: sometimes\n"));
         assert!(e.contains("legacy_clients"), "{e}");
     }
@@ -604,28 +428,28 @@ targets:
     max_pages: 10000
     connections: 16
 ");
-        assert_eq!(c.global.audit_interval, s(60));
+        assert_eq!(c.global.settings.audit_interval, s(60));
         let a = &c.targets[0];
         assert_eq!(
             (
-                a.audit_interval,
-                a.ping_interval,
-                a.request_timeout,
-                a.notification_grace,
-                a.max_pages,
-                a.connections
+                a.settings.audit_interval,
+                a.settings.ping_interval,
+                a.settings.request_timeout,
+                a.settings.notification_grace,
+                a.settings.max_pages,
+                a.settings.connections
             ),
             (s(60), s(20), s(5), s(2), 10, 2)
         );
         let b = &c.targets[1];
         assert_eq!(
             (
-                b.audit_interval,
-                b.ping_interval,
-                b.request_timeout,
-                b.notification_grace,
-                b.max_pages,
-                b.connections
+                b.settings.audit_interval,
+                b.settings.ping_interval,
+                b.settings.request_timeout,
+                b.settings.notification_grace,
+                b.settings.max_pages,
+                b.settings.connections
             ),
             (
                 s(120),
@@ -816,9 +640,9 @@ targets:
             "    audit_interval: 1m\n    ping_interval: 1m\n    request_timeout: 500ms\n    notification_grace: 1h 2m\n",
         ));
         let t = &c.targets[0];
-        assert_eq!(t.audit_interval, s(60));
-        assert_eq!(t.request_timeout, Duration::from_millis(500));
-        assert_eq!(t.notification_grace, s(3720));
+        assert_eq!(t.settings.audit_interval, s(60));
+        assert_eq!(t.settings.request_timeout, Duration::from_millis(500));
+        assert_eq!(t.settings.notification_grace, s(3720));
     }
 
     #[test]
@@ -915,26 +739,29 @@ targets:
     fn a_defaulted_request_timeout_is_lowered_to_fit() {
         // a target's own ping_interval below the default timeout (10s)
         let c = ok(&one_target("    ping_interval: 5s\n"));
-        assert_eq!(c.targets[0].request_timeout, s(5));
+        assert_eq!(c.targets[0].settings.request_timeout, s(5));
         let c = ok(&one_target("    audit_interval: 2s\n"));
-        assert_eq!(c.targets[0].request_timeout, s(2));
+        assert_eq!(c.targets[0].settings.request_timeout, s(2));
         // in global: the global value is lowered; targets start again from the default
         let c = ok(
             "global:\n  ping_interval: 5s\ntargets:\n  - {name: a, url: 'http://a.example/'}\n  - {name: b, url: 'http://b.example/', ping_interval: 1m}\n",
         );
-        assert_eq!(c.global.request_timeout, s(5));
-        assert_eq!(c.targets[0].request_timeout, s(5));
-        assert_eq!(c.targets[1].request_timeout, s(10));
+        assert_eq!(c.global.settings.request_timeout, s(5));
+        assert_eq!(c.targets[0].settings.request_timeout, s(5));
+        assert_eq!(c.targets[1].settings.request_timeout, s(10));
         let c = ok("global:\n  audit_interval: 3s\n");
-        assert_eq!(c.global.request_timeout, s(3));
+        assert_eq!(c.global.settings.request_timeout, s(3));
         // a timeout written in global is inherited, and lowered where a target's interval is shorter
         let c = ok(
             "global:\n  request_timeout: 12s\n  ping_interval: 20s\ntargets:\n  - {name: a, url: 'http://a.example/'}\n  - {name: b, url: 'http://b.example/', ping_interval: 4s}\n",
         );
-        assert_eq!(c.targets[0].request_timeout, s(12));
-        assert_eq!(c.targets[1].request_timeout, s(4));
+        assert_eq!(c.targets[0].settings.request_timeout, s(12));
+        assert_eq!(c.targets[1].settings.request_timeout, s(4));
         // untouched when it fits
-        assert_eq!(ok(&one_target("")).targets[0].request_timeout, s(10));
+        assert_eq!(
+            ok(&one_target("")).targets[0].settings.request_timeout,
+            s(10)
+        );
     }
 
     #[test]
@@ -961,7 +788,9 @@ targets:
             "test.yml: global.max_pages: 10001 is out of range; must be between 1 and 10000"
         );
         assert_eq!(
-            ok(&one_target("    max_pages: 1\n")).targets[0].max_pages,
+            ok(&one_target("    max_pages: 1\n")).targets[0]
+                .settings
+                .max_pages,
             1
         );
     }
@@ -981,7 +810,9 @@ targets:
             "test.yml: targets[0].connections: -1 is out of range; must be between 1 and 16"
         );
         assert_eq!(
-            ok(&one_target("    connections: 16\n")).targets[0].connections,
+            ok(&one_target("    connections: 16\n")).targets[0]
+                .settings
+                .connections,
             16
         );
     }
@@ -1175,7 +1006,11 @@ targets:
             ));
         }
         let c = ok(&text);
-        let total: u32 = c.targets.iter().map(|t| u32::from(t.connections)).sum();
+        let total: u32 = c
+            .targets
+            .iter()
+            .map(|t| u32::from(t.settings.connections))
+            .sum();
         assert_eq!(total, MAX_TOTAL_CONNECTIONS);
         text.push_str("  - {name: one-more, url: 'http://x.example/', connections: 1}\n");
         assert_eq!(
@@ -1193,8 +1028,11 @@ targets:
         assert_eq!(kb.name, "kb");
         assert_eq!(kb.headers[0].0, "X-Client-Team");
         let tickets = &c.targets[1];
-        assert_eq!(tickets.connections, 2);
-        assert_ne!(tickets.audit_interval, c.global.audit_interval);
+        assert_eq!(tickets.settings.connections, 2);
+        assert_ne!(
+            tickets.settings.audit_interval,
+            c.global.settings.audit_interval
+        );
 
         // With the token line uncommented, as its comment says: the token is used and redacted.
         let uncommented = include_str!("../../example.yml").replace(

@@ -217,7 +217,7 @@ mod tests {
         .unwrap();
         let names: Vec<&str> = f.targets.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["a.example_mcp", "b.example_mcp", "cee"]);
-        assert_eq!(f.targets[0].connections, 2);
+        assert_eq!(f.targets[0].settings.connections, 2);
         let l = &f.targets[0].labels;
         assert_eq!(
             (l["team"].as_str(), l["tier"].as_str(), l.len()),

@@ -238,7 +238,10 @@ impl Discovery {
         let mut seen = static_names.clone();
         let mut owned: Vec<TargetConfig> =
             statics.iter().filter(|t| owns(&t.name)).cloned().collect();
-        let mut connections: u32 = owned.iter().map(|t| u32::from(t.connections)).sum();
+        let mut connections: u32 = owned
+            .iter()
+            .map(|t| u32::from(t.settings.connections))
+            .sum();
         let mut configured = statics.len();
         for source in &self.sources {
             let mut dropped = [source.found.duplicates, 0, 0];
@@ -255,11 +258,11 @@ impl Discovery {
                 if !owns(&t.name) {
                     continue;
                 }
-                if connections + u32::from(t.connections) > MAX_TOTAL_CONNECTIONS {
+                if connections + u32::from(t.settings.connections) > MAX_TOTAL_CONNECTIONS {
                     dropped[2] += 1;
                     continue;
                 }
-                connections += u32::from(t.connections);
+                connections += u32::from(t.settings.connections);
                 owned.push(t.clone());
             }
             let labels = source.labels();

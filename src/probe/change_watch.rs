@@ -84,7 +84,7 @@ impl TargetChanges {
     /// The store sized for `config` (twice its `max_listing_bytes`), and its pins read now.
     pub fn new(config: &TargetConfig, metrics: Arc<TargetMetrics>) -> Arc<Self> {
         let me = Arc::new(TargetChanges {
-            definitions: Definitions::new(config.max_listing_bytes.saturating_mul(2)),
+            definitions: Definitions::new(config.settings.max_listing_bytes.saturating_mul(2)),
             pins_path: config.pins.clone(),
             pins: Mutex::new(PinState::default()),
             metrics,

@@ -220,7 +220,7 @@ pub fn target_http(config: &TargetConfig) -> Result<Arc<TargetHttp>, McpError> {
             &config.name,
             &config.http,
             url,
-            usize::from(config.connections),
+            usize::from(config.settings.connections),
         )
         .map_err(|e| McpError::new(Reason::Auth, format!("{}: {}", e.step.as_str(), e.detail))),
     }
@@ -244,7 +244,7 @@ impl Connection {
         };
         Ok(Connection {
             events: Events::new(metrics, status, probes.len()),
-            audit: Audit::new(config.notification_grace),
+            audit: Audit::new(config.settings.notification_grace),
             config,
             probes,
             dialer,
@@ -306,7 +306,7 @@ impl Connection {
                     &self.dialer,
                     pinned,
                     inbox.clone(),
-                    self.config.request_timeout,
+                    self.config.settings.request_timeout,
                     &observe,
                 )) => r,
             };
@@ -404,12 +404,12 @@ impl Connection {
         // Connection 0 of a modern session: what does a 2025-era client hear here?
         self.legacy = match (&self.dialer, client.era()) {
             (Dialer::Http { transport, .. }, Era::Modern)
-                if self.index == 0 && self.config.legacy_clients =>
+                if self.index == 0 && self.config.settings.legacy_clients =>
             {
                 Some(LegacyWatch::start(
                     transport.clone(),
-                    self.config.request_timeout,
-                    self.config.notification_grace,
+                    self.config.settings.request_timeout,
+                    self.config.settings.notification_grace,
                 ))
             }
             _ => None,
@@ -420,16 +420,16 @@ impl Connection {
         let (ping_at, audit_at) = timer_phases(
             &self.config.name,
             self.index,
-            self.config.ping_interval,
-            self.config.audit_interval,
+            self.config.settings.ping_interval,
+            self.config.settings.audit_interval,
         );
         let every = |first, period| {
             let mut t = tokio::time::interval_at(start + first, period);
             t.set_missed_tick_behavior(MissedTickBehavior::Delay);
             t
         };
-        let mut liveness_tick = every(ping_at, self.config.ping_interval);
-        let mut audit_tick = every(audit_at, self.config.audit_interval);
+        let mut liveness_tick = every(ping_at, self.config.settings.ping_interval);
+        let mut audit_tick = every(audit_at, self.config.settings.audit_interval);
 
         loop {
             if walk.is_none()
@@ -529,7 +529,7 @@ impl Connection {
                 }
                 _ = sleep_opt(self.audit.deadline()) => {
                     if self.audit.grace_over(inbox.list_changed_count()) {
-                        self.events.unannounced(self.config.notification_grace);
+                        self.events.unannounced(self.config.settings.notification_grace);
                         self.judge();
                     }
                 }
@@ -595,8 +595,8 @@ impl Connection {
             changes: self.changes.clone(),
         };
         let limits = WalkLimits {
-            max_pages: self.config.max_pages,
-            max_bytes: self.config.max_listing_bytes,
+            max_pages: self.config.settings.max_pages,
+            max_bytes: self.config.settings.max_listing_bytes,
         };
         Box::pin(async move {
             let requested = tokio::time::Instant::now();
@@ -638,7 +638,7 @@ impl Connection {
             ttl,
             heard.start,
             heard.end,
-            self.config.notification_grace,
+            self.config.settings.notification_grace,
         );
         if trigger.refreshes_cache() {
             let unchanged = self.cache.as_ref() == Some(&tools);
@@ -771,7 +771,7 @@ async fn legacy_next(watch: &mut Option<LegacyWatch>) -> LegacyVerdict {
 mod footprint {
     use std::time::Duration;
 
-    use crate::config::{DEFAULT_MAX_LISTING_BYTES, Endpoint, ProtocolChoice, TargetConfig};
+    use crate::config::{Endpoint, ProtocolChoice, TargetConfig, TargetSettings};
 
     /// An idle connection's task holds its whole future: 10,000 connections hold 10,000 of
     /// them. Opening a session (the largest future) is boxed so that it is not reserved inline;
@@ -784,14 +784,11 @@ mod footprint {
             endpoint: Endpoint::http(url::Url::parse("http://127.0.0.1:1/mcp").expect("URL")),
             protocol_version: ProtocolChoice::Auto,
             headers: vec![],
-            connections: 1,
-            audit_interval: Duration::from_secs(30),
-            ping_interval: Duration::from_secs(15),
-            request_timeout: Duration::from_secs(5),
-            notification_grace: Duration::from_secs(3),
-            max_pages: 64,
-            max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
-            legacy_clients: true,
+            settings: TargetSettings {
+                request_timeout: Duration::from_secs(5),
+                notification_grace: Duration::from_secs(3),
+                ..Default::default()
+            },
             probes: vec![],
             http: Default::default(),
             labels: Default::default(),

@@ -96,11 +96,11 @@ impl Supervisor {
             .iter()
             .filter(|t| !self.running.contains_key(&t.name))
             .collect();
-        let total: u32 = new.iter().map(|t| u32::from(t.connections)).sum();
+        let total: u32 = new.iter().map(|t| u32::from(t.settings.connections)).sum();
         let mut k = 0u32;
         for t in new {
             self.start(t, k, total);
-            k += u32::from(t.connections);
+            k += u32::from(t.settings.connections);
             if !applied.restarted.contains(&t.name) {
                 applied.started.push(t.name.clone());
             }
@@ -116,11 +116,13 @@ impl Supervisor {
     /// Start `t`, whose connections are number `first` onwards of `total` started together.
     fn start(&mut self, t: &TargetConfig, first: u32, total: u32) {
         let probes: Vec<String> = t.probes.iter().map(|p| p.tool.clone()).collect();
-        let metrics = self.telemetry.add_target(&t.name, t.connections, &probes);
+        let metrics = self
+            .telemetry
+            .add_target(&t.name, t.settings.connections, &probes);
         metrics.set_labels(&t.labels);
         let status = self.status.add(t);
         let (tx, rx) = watch::channel(false);
-        let mut tasks = Vec::with_capacity(t.connections as usize + 1);
+        let mut tasks = Vec::with_capacity(t.settings.connections as usize + 1);
         // Definitions and pins are the target's, shared by its connections.
         let changes = TargetChanges::new(t, metrics.clone());
         status.set_changes(changes.clone());
@@ -136,9 +138,9 @@ impl Supervisor {
             net.count_failures(metrics.auth_failures());
             net.token_metrics(metrics.clone());
         }
-        for index in 0..t.connections {
+        for index in 0..t.settings.connections {
             let Some(net) = &net else { break };
-            let delay = start_delay(first + u32::from(index), total, t.audit_interval);
+            let delay = start_delay(first + u32::from(index), total, t.settings.audit_interval);
             match Connection::new(
                 t.clone(),
                 index,

@@ -9,7 +9,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_exporter::config::{Config, Defaults, Endpoint, ProtocolChoice, TargetConfig};
+use mcp_exporter::config::{
+    Config, Defaults, Endpoint, ProtocolChoice, TargetConfig, TargetSettings,
+};
 use mcp_exporter::probe::Supervisor;
 use mcp_exporter::telemetry::Telemetry;
 use mcp_lab::{Behaviour, Lab};
@@ -98,14 +100,13 @@ pub fn target(name: &str, url: url::Url) -> TargetConfig {
         endpoint: Endpoint::http(url),
         protocol_version: ProtocolChoice::Auto,
         headers: vec![],
-        connections: 1,
-        audit_interval: Duration::from_millis(400),
-        ping_interval: Duration::from_millis(400),
-        request_timeout: Duration::from_secs(5),
-        notification_grace: Duration::from_millis(300),
-        max_pages: 64,
-        max_listing_bytes: mcp_exporter::config::DEFAULT_MAX_LISTING_BYTES,
-        legacy_clients: true,
+        settings: TargetSettings {
+            audit_interval: Duration::from_millis(400),
+            ping_interval: Duration::from_millis(400),
+            request_timeout: Duration::from_secs(5),
+            notification_grace: Duration::from_millis(300),
+            ..TargetSettings::default()
+        },
         probes: vec![],
         http: Default::default(),
         labels: Default::default(),

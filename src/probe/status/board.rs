@@ -71,7 +71,7 @@ impl TargetStatus {
         TargetStatus {
             name: t.name.clone(),
             url: t.endpoint.to_string(),
-            connections: (0..t.connections)
+            connections: (0..t.settings.connections)
                 .map(|i| Mutex::new(ConnStatus::new(i, &at)))
                 .collect(),
             probes: Mutex::new(

@@ -13,14 +13,7 @@ fn target() -> TargetConfig {
         endpoint: Endpoint::http("https://user:pw@kb.example/mcp?key=k".parse().unwrap()),
         protocol_version: ProtocolChoice::Auto,
         headers: vec![],
-        connections: 1,
-        audit_interval: Duration::from_secs(30),
-        ping_interval: Duration::from_secs(15),
-        request_timeout: Duration::from_secs(10),
-        notification_grace: Duration::from_secs(5),
-        max_pages: 64,
-        max_listing_bytes: crate::config::DEFAULT_MAX_LISTING_BYTES,
-        legacy_clients: true,
+        settings: crate::config::TargetSettings::default(),
         probes: vec![ProbeConfig {
             tool: "kb_stats".into(),
             arguments: Default::default(),
@@ -38,7 +31,7 @@ fn target() -> TargetConfig {
 fn named(name: &str, connections: u16, probes: bool) -> TargetConfig {
     let mut t = target();
     t.name = name.into();
-    t.connections = connections;
+    t.settings.connections = connections;
     if !probes {
         t.probes.clear();
     }
