@@ -26,7 +26,7 @@ alerts/mcp_exporter.rules.yml loaded, both on loopback ports picked free, then p
       exporter's catalog; this checks them against what a real scrape delivers.) Recording-rule
       names (`level:metric:op`) are the rules' own outputs and are not exporter metrics;
   (e) Prometheus loaded every rule of the rules file and evaluates each without error;
-  (f) the demo's proxy (kb_proxy) sees its careless clients (src/lab/demo_clients.rs) for what they
+  (f) the demo's proxy (kb_proxy) sees its careless clients (crates/mcp-lab/src/demo_clients.rs) for what they
       are, each under its own `client` label: first-page-only sessions, stale-tool calls on
       search_legacy, stale-schema calls, sessions without re-list after a reconnect; and the
       correct client re-lists after list_changed with none of those counted against it.
@@ -78,7 +78,7 @@ KNOWN_ABSENT: dict = {
     # Discovery series exist only when a file_sd/http_sd source is configured; the demo has none.
     # tests/discovery.rs asserts them against real sources.
     "mcp_exporter_sd_last_refresh_successful": "no discovery source in the demo (see tests/discovery.rs)",
-    # No mcp_proxy_* name here: the demo's clients of kb_proxy (src/lab/demo_clients.rs) produce
+    # No mcp_proxy_* name here: the demo's clients of kb_proxy (crates/mcp-lab/src/demo_clients.rs) produce
     # every proxy series the dashboards and rules read, stale-schema calls included
     # (demo-old-schema calls search_v2 with the revision it listed before a redeploy).
 }

@@ -40,7 +40,7 @@ Without the correct clients' re-list the catalog still lists search_legacy and t
 not counted stale (only the server's unknown-tool answer is), so the 1 s bound proves the
 learning. The walks logged at the end are: before the swap, after the learning, at the end (a
 call of a tool the catalog no longer lists walks once more when the last walk is 5 s old or more,
-src/proxy/catalog.rs UNKNOWN_TOOL_REWALK, so the cached calls may add one).
+src/proxy/upstream_tools.rs UNKNOWN_TOOL_REWALK, so the cached calls may add one).
 
 Every wait has a deadline; every child (servers, exporter, clients) is killed on every exit; on
 failure the logs are printed.

@@ -1,7 +1,7 @@
 //! The classification corpus: each case is named for the rule it proves. Schemas are the
 //! shapes real servers send: the SDK peers of .ci/peers/ (kb_catalog.py / kb_catalog.mjs: a
 //! `q` string property and the two hints; FastMCP/pydantic: `title`s, `default`s, `required`,
-//! `anyOf` for optional values) and the lab's knowledge base (src/lab/kb.rs).
+//! `anyOf` for optional values) and the lab's knowledge base (crates/mcp-lab/src/kb.rs).
 
 use serde_json::{Value, json};
 

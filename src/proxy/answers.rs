@@ -94,7 +94,7 @@ impl Shared {
 impl Shared {
     /// A `tools/list` page (or its error) on its way to the client: the session's cursor and
     /// walk are accounted, and the catalog learns from a page or a complete walk that differs
-    /// from it (see [`super::catalog`]).
+    /// from it (see [`super::upstream_tools`]).
     fn on_listing(
         &self,
         ex: &Exchange,

@@ -26,7 +26,7 @@ use mcp_client::mcp::{McpError, Reason};
 /// The id of the proxy's own `tools/list` requests in a client's session.
 const FLATTEN_ID: &str = "mcp-proxy-flatten";
 
-use super::catalog::LIMITS;
+use super::upstream_tools::LIMITS;
 
 /// Answer the exchange with one merged page when its client is flattened and it is a
 /// `tools/list` without a cursor; otherwise (or when the walk fails) give the exchange back.

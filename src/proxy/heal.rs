@@ -5,7 +5,7 @@
 //! through two hooks ([`refuse`] before a request goes upstream, [`tap`] on an SSE answer):
 //!
 //! - **Tell a stale session.** A session's complete `tools/list` walk leaves an order-free
-//!   fingerprint of what it saw ([`super::seen::Seen`], the catalog's [`super::catalog::listing_fingerprint`]). When the
+//!   fingerprint of what it saw ([`super::seen::Seen`], the catalog's [`super::upstream_tools::listing_fingerprint`]). When the
 //!   catalog's own walk finds the upstream's list changed (a new [`Listing`] generation), every
 //!   session that listed something else and has an open stream gets one
 //!   `notifications/tools/list_changed` of the proxy's own, once per generation: on the legacy
@@ -29,7 +29,7 @@
 //! tapped streams per proxy (more are forwarded untapped), a session is told at most once per
 //! catalog generation; the state per session is three integers.
 //!
-//! [`Catalog::judge`]: super::catalog::Catalog::judge
+//! [`Catalog::judge`]: super::upstream_tools::Catalog::judge
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,10 +44,10 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 use super::Shared;
-use super::catalog::Verdict;
 use super::exchange::Exchange;
 use super::labels::Client;
 use super::observe::Asked;
+use super::upstream_tools::Verdict;
 use mcp_client::mcp::jsonrpc::Incoming;
 
 /// Longest a call waits for the catalog walk that decides whether it is refused.

@@ -38,16 +38,16 @@
 
 mod answers;
 pub mod budget;
-pub mod catalog;
 mod exchange;
 mod flatten;
 mod forward;
+pub mod forwarded_paths;
 pub mod heal;
 pub mod labels;
 pub mod metrics;
 pub mod observe;
 pub mod page;
-pub mod paths;
+
 mod relay;
 mod requests;
 pub mod schema;
@@ -56,6 +56,7 @@ pub mod sessions;
 pub mod status;
 pub mod unknown_tool;
 mod upstream;
+pub mod upstream_tools;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -70,9 +71,9 @@ use tokio::task::JoinHandle;
 use crate::config::McpProxyConfig;
 use crate::proxy::metrics::ProxyMetrics;
 use crate::telemetry::Telemetry;
-use catalog::Catalog;
 use labels::ClientLabels;
 use sessions::Table;
+use upstream_tools::Catalog;
 
 /// Limits of a proxy's listener: the exporter's own accept loop ([`crate::web::serve_detached`]:
 /// header-read timeout, idle timeout, connection cap with eviction of the longest-waiting
@@ -93,7 +94,7 @@ pub(crate) struct Shared {
     config: McpProxyConfig,
     metrics: Arc<ProxyMetrics>,
     labels: ClientLabels,
-    paths: paths::Paths,
+    paths: forwarded_paths::Paths,
     sessions: Mutex<Table>,
     /// Woken when the table dropped an upstream session that is to be ended there.
     dropped: tokio::sync::Notify,
@@ -159,7 +160,7 @@ impl Proxy {
                 metrics.clone(),
                 config.client_idle_timeout,
             ),
-            paths: paths::Paths::new(&config.upstream, config.forward_oauth_metadata),
+            paths: forwarded_paths::Paths::new(&config.upstream, config.forward_oauth_metadata),
             sessions: Mutex::new(Table::new(config.max_sessions, metrics.clone())),
             dropped: tokio::sync::Notify::new(),
             judging: Arc::new(tokio::sync::Semaphore::new(requests::MAX_JUDGING)),

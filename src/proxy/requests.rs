@@ -246,7 +246,7 @@ impl Shared {
         };
         tokio::spawn(async move {
             let _permit = permit;
-            use super::catalog::Verdict;
+            use super::upstream_tools::Verdict;
             let verdict = me
                 .catalog
                 .judge(&tool, &arguments, at, std::time::Duration::from_secs(5))

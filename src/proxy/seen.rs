@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::catalog::{Listing, listing_fingerprint};
+use super::upstream_tools::{Listing, listing_fingerprint};
 use mcp_client::listing::toolset::tool_fingerprint;
 
 /// What healing keeps of one session: the list it last saw whole, and the last change it was

@@ -1,6 +1,6 @@
 //! Every metric the exporter emits: name, type, labels and help text, declared once.
 //!
-//! Code records through the handles in [`super::ConnMetrics`]; the text renderer takes HELP and
+//! Code records through the handles in `probe::metrics::ConnMetrics`; the text renderer takes HELP and
 //! TYPE from here; `docs/metrics.md` and the dashboard/alert tests check against this list.
 
 use exposition::{Catalog, MetricDef, Slot};

@@ -1,6 +1,6 @@
 //! The families a program emits, declared once: name, type, labels and help text.
 //!
-//! A program lists its families with [`metric_families!`] and wraps the list in a [`Catalog`];
+//! A program lists its families with [`crate::metric_families!`] and wraps the list in a [`Catalog`];
 //! the [`crate::Exposition`] takes HELP and TYPE from there, and a family's position in the
 //! catalog ([`Slot`]) is how a sample names its family on the hot path, without hashing a name.
 

@@ -1,7 +1,7 @@
 //! The demo's clients of its proxy: what passive mode exists to see, on a loop.
 //!
 //! `--demo` runs the proxy `kb_proxy` in front of the lab's knowledge base, which is redeployed
-//! every [`super::demo::CHURN_PERIOD`] (`search_legacy` retired at the first redeploy, `search_v2`'s
+//! every `mcp_exporter::demo::CHURN_PERIOD` (`search_legacy` retired at the first redeploy, `search_v2`'s
 //! schema revised at every later one). A proxy without clients shows nothing, so the demo drives it
 //! with five, each a legacy-era session of this crate's own client ([`Session::open_as`]) under
 //! its own `clientInfo.name`, which becomes the proxy's `client` label:
@@ -75,7 +75,7 @@ impl Kind {
     }
 }
 
-/// Start the demo's clients of its proxy at `url` ([`super::demo::proxy_url`]); they run as long
+/// Start the demo's clients of its proxy at `url` (`mcp_exporter::demo::proxy_url`); they run as long
 /// as the runtime.
 pub fn spawn(url: url::Url) {
     for kind in Kind::ALL {

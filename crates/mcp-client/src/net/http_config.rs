@@ -164,7 +164,7 @@ impl TlsVersion {
 }
 
 /// `proxy_url`, `no_proxy`, `proxy_from_environment`. `Debug` and `Display` show the proxy URL
-/// through [`super::redact_url`] (its password is a secret).
+/// through [`crate::secret::redact_url`] (its password is a secret).
 #[derive(Clone, PartialEq, Eq, Default)]
 pub enum ProxyConfig {
     #[default]

@@ -17,7 +17,7 @@
 //! * the credentials go only where the configuration says: `token_url`, else the authorization
 //!   server `issuer` names, else one on the MCP URL's own origin; a server naming another one is
 //!   refused (`untrusted_authorization_server`) before any request is sent to it, and metadata
-//!   is fetched only from those origins and `metadata_origins` (`discovery::Trust`);
+//!   is fetched only from those origins and `metadata_origins` (`metadata::Trust`);
 //! * the credentials are bound to the first authorization server they were used with: if the
 //!   resource later names another one we refuse rather than present them elsewhere;
 //! * tokens, secrets and assertions never reach `Debug`, logs or errors.
@@ -28,8 +28,8 @@
 //! * `fetch`: bounded, timed HTTP for both.
 
 mod challenge;
-mod discovery;
 mod fetch;
+mod metadata;
 mod token;
 
 use crate::net::http_config::OAuth2Config;
@@ -72,7 +72,7 @@ pub struct TokenSource {
     cfg: OAuth2Config,
     server: Url,
     /// Where the credentials may go and metadata may come from (the configuration's choice).
-    trust: discovery::Trust,
+    trust: metadata::Trust,
     http: reqwest::Client,
     /// Held across a token request: that is the single flight.
     state: tokio::sync::Mutex<State>,
@@ -82,7 +82,7 @@ pub struct TokenSource {
 #[derive(Default)]
 struct State {
     token: Option<Held>,
-    discovered: Option<discovery::Discovered>,
+    discovered: Option<metadata::Discovered>,
     /// The `resource_metadata` URL of the latest challenge.
     resource_metadata: Option<Url>,
     /// Scopes asked for by the latest token request (None: none made yet).
@@ -152,7 +152,7 @@ impl TokenSource {
             target: target.to_owned(),
             cfg: cfg.clone(),
             server: resource.clone(),
-            trust: discovery::Trust::new(resource, cfg.issuer.as_ref(), &cfg.metadata_origins),
+            trust: metadata::Trust::new(resource, cfg.issuer.as_ref(), &cfg.metadata_origins),
             http,
             state: tokio::sync::Mutex::new(State::default()),
             metrics: OnceLock::new(),
@@ -363,10 +363,10 @@ impl TokenSource {
 
     /// Where to ask for tokens: `token_url`, the cached discovery, or a new one (refused when
     /// it names another authorization server than the one the credentials were used with).
-    async fn discovered(&self, st: &mut State) -> Result<discovery::Discovered, AuthError> {
+    async fn discovered(&self, st: &mut State) -> Result<metadata::Discovered, AuthError> {
         if let Some(url) = &self.cfg.token_url {
-            return Ok(discovery::Discovered {
-                resource: discovery::canonical_resource(&self.server),
+            return Ok(metadata::Discovered {
+                resource: metadata::canonical_resource(&self.server),
                 scopes_supported: Vec::new(),
                 issuer: None,
                 token_endpoint: url.clone(),
@@ -376,7 +376,7 @@ impl TokenSource {
         if let Some(d) = &st.discovered {
             return Ok(d.clone());
         }
-        let d = discovery::discover(&self.http, &self.trust, st.resource_metadata.as_ref()).await?;
+        let d = metadata::discover(&self.http, &self.trust, st.resource_metadata.as_ref()).await?;
         if let (Some(bound), Some(now)) = (&st.bound_issuer, &d.issuer)
             && bound != now
         {

@@ -697,12 +697,12 @@ async fn a_configured_issuer_replaces_the_legacy_default() {
 fn trust_is_the_configuration_s_choice() {
     let u = |s: &str| Url::parse(s).unwrap();
     let server = u("https://mcp.example.com/api/mcp");
-    let default = discovery::Trust::new(&server, None, &[]);
+    let default = metadata::Trust::new(&server, None, &[]);
     assert!(default.issuer(&u("https://mcp.example.com")));
     assert!(default.issuer(&u("https://mcp.example.com/as")));
     assert!(!default.issuer(&u("https://auth.example.com")));
     assert!(!default.issuer(&u("http://mcp.example.com")));
-    let named = discovery::Trust::new(&server, Some(&u("https://auth.example.com")), &[]);
+    let named = metadata::Trust::new(&server, Some(&u("https://auth.example.com")), &[]);
     assert!(
         named.issuer(&u("https://auth.example.com/")),
         "a bare origin with its slash"

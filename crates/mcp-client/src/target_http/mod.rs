@@ -26,13 +26,13 @@ use std::time::{Duration, Instant};
 
 use reqwest::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
 
-mod auth;
+mod credentials;
 
 use crate::net::files::{self, Stamp};
 use crate::net::http_config::{HttpClientConfig, PemSource, ProxyConfig, SecretSource, TlsConfig};
 use crate::net::refusal::{AuthError, AuthStep, Refusal, Retry};
 use crate::net::{egress_proxy, tls};
-use auth::Auth;
+use credentials::Auth;
 
 /// TCP keepalive so a half-open GET stream is noticed by the kernel.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
@@ -158,7 +158,7 @@ impl TargetHttp {
 
     /// Report the OAuth token requests and expiry of this target to `metrics` (set once).
     pub fn token_metrics(&self, metrics: Arc<dyn crate::oauth::TokenEvents>) {
-        if let auth::Auth::OAuth2(tokens) = &self.shared.auth {
+        if let credentials::Auth::OAuth2(tokens) = &self.shared.auth {
             tokens.set_metrics(metrics);
         }
     }
