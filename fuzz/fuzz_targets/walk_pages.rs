@@ -16,8 +16,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 use libfuzzer_sys::fuzz_target;
+use mcp_client::listing::walker::{Pager, WalkError, WalkLimits, walk};
 use mcp_client::mcp::{McpError, Reason};
-use mcp_client::listing::walker::{Pager, WalkError, walk};
 use serde_json::{Value, json};
 
 const NAMES: [&str; 6] = ["a", "b", "c", "d", "e", "f"];
@@ -78,10 +78,18 @@ impl BytePager<'_> {
 }
 
 impl Pager for BytePager<'_> {
-    async fn page(&mut self, cursor: Option<&str>) -> Result<Value, McpError> {
+    async fn page(
+        &mut self,
+        cursor: Option<&str>,
+        _max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
         assert!(self.asked.len() < 1000, "the walk does not stop");
         self.asked.push(cursor.map(str::to_string));
-        self.next_page()
+        // The byte budget is not what this target explores: the walk gets all it asks for.
+        self.next_page().map(|page| {
+            let bytes = page.to_string().len();
+            (page, bytes)
+        })
     }
 }
 
@@ -106,7 +114,11 @@ fuzz_target!(|data: &[u8]| {
         pos: 0,
         asked: vec![],
     };
-    let report = block_on(walk(&mut pager, max_pages));
+    let limits = WalkLimits {
+        max_pages,
+        max_bytes: usize::MAX,
+    };
+    let report = block_on(walk(&mut pager, limits));
 
     assert!(report.requests >= 1 && report.requests <= max_pages);
     assert_eq!(report.requests as usize, pager.asked.len());
@@ -130,5 +142,6 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(WalkError::RepeatedCursor) => assert!(report.requests > 1),
         Err(WalkError::TooManyTools) => panic!("at most {} distinct names", NAMES.len()),
+        Err(WalkError::ListingTooLarge { .. }) => panic!("the byte budget is unbounded here"),
     }
 });

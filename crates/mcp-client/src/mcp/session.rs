@@ -70,7 +70,7 @@ impl Session {
     }
 
     /// [`Session::open`] under another `clientInfo.name`: the demo's clients of its proxy
-    /// (`crate::lab::demo_clients`), which the proxy tells apart by that name.
+    /// (`mcp_lab::demo_clients`), which the proxy tells apart by that name.
     pub async fn open_as(
         transport: Arc<HttpTransport>,
         preferred: ProtocolVersion,

@@ -44,7 +44,7 @@ use url::Url;
 /// Step-ups on `insufficient_scope` in a row before the refusal stands.
 pub const MAX_STEP_UPS: u32 = 3;
 /// First delay after a failed token acquisition; doubles per failure up to [`BACKOFF_MAX`]
-/// (the exporter's one retry curve, `probe::backoff`).
+/// (the one retry curve, `crate::backoff`).
 pub use crate::backoff::{BASE as BACKOFF_START, MAX as BACKOFF_MAX};
 /// How long a caller waits for the token request another connection has in flight.
 const WAIT_FOR_FLIGHT: Duration = Duration::from_secs(45);
