@@ -29,17 +29,24 @@ pub fn parse_exclusions(names: &[String]) -> Result<Exclusions, String> {
         .map(|n| n.trim())
         .filter(|n| !n.is_empty())
         .collect();
-    if let Some(daemon) = names
-        .iter()
-        .find(|n| families::find(n).is_some() && !n.starts_with("mcp_probe_"))
-    {
-        return Err(format!(
-            "--metrics.exclude: {daemon} is a series of the exporter itself; only mcp_probe_* families can be left out"
-        ));
+    let unknown = |name: &str| {
+        format!(
+            "--metrics.exclude: {name:?} is not a metric family of this exporter (docs/metrics.md lists them)"
+        )
+    };
+    // In the order given: the first unknown or daemon name is the error.
+    for name in &names {
+        match families::find(name) {
+            None => return Err(unknown(name)),
+            Some(_) if !name.starts_with("mcp_probe_") => {
+                return Err(format!(
+                    "--metrics.exclude: {name} is a series of the exporter itself; only mcp_probe_* families can be left out"
+                ));
+            }
+            Some(_) => {}
+        }
     }
-    Exclusions::of(&families::CATALOG, names).map_err(|name| {
-        format!("--metrics.exclude: {name:?} is not a metric family of this exporter (docs/metrics.md lists them)")
-    })
+    Exclusions::of(&families::CATALOG, names).map_err(unknown)
 }
 
 /// What writes series into a scrape: one target's (`probe::metrics`), one proxy's
@@ -231,6 +238,12 @@ mod tests {
         );
         let daemon = parse_exclusions(&["mcp_exporter_targets".into()]).unwrap_err();
         assert!(daemon.contains("only mcp_probe_* families"), "{daemon}");
+        let first = parse_exclusions(&["mcp_probe_nope".into(), "mcp_exporter_targets".into()])
+            .unwrap_err();
+        assert!(
+            first.contains("\"mcp_probe_nope\""),
+            "the first bad name: {first}"
+        );
     }
 
     #[test]

@@ -78,7 +78,8 @@ impl Catalog {
         self.defs
     }
 
-    fn position(&self, name: &str) -> Option<usize> {
+    /// The index of `name` in the catalog, if it is one of its families.
+    pub(crate) fn position(&self, name: &str) -> Option<usize> {
         let index = self.index.get_or_init(|| {
             self.defs
                 .iter()

@@ -1,4 +1,4 @@
-//! The values behind the series: plain atomics the probe writes and the scrape reads.
+//! The values behind the series: plain atomics the program writes and the scrape reads.
 //!
 //! A counter or gauge is one `AtomicU64` (a gauge holds `f64` bits), so recording is one atomic
 //! operation with no key built and no map looked up, and 10,000 connections cost a few hundred
@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bits of a gauge that has no value yet: its series is left out of the exposition. A negative
-/// NaN that `f64::to_bits` of any value the probe sets never produces.
+/// NaN that `f64::to_bits` of any value a program sets never produces.
 pub const ABSENT: u64 = u64::MAX;
 
 /// Upper bounds (seconds) of the latency histograms' buckets, `+Inf` implied. Ten buckets from

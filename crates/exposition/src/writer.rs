@@ -1,4 +1,4 @@
-//! The text exposition, written straight from the probe's state at scrape time.
+//! The text exposition, written straight from a program's cells at scrape time.
 //!
 //! Prometheus' advice for exporters is a collector that reads current state when scraped, not a
 //! registry of its own kept in step. Every sample goes into its family's buffer (the format
@@ -131,10 +131,9 @@ impl Exclusions {
     ) -> Result<Exclusions, &'n str> {
         let mut out = vec![false; catalog.defs().len()];
         for name in names {
-            let Some(def) = catalog.find(name) else {
+            let Some(i) = catalog.position(name) else {
                 return Err(name);
             };
-            let i = catalog.slot(def.name).0;
             out[i] = true;
         }
         Ok(Exclusions(out))
