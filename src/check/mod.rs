@@ -41,7 +41,7 @@ use listen::Listener;
 use mcp_client::channel::{ChannelEvent, ChannelKeeper};
 use mcp_client::listing::changes::Definitions;
 use mcp_client::listing::toolset::ToolSet;
-use mcp_client::mcp::{Client, Dialer, Era, Inbox};
+use mcp_client::mcp::{Client, Dialer, Era, Inbox, Responder};
 use recorder::{compare, elapsed, names};
 
 /// An open session of `check` or `pin`.
@@ -100,7 +100,7 @@ pub async fn run(opts: &Options) -> Report {
         }
     };
     // A correct client answers the server's requests (ping) while it works.
-    let answering = tokio::spawn(session.clone().answer_requests(requests));
+    let answering = tokio::spawn(Responder::new(requests).run(session.clone()));
     let started = Instant::now();
     let stream = session_rows(&session, &inbox, opts, &mut report).await;
     let legacy = match (opts.legacy_clients, &dialer, session.era()) {

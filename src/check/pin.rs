@@ -14,6 +14,7 @@ use super::{Checker, Options, Status, open};
 use mcp_client::listing::changes::{pin_change, pins};
 use mcp_client::listing::toolset::ToolSet;
 use mcp_client::listing::walker::{self, Pager, WalkLimits};
+use mcp_client::mcp::Responder;
 
 impl Checker<'_> {
     /// The `pins` row: the first walk against `--pins`.
@@ -113,7 +114,7 @@ impl Pager for Collect<'_> {
 pub async fn pin(opts: &Options) -> Result<String, String> {
     let opened = open(opts).await?;
     let session = opened.session.clone();
-    let answering = tokio::spawn(session.clone().answer_requests(opened.requests));
+    let answering = tokio::spawn(Responder::new(opened.requests).run(session.clone()));
     let mut pager = Collect {
         session: &session,
         tools: Vec::new(),

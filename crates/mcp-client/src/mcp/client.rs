@@ -7,12 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tokio::sync::mpsc::Receiver;
 
 use super::duplex::Duplex;
 use super::error::{McpError, Reason};
 use super::http::{HttpTransport, Limits, NotificationStream, StreamEnd};
-use super::inbox::{Inbox, ServerRequest};
+use super::inbox::Inbox;
 use super::modern::{self, Detected, ModernClient};
 use super::session::{ServerInfo, Session};
 use super::version::{Era, ProtocolVersion};
@@ -371,17 +370,6 @@ impl Client {
         match self {
             Client::Legacy(s) => s.answer(id, method).await,
             Client::Modern(_) => Ok(()),
-        }
-    }
-
-    /// Answer the server's requests (`ping`; anything else "method not found") until their
-    /// queue closes with the session: the one responder of the probe's sessions and `check`'s.
-    /// Each answer is boxed while it is sent, so a responder waiting for the next request holds
-    /// only that wait, not a send's worth of state (one idle responder per connection of a
-    /// fleet).
-    pub async fn answer_requests(self: Arc<Self>, mut requests: Receiver<ServerRequest>) {
-        while let Some(req) = requests.recv().await {
-            let _ = Box::pin(self.answer(&req.id, &req.method)).await;
         }
     }
 

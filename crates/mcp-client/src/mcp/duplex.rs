@@ -468,7 +468,7 @@ mod tests {
             .expect("within the test deadline")
     }
 
-    /// The one server-request responder ([`crate::mcp::Client::answer_requests`]): a server's
+    /// The one server-request responder ([`crate::mcp::Responder`]): a server's
     /// `ping` gets the empty result the spec requires, any other request "method not found"
     /// (this client offers no capabilities), each with the server's own id.
     #[tokio::test]
@@ -493,13 +493,10 @@ mod tests {
         let session = within(opening).await.expect("task").expect("session");
         within(out.recv()).await.expect("initialized sent");
         let client = Arc::new(Client::Legacy(session));
-        // Every connection of a fleet keeps one idle responder: it holds its wait, not a send.
-        let idle = client
-            .clone()
-            .answer_requests(tokio::sync::mpsc::channel(1).1);
-        let size = std::mem::size_of_val(&idle);
-        assert!(size <= 256, "an idle responder is {size} bytes");
-        let _responder = tokio::spawn(client.answer_requests(requests));
+        // Polled in the connection's own loop: an idle responder is its queue and an empty slot.
+        let size = std::mem::size_of::<crate::mcp::Responder>();
+        assert!(size <= 64, "an idle responder is {size} bytes");
+        let _responder = tokio::spawn(crate::mcp::Responder::new(requests).run(client));
         let mut next = async || -> Value {
             serde_json::from_slice(&within(out.recv()).await.expect("an answer")).expect("JSON")
         };

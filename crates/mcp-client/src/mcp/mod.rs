@@ -21,6 +21,7 @@ pub mod legacy_sse;
 pub mod modern;
 /// `x-mcp-header` annotations: which tool definitions a Streamable HTTP client must drop.
 pub mod param_headers;
+pub mod responder;
 pub mod session;
 pub mod sse_lines;
 /// The stdio transport: a server process spoken to in newline-delimited JSON-RPC.
@@ -31,5 +32,6 @@ pub use client::{Channel, ChannelStream, Client, Dialer, SseEndpoint};
 pub use error::{McpError, Reason, truncate};
 pub use http::{HttpTransport, Limits};
 pub use inbox::Inbox;
+pub use responder::Responder;
 pub use session::{ServerInfo, Session};
 pub use version::{Era, ProtocolVersion};
