@@ -5,17 +5,87 @@
 //! refreshes), then renders the exposition repeatedly and prints the median and p90 render time,
 //! the size in total and per connection, and the memory the series take.
 //!
+//! Each scrape is taken both ways: in one string (`render`) and chunk by chunk, each chunk dropped
+//! once taken, as `/metrics` sends it (`scrape`). `scrape peak` is the most heap one scrape held
+//! at once beyond what was live before it, counted by this binary's global allocator (below):
+//! what a `/metrics` request costs in memory on top of the series, whatever the RSS does
+//! afterwards.
+//!
 //! ```sh
 //! cargo bench --bench render                                  # 1,000 targets x 1
 //! cargo bench --bench render -- --targets 1000 --connections 10
 //! cargo bench --bench render -- --exclude mcp_probe_request_duration_seconds,...
 //! ```
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mcp_client::mcp::{Era, Reason, ServerInfo};
 use mcp_exporter::probe::Trigger;
 use mcp_exporter::telemetry::{Telemetry, parse_exclusions};
+
+/// The system allocator, counting the bytes live and the most live since [`Counting::reset`].
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+impl Counting {
+    fn grew(by: usize) {
+        let live = LIVE.fetch_add(by, Ordering::Relaxed) + by;
+        PEAK.fetch_max(live, Ordering::Relaxed);
+    }
+
+    /// Start a measurement: the bytes live now.
+    fn reset() -> usize {
+        let live = LIVE.load(Ordering::Relaxed);
+        PEAK.store(live, Ordering::Relaxed);
+        live
+    }
+
+    /// The most bytes live since `reset` returned `base`, beyond `base`.
+    fn peak_since(base: usize) -> usize {
+        PEAK.load(Ordering::Relaxed).saturating_sub(base)
+    }
+}
+
+// SAFETY: every call is passed to `System` unchanged; only the counters are added.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            Counting::grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc_zeroed(layout) };
+        if !p.is_null() {
+            Counting::grew(layout.size());
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) };
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        let p = unsafe { System.realloc(ptr, layout, new_size) };
+        if !p.is_null() {
+            // Counted as the new block before the old one goes: a moving realloc holds both.
+            Counting::grew(new_size);
+            LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        p
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
 
 fn arg(name: &str, default: usize) -> usize {
     let args: Vec<String> = std::env::args().collect();
@@ -91,26 +161,61 @@ fn main() {
         print!("{}", telemetry.render());
         return;
     }
-    let mut times = Vec::with_capacity(rounds);
-    let mut size = 0;
+    // Both ways a scrape can be taken, round for round in turn so that the box's noise falls
+    // on both alike: in one string (`render`, what tests and one-string readers get), and as
+    // `/metrics` sends it (`scrape`: chunk by chunk, each made a `Bytes` and dropped once taken,
+    // as hyper drops it once written to the socket).
+    // The first scrape of a process grows each family's buffer by doubling; every later one
+    // reserves it at the last size. Measured: the later ones.
+    drop(telemetry.scrape());
+    let mut whole = Way::default();
+    let mut chunked = Way::default();
     for _ in 0..rounds {
-        let start = Instant::now();
-        let text = telemetry.render();
-        times.push(start.elapsed());
-        size = text.len();
+        whole.measure(|| telemetry.render().len());
+        chunked.measure(|| {
+            telemetry
+                .scrape()
+                .map(|chunk| bytes::Bytes::from(chunk).len())
+                .sum()
+        });
     }
-    times.sort();
+    assert_eq!(whole.size, chunked.size, "the same exposition both ways");
     let total = targets * usize::from(connections);
     println!(
-        "| targets | connections | render median | render p90 | size | per connection | series memory per connection |"
+        "| targets | connections | taken | render median | render p90 | size | scrape peak | per connection | series memory per connection |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
-    println!(
-        "| {targets} | {total} | {:.1} ms | {:.1} ms | {:.1} MB | {} B | {} B |",
-        times[rounds / 2].as_secs_f64() * 1e3,
-        times[rounds * 9 / 10].as_secs_f64() * 1e3,
-        size as f64 / 1e6,
-        size / total.max(1),
-        series_bytes / total.max(1) as u64,
-    );
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|");
+    for (taken, way) in [("one string", &mut whole), ("chunks", &mut chunked)] {
+        way.times.sort();
+        println!(
+            "| {targets} | {total} | {taken} | {:.1} ms | {:.1} ms | {:.1} MB | {:.1} MB ({:.2}x) | {} B | {} B |",
+            way.times[rounds / 2].as_secs_f64() * 1e3,
+            way.times[rounds * 9 / 10].as_secs_f64() * 1e3,
+            way.size as f64 / 1e6,
+            way.peak as f64 / 1e6,
+            way.peak as f64 / way.size.max(1) as f64,
+            way.size / total.max(1),
+            series_bytes / total.max(1) as u64,
+        );
+    }
+}
+
+/// One way of taking a scrape, measured over rounds.
+#[derive(Default)]
+struct Way {
+    times: Vec<Duration>,
+    size: usize,
+    /// The most heap any one round held beyond what was live before it.
+    peak: usize,
+}
+
+impl Way {
+    /// One round: `scrape` takes a scrape and returns its size, having freed all of it.
+    fn measure(&mut self, scrape: impl FnOnce() -> usize) {
+        let base = Counting::reset();
+        let start = Instant::now();
+        self.size = scrape();
+        self.times.push(start.elapsed());
+        self.peak = self.peak.max(Counting::peak_since(base));
+    }
 }

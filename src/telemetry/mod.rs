@@ -5,6 +5,11 @@
 //! ([`exposition`]) — Prometheus' advice for exporters. The registry holds them only as [`Series`]:
 //! it knows no MCP type, and dropping a removed target's series is what makes them disappear.
 //!
+//! A scrape ([`Telemetry::scrape`]) is one buffer per family, filled from every target and
+//! reserved at the last scrape's size, handed out as [`Chunks`]: `/metrics` writes them to the
+//! socket one by one and frees each once sent, so a scrape holds about one exposition at its
+//! peak (the families, all filled before the first can be sent) and never a second copy of it.
+//!
 //! The daemon's own few series (`mcp_exporter_*`, `process_*`) keep `metrics-exporter-prometheus`
 //! and `metrics-process`, where a registry fits: they are few, fixed, and the process collector
 //! speaks the `metrics` facade.
@@ -18,7 +23,7 @@ use std::sync::{Arc, OnceLock, RwLock};
 use metrics::{Gauge, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 
-pub use exposition::{DURATION_BUCKETS, Exclusions, Exposition};
+pub use exposition::{Chunks, DURATION_BUCKETS, Exclusions, Exposition};
 
 /// `--metrics.exclude`: probe families left out of the exposition (a histogram by its family
 /// name, without `_bucket`). Only `mcp_probe_*` families can be left out; the daemon's own few
@@ -199,8 +204,11 @@ impl Telemetry {
         self.daemon.handle().run_upkeep();
     }
 
-    /// The text exposition of everything.
-    pub fn render(&self) -> String {
+    /// One scrape, as the chunks to write in order: each probe and proxy family under its HELP
+    /// and TYPE (its buffer moved out of the scrape, not copied), then the daemon's own families
+    /// merged into one. Sent chunk by chunk, a scrape holds the families not yet written; the
+    /// whole text is never in one buffer.
+    pub fn scrape(&self) -> Chunks {
         let sizes = self.sizes.lock().expect("metrics lock poisoned").clone();
         let mut out = Exposition::with_sizes(&families::CATALOG, &sizes, &self.exclusions);
         for group in [Group::Targets, Group::Proxies] {
@@ -209,13 +217,19 @@ impl Telemetry {
             }
         }
         *self.sizes.lock().expect("metrics lock poisoned") = out.sizes();
-        let mut text = out.finish();
+        let mut chunks = out.into_chunks();
         metrics::with_local_recorder(&self.daemon, || self.process.collect());
-        text.push_str(&exposition::merge::merge(
+        chunks.push(exposition::merge::merge(
             &families::CATALOG,
             &[self.daemon.handle().render()],
         ));
-        text
+        chunks
+    }
+
+    /// The text exposition of everything in one string: [`Telemetry::scrape`] concatenated, for
+    /// tests and readers that parse it whole.
+    pub fn render(&self) -> String {
+        self.scrape().concat()
     }
 }
 
@@ -243,6 +257,49 @@ mod tests {
         assert!(
             first.contains("\"mcp_probe_nope\""),
             "the first bad name: {first}"
+        );
+    }
+
+    #[test]
+    fn a_scrape_is_each_family_in_chunks_then_the_daemons_and_sizes_the_next() {
+        let t = Telemetry::new();
+        let _a = t.add_target("a", 1, &[]);
+        let _b = t.add_target("b", 2, &[]);
+        let scrape = t.scrape();
+        let bytes = scrape.bytes();
+        let chunks: Vec<String> = scrape.collect();
+        let text = chunks.concat();
+        assert_eq!(text.len(), bytes);
+        let helps: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# HELP ")?.split(' ').next())
+            .collect();
+        let unique: std::collections::BTreeSet<&str> = helps.iter().copied().collect();
+        assert_eq!(helps.len(), unique.len(), "one HELP per family: {helps:?}");
+
+        // The probe's families as header and samples, the daemon's merged into the last chunk.
+        let (daemon, probe) = chunks.split_last().expect("chunks");
+        assert!(
+            daemon.contains("# TYPE mcp_exporter_build_info gauge\n"),
+            "{daemon}"
+        );
+        for pair in probe.chunks(2) {
+            let [head, samples] = pair else {
+                panic!("{pair:?}")
+            };
+            assert!(head.starts_with("# HELP mcp_probe_"), "{head}");
+            assert!(!samples.is_empty() && !samples.contains('#'), "{samples}");
+        }
+        let samples: usize = probe.iter().skip(1).step_by(2).map(String::len).sum();
+        let sizes = t.sizes.lock().expect("sizes").clone();
+        assert_eq!(
+            sizes.iter().sum::<usize>(),
+            samples,
+            "sizes for the next scrape"
+        );
+        assert!(
+            t.render().starts_with(&probe.concat()),
+            "render is the same scrape in one string"
         );
     }
 

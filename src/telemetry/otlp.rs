@@ -150,18 +150,20 @@ impl Snapshot {
         {
             return f.clone();
         }
-        let text = self.telemetry.render();
+        // Chunk by chunk (whole lines each), as `/metrics` sends them: no copy of the whole text.
         let mut families = Families::new();
-        for s in samples::parse(&text) {
-            let attrs = s
-                .labels
-                .into_iter()
-                .map(|(k, v)| KeyValue::new(k.to_string(), v))
-                .collect();
-            families
-                .entry(s.name.to_string())
-                .or_default()
-                .push((attrs, s.value));
+        for chunk in self.telemetry.scrape() {
+            for s in samples::parse(&chunk) {
+                let attrs = s
+                    .labels
+                    .into_iter()
+                    .map(|(k, v)| KeyValue::new(k.to_string(), v))
+                    .collect();
+                families
+                    .entry(s.name.to_string())
+                    .or_default()
+                    .push((attrs, s.value));
+            }
         }
         let f = Arc::new(families);
         *cached = Some((Instant::now(), f.clone()));

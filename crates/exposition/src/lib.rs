@@ -3,7 +3,8 @@
 //! It knows no MCP type and nothing of the exporter: a program declares its families once
 //! ([`metric_families!`], [`Catalog`]), keeps its values in [`cells`], and writes them into an
 //! [`Exposition`] when scraped — Prometheus' advice for exporters, a collector that reads current
-//! state, not a registry kept in step. [`merge`] regroups another exposition (a `metrics`
+//! state, not a registry kept in step — and takes it out as [`Chunks`], one family at a time, to
+//! write without a second copy of the whole text. [`merge`] regroups another exposition (a `metrics`
 //! recorder's) under the catalog's HELP and TYPE; [`samples`] reads an exposition back.
 
 pub mod catalog;
@@ -14,4 +15,4 @@ pub mod writer;
 
 pub use catalog::{Catalog, Kind, MetricDef, Slot};
 pub use cells::{ABSENT, Cell, DURATION_BUCKETS, Histogram, HistogramSnapshot, Lazy};
-pub use writer::{Exclusions, Exposition, Value, label, labels};
+pub use writer::{Chunks, Exclusions, Exposition, Value, label, labels};

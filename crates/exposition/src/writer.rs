@@ -2,10 +2,14 @@
 //!
 //! Prometheus' advice for exporters is a collector that reads current state when scraped, not a
 //! registry of its own kept in step. Every sample goes into its family's buffer (the format
-//! wants a family's samples together, and one target writes many families); `finish` puts each
-//! non-empty family under its HELP and TYPE from the catalog, in catalog order. Label values are
-//! escaped here, once, as the format requires.
+//! wants a family's samples together, and one target writes many families); `into_chunks` puts
+//! each non-empty family under its HELP and TYPE from the catalog, in catalog order, as a
+//! sequence of chunks whose samples are those buffers, moved: a server writes them out one by one
+//! and frees each once written, so a scrape never holds a second copy of the text (`finish`
+//! concatenates them, for those who want one string). Label values are escaped here, once, as
+//! the format requires.
 
+use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::sync::OnceLock;
 
@@ -244,22 +248,77 @@ impl<'a> Exposition<'a> {
         self.sample_of(family, "_count", labels, extra, Value::Count(count));
     }
 
-    /// The exposition: each family with samples under its HELP and TYPE, in catalog order.
-    pub fn finish(self) -> String {
-        let size = self.families.iter().map(String::len).sum::<usize>();
+    /// The exposition as it is written out: each family with samples under its HELP and TYPE,
+    /// in catalog order, as [`Chunks`] — the samples buffers moved, not copied.
+    pub fn into_chunks(self) -> Chunks {
         let defs = self.catalog.defs();
-        let mut out = String::with_capacity(size + defs.len() * 160);
-        for (def, samples) in defs.iter().zip(&self.families) {
+        let mut chunks = Chunks::default();
+        for (def, samples) in defs.iter().zip(self.families) {
             if samples.is_empty() {
                 continue;
             }
-            let _ = writeln!(out, "# HELP {} {}", def.name, def.help);
-            let _ = writeln!(out, "# TYPE {} {}", def.name, def.kind.as_str());
-            out.push_str(samples);
+            let (name, help, kind) = (def.name, def.help, def.kind.as_str());
+            chunks.push(format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+            chunks.push(samples);
+        }
+        chunks
+    }
+
+    /// The exposition in one string: [`Exposition::into_chunks`] concatenated.
+    pub fn finish(self) -> String {
+        self.into_chunks().concat()
+    }
+}
+
+/// An exposition taken apart for writing, in order: for each family with samples its HELP and
+/// TYPE lines, then its samples buffer as it was written. A scrape sent chunk by chunk holds
+/// the families not yet written and nothing more — no second copy of the whole text, which
+/// [`Chunks::concat`] makes for those who want one string.
+#[derive(Debug, Default)]
+pub struct Chunks {
+    parts: VecDeque<String>,
+    bytes: usize,
+}
+
+impl Chunks {
+    /// Add `text` (whole lines: another writer's families) after the chunks so far.
+    pub fn push(&mut self, text: String) {
+        if !text.is_empty() {
+            self.bytes += text.len();
+            self.parts.push_back(text);
+        }
+    }
+
+    /// Bytes in the chunks not yet taken: a response's `Content-Length`.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Every chunk in one string.
+    pub fn concat(self) -> String {
+        let mut out = String::with_capacity(self.bytes);
+        for part in self {
+            out.push_str(&part);
         }
         out
     }
 }
+
+impl Iterator for Chunks {
+    type Item = String;
+
+    fn next(&mut self) -> Option<String> {
+        let part = self.parts.pop_front()?;
+        self.bytes -= part.len();
+        Some(part)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.parts.len(), Some(self.parts.len()))
+    }
+}
+
+impl ExactSizeIterator for Chunks {}
 
 #[cfg(test)]
 mod tests {
@@ -293,6 +352,94 @@ mod tests {
             !text.contains("demo_ttl_seconds"),
             "empty families are left out"
         );
+    }
+
+    /// The rule `finish` followed before chunks (one string, built in one pass): the reference
+    /// the chunks must match byte for byte.
+    fn one_string(e: &Exposition<'_>) -> String {
+        let mut out = String::new();
+        for (def, samples) in e.catalog.defs().iter().zip(&e.families) {
+            if samples.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "# HELP {} {}", def.name, def.help);
+            let _ = writeln!(out, "# TYPE {} {}", def.name, def.kind.as_str());
+            out.push_str(samples);
+        }
+        out
+    }
+
+    #[test]
+    fn chunks_are_the_exposition_with_one_header_per_family_and_the_buffers_moved() {
+        let reserved = 1000;
+        let x = Exclusions::default();
+        let mut e = Exposition::with_sizes(&CATALOG, &[reserved; 4], &x);
+        // Families written out of catalog order, interleaved, one (TTL) left empty.
+        let h = Histogram::default();
+        h.record(0.3);
+        for target in ["a", "b \"quoted\""] {
+            let l = labels([("target", target)]);
+            e.histogram(slot(families::LATENCY), &l, &[], &h.snapshot());
+            e.sample(
+                slot(families::REQUESTS),
+                &l,
+                &[("method", "ping")],
+                Value::Count(2),
+            );
+            e.sample(slot(families::UP), &l, &[], Value::Float(1.0));
+        }
+        let want = one_string(&e);
+        let chunks = e.into_chunks();
+        assert_eq!(chunks.bytes(), want.len(), "the Content-Length up front");
+        let chunks: Vec<String> = chunks.collect();
+        assert_eq!(chunks.concat(), want, "byte for byte");
+
+        // A header, then that family's samples; each non-empty family once, in catalog order.
+        let names: Vec<&str> = chunks
+            .chunks(2)
+            .map(|pair| {
+                let [head, samples] = pair else {
+                    panic!("a header without samples: {pair:?}")
+                };
+                let name = head
+                    .strip_prefix("# HELP ")
+                    .and_then(|h| h.split(' ').next())
+                    .expect("a HELP line first");
+                let def = CATALOG.find(name).expect("a family of the catalog");
+                assert_eq!(
+                    *head,
+                    format!(
+                        "# HELP {name} {}\n# TYPE {name} {}\n",
+                        def.help,
+                        def.kind.as_str()
+                    )
+                );
+                assert!(samples.lines().all(|l| l.starts_with(name)), "{samples}");
+                // The buffer reserved for the family, not a copy sized to its text.
+                assert!(samples.capacity() >= reserved, "{}", samples.capacity());
+                name
+            })
+            .collect();
+        assert_eq!(names, [families::UP, families::REQUESTS, families::LATENCY]);
+    }
+
+    #[test]
+    fn chunks_count_the_bytes_left_and_take_more_text_after() {
+        let mut e = Exposition::new(&CATALOG);
+        e.sample(slot(families::TTL), "", &[], Value::Float(2.0));
+        let mut chunks = e.into_chunks();
+        chunks.push(String::new());
+        chunks.push("other_total 1\n".to_string());
+        assert_eq!(chunks.len(), 3, "an empty text is no chunk");
+        let total = chunks.bytes();
+        let head = chunks.next().expect("the header");
+        assert_eq!(chunks.bytes(), total - head.len());
+        let text = head + &chunks.concat();
+        assert!(
+            text.ends_with("demo_ttl_seconds{} 2\nother_total 1\n"),
+            "{text}"
+        );
+        assert_eq!(text.len(), total);
     }
 
     #[test]
