@@ -1,5 +1,6 @@
 //! What a target shares among its connections for change classification and pins: the
-//! [`Definitions`] store, and the pins file with its last good content.
+//! [`Definitions`] store (told every complete listing, so it keeps what is listed and forgets
+//! the rest), and the pins file with its last good content.
 //!
 //! The pins file is re-read when its modification time or size changes (polled every
 //! [`PINS_POLL`] while the target runs, and at every listing of connection 0), so updating the
@@ -81,10 +82,14 @@ pub struct PinsView {
 pub const MAX_SHOWN: usize = 20;
 
 impl TargetChanges {
-    /// The store sized for `config` (twice its `max_listing_bytes`), and its pins read now.
+    /// The store capped for `config` (twice its `max_listing_bytes` per connection), and its
+    /// pins read now.
     pub fn new(config: &TargetConfig, metrics: Arc<TargetMetrics>) -> Arc<Self> {
         let me = Arc::new(TargetChanges {
-            definitions: Definitions::new(config.settings.max_listing_bytes.saturating_mul(2)),
+            definitions: Definitions::for_target(
+                config.settings.max_listing_bytes,
+                config.settings.connections,
+            ),
             pins_path: config.pins.clone(),
             pins: Mutex::new(PinState::default()),
             metrics,
@@ -130,9 +135,12 @@ impl TargetChanges {
         true
     }
 
-    /// A complete listing of connection `index`: kept for the pins (connection 0 only) and
-    /// the store's size published.
+    /// A complete listing of connection `index`: the store told what is listed now (it keeps
+    /// that and the listing before, and forgets the rest), the listing kept for the pins
+    /// (connection 0 only) and the store's size published. Called after the change from the
+    /// connection's previous listing was classified, though the store keeps that one anyway.
     pub fn listing(&self, index: u16, tools: &ToolSet) {
+        self.definitions.listed(index, tools);
         self.metrics.definitions_bytes(self.definitions.bytes());
         if index != 0 || self.pins_path.is_none() {
             return;

@@ -69,7 +69,7 @@ exposition::metric_families! {
     TOOL_CHANGES = "mcp_probe_tool_changes_total", Counter, ["target", "connection", "change"],
         "Tool changes between two consecutive complete listings of a connection, by change: added, removed, and for a changed definition breaking, compatible or unknown (see docs/changes.md).";
     TOOL_DEFINITIONS_BYTES = "mcp_probe_tool_definitions_bytes", Gauge, ["target"],
-        "Bytes of tool definitions the target keeps to classify changes (shared by its connections, at most twice max_listing_bytes).";
+        "Bytes of tool definitions the target keeps to classify changes: the current and previous definition of each tool its connections list (shared by its connections; a text shared with other targets counts for each).";
     TOOLS_PINNED = "mcp_probe_tools_pinned", Gauge, ["target"],
         "Tools the target's pins file pins (its last good read). Absent for a target without pins.";
     TOOL_PIN_MISMATCH = "mcp_probe_tool_pin_mismatch", Gauge, ["target", "tool"],

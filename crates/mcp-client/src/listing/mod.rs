@@ -1,10 +1,11 @@
 //! The tool listing as a correct client keeps it: walked page by page ([`walker`]), held as
 //! fingerprints ([`toolset`]), and compared across listings and against approved baselines
-//! ([`changes`]).
+//! ([`changes`]), with the definitions that takes shared across targets ([`interner`]).
 //!
 //! The walker sees only a [`walker::Pager`]: a session, a test double or the proxy's upstream
 //! all page the same way, so the cursor rules (caps, repeats, byte budget) are written once.
 
 pub mod changes;
+pub mod interner;
 pub mod toolset;
 pub mod walker;

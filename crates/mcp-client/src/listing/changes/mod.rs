@@ -4,17 +4,34 @@
 //! A connection keeps fingerprints, not definitions (see [`super::toolset`]). To say *how* a
 //! definition changed, both definitions are needed, so each target keeps one [`Definitions`]
 //! store shared by its connections: keyed by fingerprint, so N connections seeing the same
-//! listing store it once, not N times. The store is bounded in bytes (twice the target's
-//! `max_listing_bytes`: the listing before a change and the one after fit together) and forgets
-//! the definitions seen longest ago first; a change whose old or new definition is no longer
-//! kept is classified `unknown` (rule `definition_not_kept`), never guessed.
+//! listing store it once, not N times; and each text is shared with every other target that
+//! keeps the same one ([`super::interner`]), so 1,000 targets of one server hold one copy.
+//!
+//! The store is bounded by what is listed, not by a budget: told each connection's complete
+//! listings ([`Definitions::listed`]), it keeps the definitions of the connection's current
+//! listing and of the one before its last change (so the next change is classified before →
+//! after even if the store hears of it first), and what walks in flight have read; it forgets a
+//! definition no connection lists now or listed just before once the connection reporting has
+//! finished two walks since the definition was last read (a walk in flight on another
+//! connection keeps what it reads that long). Under churn it thus holds two listings, not a
+//! budget's worth.
+//!
+//! A hard cap bounds a store whose walks fail or whose server misbehaves: twice
+//! `max_listing_bytes` per connection, the current and previous listing of each (the walker
+//! holds a listing to `max_listing_bytes` on the wire, and its compact JSON is no longer but for
+//! number forms that serialise longer). Over it, what no listing holds and no walk has read
+//! since the last listing goes first, then what only a previous listing holds, then the rest no
+//! listing holds, never what a connection lists now. A store told no listings (`check`) keeps
+//! what walks read under its cap, the least recently read forgotten first. A change whose old or
+//! new definition is not kept is classified `unknown` (rule `definition_not_kept`), never
+//! guessed.
 
 pub mod classify;
 pub mod paths;
 pub mod pins;
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -161,38 +178,78 @@ pub fn counts(changes: &[ToolChange]) -> [u64; 5] {
     n
 }
 
-/// The definitions a target has seen, by fingerprint, bounded in bytes (see the module docs).
+/// The definitions a target's connections list, by fingerprint (see the module docs).
 #[derive(Debug)]
 pub struct Definitions {
-    budget: usize,
+    cap: usize,
     inner: Mutex<Store>,
 }
 
 #[derive(Debug, Default)]
 struct Store {
     map: HashMap<u64, Kept>,
+    /// JSON plus [`ENTRY_OVERHEAD`] of every entry in `map`.
     bytes: usize,
-    /// Bumped per [`Definitions::keep`]: the recency order for eviction.
+    /// Bumped per [`Definitions::keep`] and [`Definitions::listed`]: what happened before what.
     clock: u64,
+    /// What each connection listed, by its index, as [`Definitions::listed`] was told.
+    connections: Vec<Listings>,
+    /// The clock at the latest [`Definitions::listed`] of any connection.
+    last_listed: u64,
+    /// Entries no listing holds ([`Held::Unlisted`]).
+    unlisted: usize,
+}
+
+/// One connection's listings, as sorted fingerprints.
+#[derive(Debug, Default)]
+struct Listings {
+    /// Its last complete listing.
+    current: Box<[u64]>,
+    /// The listing before its last change.
+    previous: Box<[u64]>,
+    /// The clock at its last listing and at the one before.
+    listed: u64,
+    listed_before: u64,
+}
+
+/// Which listing holds a kept definition, the strongest of all the target's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Held {
+    Unlisted,
+    Previous,
+    Current,
 }
 
 #[derive(Debug)]
 struct Kept {
-    /// Compact JSON without `_meta` (what the fingerprint covers).
-    json: Box<str>,
+    /// Compact JSON without `_meta` (what the fingerprint covers), shared across targets.
+    json: Arc<str>,
+    /// The clock when a walk last read it.
     seen: u64,
+    held: Held,
 }
 
 /// Bytes a kept definition costs beyond its JSON: the map slot and the allocation.
 const ENTRY_OVERHEAD: usize = 48;
 
 impl Definitions {
-    /// A store of at most `budget` bytes.
-    pub fn new(budget: usize) -> Self {
+    /// A store of at most `cap` bytes. Told no listings, it keeps what walks read, forgetting
+    /// the least recently read first when over `cap` (what `check` does over its few walks).
+    pub fn new(cap: usize) -> Self {
         Definitions {
-            budget,
+            cap,
             inner: Mutex::new(Store::default()),
         }
+    }
+
+    /// The store of a target with `connections` connections, each listing at most
+    /// `max_listing_bytes`: capped at the current and previous listing of each.
+    pub fn for_target(max_listing_bytes: usize, connections: u16) -> Self {
+        Self::new(
+            max_listing_bytes
+                .saturating_mul(2)
+                .saturating_mul(usize::from(connections.max(1))),
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Store> {
@@ -200,13 +257,9 @@ impl Definitions {
     }
 
     /// Remember `tool` under its `fingerprint` (already computed by the walker). A definition
-    /// already kept is only marked as seen now; one larger than half the budget is not kept.
+    /// already kept is only marked as read now; one larger than half the cap is not kept.
     pub fn keep(&self, fingerprint: u64, tool: &Value) {
-        let mut s = self.lock();
-        s.clock += 1;
-        let clock = s.clock;
-        if let Some(k) = s.map.get_mut(&fingerprint) {
-            k.seen = clock;
+        if self.read(fingerprint) {
             return;
         }
         let json = match tool {
@@ -218,45 +271,78 @@ impl Definitions {
             other => other.to_string(),
         };
         let cost = json.len() + ENTRY_OVERHEAD;
-        if cost > self.budget / 2 {
+        if cost > self.cap / 2 {
+            return;
+        }
+        let json = super::interner::definitions().intern(&json);
+        let mut s = self.lock();
+        s.clock += 1;
+        let seen = s.clock;
+        if let Some(k) = s.map.get_mut(&fingerprint) {
+            // Another connection's walk kept it meanwhile.
+            k.seen = seen;
             return;
         }
         s.bytes += cost;
-        s.map.insert(
-            fingerprint,
-            Kept {
-                json: json.into_boxed_str(),
-                seen: clock,
-            },
-        );
-        if s.bytes > self.budget {
-            // Forget the least recently seen down to 3/4 of the budget, in one pass.
-            let mut order: Vec<(u64, u64, usize)> = s
-                .map
-                .iter()
-                .map(|(fp, k)| (k.seen, *fp, k.json.len() + ENTRY_OVERHEAD))
-                .collect();
-            order.sort_unstable();
-            let target = self.budget / 4 * 3;
-            for (_, fp, cost) in order {
-                if s.bytes <= target {
-                    break;
-                }
-                s.map.remove(&fp);
-                s.bytes -= cost;
-            }
+        s.unlisted += 1;
+        let held = Held::Unlisted;
+        s.map.insert(fingerprint, Kept { json, seen, held });
+        if s.bytes > self.cap {
+            s.make_room(self.cap, fingerprint);
+        }
+    }
+
+    /// Mark the definition under `fingerprint` as read now; whether it is kept.
+    fn read(&self, fingerprint: u64) -> bool {
+        let mut s = self.lock();
+        s.clock += 1;
+        let seen = s.clock;
+        s.map.get_mut(&fingerprint).map(|k| k.seen = seen).is_some()
+    }
+
+    /// Connection `connection` completed a walk listing `tools`: its definitions are kept as
+    /// its current listing, the one before its last change as its previous, and what no
+    /// connection lists now or just before is forgotten once no walk in flight can still need
+    /// it (see the module docs).
+    pub fn listed(&self, connection: u16, tools: &ToolSet) {
+        let mut fps: Vec<u64> = tools.entries().map(|(_, fp)| fp).collect();
+        fps.sort_unstable();
+        fps.dedup();
+        let mut s = self.lock();
+        s.clock += 1;
+        let now = s.clock;
+        s.last_listed = now;
+        let i = usize::from(connection);
+        if s.connections.len() <= i {
+            s.connections.resize_with(i + 1, Listings::default);
+        }
+        let c = &mut s.connections[i];
+        let changed = *c.current != *fps;
+        if changed {
+            c.previous = std::mem::replace(&mut c.current, fps.into_boxed_slice());
+        }
+        c.listed_before = std::mem::replace(&mut c.listed, now);
+        let read_before = c.listed_before;
+        if changed || s.unlisted > 0 {
+            s.mark_held();
+            s.forget_unlisted(read_before);
         }
     }
 
     /// The definition kept under `fingerprint`.
     pub fn get(&self, fingerprint: u64) -> Option<Value> {
-        let s = self.lock();
-        s.map
-            .get(&fingerprint)
-            .and_then(|k| serde_json::from_str(&k.json).ok())
+        let json = self.json(fingerprint)?;
+        serde_json::from_str(&json).ok()
     }
 
-    /// Bytes held now (JSON plus per-entry overhead); at most the budget.
+    /// The JSON kept under `fingerprint`: the copy shared by every target that keeps it.
+    pub fn json(&self, fingerprint: u64) -> Option<Arc<str>> {
+        self.lock().map.get(&fingerprint).map(|k| k.json.clone())
+    }
+
+    /// Bytes this target keeps: the JSON of each definition and a per-entry overhead, whether
+    /// or not other targets share the text (so one target's figure does not depend on others;
+    /// summed over targets it is an upper bound). At most the cap.
     pub fn bytes(&self) -> usize {
         self.lock().bytes
     }
@@ -267,5 +353,264 @@ impl Definitions {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+impl Store {
+    /// Mark each entry with the strongest listing that holds it.
+    fn mark_held(&mut self) {
+        for k in self.map.values_mut() {
+            k.held = Held::Unlisted;
+        }
+        for c in &self.connections {
+            for (fps, held) in [(&c.previous, Held::Previous), (&c.current, Held::Current)] {
+                for fp in fps.iter() {
+                    if let Some(k) = self.map.get_mut(fp) {
+                        k.held = k.held.max(held);
+                    }
+                }
+            }
+        }
+        self.unlisted = self
+            .map
+            .values()
+            .filter(|k| k.held == Held::Unlisted)
+            .count();
+    }
+
+    /// Forget what no listing holds and no walk has read since `read_before`.
+    fn forget_unlisted(&mut self, read_before: u64) {
+        let mut freed = 0;
+        let mut forgotten = 0;
+        self.map.retain(|_, k| {
+            let keep = k.held != Held::Unlisted || k.seen >= read_before;
+            if !keep {
+                freed += k.json.len() + ENTRY_OVERHEAD;
+                forgotten += 1;
+            }
+            keep
+        });
+        self.bytes -= freed;
+        self.unlisted -= forgotten;
+    }
+
+    /// Over `cap`: forget down to 3/4 of it, in one pass, first what no listing holds and no
+    /// walk has read since the last listing, then what only a previous listing holds, then the
+    /// rest no listing holds, the least recently read first in each; never what a current
+    /// listing holds. `just_kept` goes only if the store is still over `cap` without the rest.
+    fn make_room(&mut self, cap: usize, just_kept: u64) {
+        let last_listed = self.last_listed;
+        let rank = |k: &Kept| match k.held {
+            Held::Unlisted if k.seen < last_listed => 0,
+            Held::Previous => 1,
+            Held::Unlisted => 2,
+            Held::Current => 3,
+        };
+        let mut order: Vec<(u8, u64, u64)> = self
+            .map
+            .iter()
+            .filter(|(fp, k)| k.held != Held::Current && **fp != just_kept)
+            .map(|(fp, k)| (rank(k), k.seen, *fp))
+            .collect();
+        order.sort_unstable();
+        let target = cap / 4 * 3;
+        for (_, _, fp) in order {
+            if self.bytes <= target {
+                break;
+            }
+            self.forget(fp);
+        }
+        if self.bytes > cap {
+            self.forget(just_kept);
+        }
+    }
+
+    fn forget(&mut self, fingerprint: u64) {
+        if let Some(k) = self.map.remove(&fingerprint) {
+            self.bytes -= k.json.len() + ENTRY_OVERHEAD;
+            if k.held == Held::Unlisted {
+                self.unlisted -= 1;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::listing::toolset::tool_fingerprint;
+    use serde_json::json;
+
+    fn tool(name: &str, description: &str) -> Value {
+        json!({"name": name, "description": description, "inputSchema": {"type": "object"}})
+    }
+
+    /// A walk reading `tools` into `defs`, as the walker does, and the listing it completes.
+    fn walk(defs: &Definitions, tools: &[Value]) -> ToolSet {
+        let mut set = ToolSet::new();
+        for t in tools {
+            let fp = tool_fingerprint(t);
+            defs.keep(fp, t);
+            set.insert(t["name"].as_str().unwrap().into(), fp);
+        }
+        set
+    }
+
+    fn kept(defs: &Definitions, t: &Value) -> bool {
+        defs.get(tool_fingerprint(t)).is_some()
+    }
+
+    #[test]
+    fn targets_with_the_same_definition_share_one_copy() {
+        let a = Definitions::for_target(256 << 10, 1);
+        let b = Definitions::for_target(256 << 10, 2);
+        let t = tool("search", "shared across targets");
+        let fp = tool_fingerprint(&t);
+        a.keep(fp, &t);
+        // Another server's key order and `_meta`: the same definition, the same text.
+        b.keep(
+            fp,
+            &json!({"_meta": {"x": 1}, "inputSchema": {"type": "object"}, "description": "shared across targets", "name": "search"}),
+        );
+        let (ja, jb) = (a.json(fp).unwrap(), b.json(fp).unwrap());
+        assert!(Arc::ptr_eq(&ja, &jb));
+        // Each target counts what it references, shared or not.
+        assert_eq!(a.bytes(), b.bytes());
+        assert_eq!(a.get(fp), b.get(fp));
+    }
+
+    #[test]
+    fn a_tool_gone_from_the_current_and_the_previous_listing_is_forgotten() {
+        let defs = Definitions::for_target(256 << 10, 1);
+        let (a, b, c) = (tool("a", "1"), tool("b", "1"), tool("c", "1"));
+        let l1 = walk(&defs, &[a.clone(), b.clone()]);
+        defs.listed(0, &l1);
+        let l2 = walk(&defs, std::slice::from_ref(&a));
+        defs.listed(0, &l2);
+        assert!(kept(&defs, &b), "the previous listing still holds it");
+        // The same listing again changes nothing: the previous listing is the one before a change.
+        defs.listed(0, &walk(&defs, std::slice::from_ref(&a)));
+        assert!(kept(&defs, &b));
+        let l3 = walk(&defs, &[a.clone(), c.clone()]);
+        defs.listed(0, &l3);
+        assert!(!kept(&defs, &b));
+        assert!(kept(&defs, &a) && kept(&defs, &c));
+        assert_eq!(defs.len(), 2);
+    }
+
+    #[test]
+    fn churn_keeps_the_current_and_the_previous_listing_and_classifies_every_change() {
+        let defs = Definitions::for_target(256 << 10, 1);
+        let generation = |g: usize| -> Vec<Value> {
+            (0..10)
+                .map(|i| tool(&format!("t{i}"), &format!("generation {g}")))
+                .collect()
+        };
+        let mut before = walk(&defs, &generation(0));
+        defs.listed(0, &before);
+        let one_listing = defs.bytes();
+        for g in 1..300 {
+            let after = walk(&defs, &generation(g));
+            // Mid-walk: the listing before last, the last and the one being read.
+            assert!(defs.len() <= 30, "{}", defs.len());
+            let c = changes(&before, &after, &defs);
+            assert_eq!(c.len(), 10);
+            assert!(c.iter().all(|c| c.change == "compatible"), "{c:?}");
+            defs.listed(0, &after);
+            assert_eq!(defs.len(), 20);
+            // Two listings (each description at most 3 digits longer than generation 0's).
+            assert!(
+                defs.bytes() <= 2 * (one_listing + 10 * 3),
+                "{}",
+                defs.bytes()
+            );
+            before = after;
+        }
+    }
+
+    #[test]
+    fn what_any_connection_lists_is_kept() {
+        let defs = Definitions::for_target(256 << 10, 2);
+        let other = tool("only_on_1", "1");
+        defs.listed(1, &walk(&defs, std::slice::from_ref(&other)));
+        for g in 0..5 {
+            let l = walk(&defs, &[tool("x", &g.to_string())]);
+            defs.listed(0, &l);
+        }
+        assert!(kept(&defs, &other));
+        assert_eq!(defs.len(), 3, "connection 1's listing and 0's last two");
+    }
+
+    #[test]
+    fn a_walk_in_flight_keeps_what_it_read_while_another_connection_lists() {
+        let defs = Definitions::for_target(256 << 10, 2);
+        let old = tool("t", "old");
+        let l0 = walk(&defs, std::slice::from_ref(&old));
+        defs.listed(0, &l0);
+        defs.listed(1, &l0);
+        // Connection 1 reads a new definition; connection 0 completes a walk meanwhile that
+        // lists the old one still (another instance).
+        let new = tool("t", "new");
+        let l1 = walk(&defs, std::slice::from_ref(&new));
+        defs.listed(0, &walk(&defs, std::slice::from_ref(&old)));
+        assert!(kept(&defs, &new));
+        // Connection 1 completes: its change is classified.
+        let c = changes(&l0, &l1, &defs);
+        assert_eq!(c[0].change, "compatible");
+        defs.listed(1, &l1);
+        assert!(kept(&defs, &new) && kept(&defs, &old));
+    }
+
+    #[test]
+    fn what_no_walk_completes_is_forgotten_after_two_listings() {
+        let defs = Definitions::for_target(256 << 10, 2);
+        let listed = tool("t", "listed");
+        let l = walk(&defs, std::slice::from_ref(&listed));
+        defs.listed(0, &l);
+        // A walk of connection 1 that fails: what it read is listed by nobody.
+        let stray = tool("t", "read by a walk that failed");
+        walk(&defs, std::slice::from_ref(&stray));
+        defs.listed(0, &walk(&defs, std::slice::from_ref(&listed)));
+        assert!(kept(&defs, &stray), "a walk may still be in flight");
+        defs.listed(0, &walk(&defs, std::slice::from_ref(&listed)));
+        assert!(!kept(&defs, &stray));
+        assert_eq!(defs.len(), 1);
+    }
+
+    #[test]
+    fn the_cap_never_forgets_a_current_listing() {
+        let max_listing = 4096;
+        let defs = Definitions::for_target(max_listing, 1);
+        let current: Vec<Value> = (0..8).map(|i| tool(&format!("c{i}"), "current")).collect();
+        let l = walk(&defs, &current);
+        defs.listed(0, &l);
+        // Walks that never complete, reading ever new definitions.
+        for i in 0..500 {
+            walk(&defs, &[tool(&format!("junk{i}"), &"x".repeat(100))]);
+            assert!(defs.bytes() <= 2 * max_listing, "{}", defs.bytes());
+        }
+        assert!(current.iter().all(|t| kept(&defs, t)));
+        // A current listing alone over the cap: what does not fit is not kept.
+        let big: Vec<Value> = (0..40)
+            .map(|i| tool(&format!("b{i}"), &"y".repeat(200)))
+            .collect();
+        let l = walk(&defs, &big);
+        defs.listed(0, &l);
+        assert!(defs.bytes() <= 2 * max_listing, "{}", defs.bytes());
+        assert!(big.iter().any(|t| !kept(&defs, t)));
+    }
+
+    #[test]
+    fn a_change_whose_definition_is_not_kept_is_unknown() {
+        let defs = Definitions::for_target(256 << 10, 1);
+        let before = walk(&defs, &[tool("t", "1")]);
+        let after = {
+            let mut s = ToolSet::new();
+            s.insert("t".into(), tool_fingerprint(&tool("t", "2")));
+            s
+        };
+        let c = changes(&before, &after, &defs);
+        assert_eq!(c[0].change, "unknown");
+        assert_eq!(c[0].findings[0].rule, "definition_not_kept");
     }
 }
