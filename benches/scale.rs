@@ -1,4 +1,4 @@
-//! Scale benchmark (not a test: it prints numbers and asserts nothing). Three phases, a fourth on
+//! Scale benchmark (not a test: it prints numbers and asserts nothing). Three phases, two more on
 //! request, one run:
 //!
 //! 1. **Walk CPU, side by side with a floor.** A small exporter walks one lab target on 10
@@ -26,12 +26,18 @@
 //!    connections the exporter opened to the labs (socket inodes seen during the storm that were
 //!    not there before it, sampled every 100 ms: a lower bound). `--storms K` repeats it, 10 s
 //!    apart (past twice the pool's 4 s idle timeout, so each starts from the same steady state).
+//! 5. **Churn soak** (`--soak-minutes M`, after phase 4, same exporter). Every target's list
+//!    changes every `--soak-change` (all labs at one instant, the first half a period in, so
+//!    samples a multiple of it apart fall midway between changes; a sample due with a change is
+//!    taken first); every `--soak-sample` the exporter's RSS and CPU, and from a scrape: connections
+//!    up, request failures, `list_changed` received, and how many connections refreshed their
+//!    cache after the latest change.
 //!
 //! ```sh
 //! cargo bench --bench scale -- --connections 1000
 //! cargo bench --bench scale -- --connections 10000 --targets 1000 --seconds 60 --audit 30s
 //! cargo bench --bench scale -- --connections 200 --exporter /tmp/old/mcp_exporter  # before/after
-//! cargo bench --bench scale -- --connections 1000 --storm 1000 --storms 5
+//! cargo bench --bench scale -- --connections 1000 --storm 1000 --storms 5 --soak-minutes 10
 //! ```
 //!
 //! The labs run in this process; each exporter and the floor are processes of their own, so
@@ -67,6 +73,10 @@ struct Args {
     storm: usize,
     storms: usize,
     storm_deadline: Duration,
+    /// Length of the churn soak (0: none).
+    soak: Duration,
+    soak_change: Duration,
+    soak_sample: Duration,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -83,6 +93,9 @@ fn parse_args() -> Result<Args, String> {
         storm: 0,
         storms: 3,
         storm_deadline: Duration::from_secs(10),
+        soak: Duration::ZERO,
+        soak_change: Duration::from_secs(30),
+        soak_sample: Duration::from_secs(60),
     };
     let mut it = common::bench_args();
     while let Some(flag) = it.next() {
@@ -103,6 +116,14 @@ fn parse_args() -> Result<Args, String> {
             "--storm" => a.storm = number(value()?)?,
             "--storms" => a.storms = number(value()?)?.max(1),
             "--storm-deadline" => a.storm_deadline = duration(value()?)?,
+            "--soak-minutes" => {
+                let v = value()?;
+                let minutes = v.parse::<f64>().map_err(|e| format!("{flag}: {e}"))?;
+                a.soak = Duration::try_from_secs_f64(minutes * 60.0)
+                    .map_err(|e| format!("{flag}: {e}"))?;
+            }
+            "--soak-change" => a.soak_change = duration(value()?)?,
+            "--soak-sample" => a.soak_sample = duration(value()?)?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -117,6 +138,9 @@ fn parse_args() -> Result<Args, String> {
     }
     if a.storm > a.targets {
         return Err("--storm is a number of targets, at most --targets".into());
+    }
+    if a.soak_change.is_zero() || a.soak_sample.is_zero() {
+        return Err("--soak-change and --soak-sample must be above zero".into());
     }
     Ok(a)
 }
@@ -136,7 +160,7 @@ async fn run(args: Args) {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let http = reqwest::Client::new();
     println!(
-        "# scale: {} connections ({} targets x {}), audit {:?}, ping {:?}, storm {} targets x {}, exporter {}\n",
+        "# scale: {} connections ({} targets x {}), audit {:?}, ping {:?}, storm {} targets x {}, soak {:?} (a change every {:?}), exporter {}\n",
         args.connections,
         args.targets,
         args.connections / args.targets,
@@ -144,6 +168,8 @@ async fn run(args: Args) {
         args.ping,
         args.storm,
         if args.storm > 0 { args.storms } else { 0 },
+        args.soak,
+        args.soak_change,
         args.exporter.display()
     );
     let side = side_by_side(&args, &dir, &http).await;
@@ -156,9 +182,15 @@ async fn run(args: Args) {
         }
         storms.push(storm(&args, &fleet, &http).await);
     }
+    let soak = if args.soak.is_zero() {
+        Vec::new()
+    } else {
+        soak(&args, &fleet, &http).await
+    };
     drop(fleet);
     print_report(&args, &side, &scale);
     print_storms(&args, &storms);
+    print_soak(&args, &soak);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -649,6 +681,99 @@ async fn storm(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Storm {
     }
 }
 
+/// Phase 5: one sample of the churn soak.
+struct SoakSample {
+    at: Duration,
+    rss: u64,
+    /// Exporter CPU (cores) since the previous sample (none for the first).
+    cpu_cores: Option<f64>,
+    changes: u64,
+    up: f64,
+    failures: f64,
+    list_changed: f64,
+    /// Connections whose cache was refreshed after the latest change (all of them before any).
+    refreshed: usize,
+    /// From the latest change to this sample (none before the first change).
+    since_change: Option<Duration>,
+}
+
+/// The churn soak: every target's list changes every `--soak-change` (all labs at one instant,
+/// the first change half a period in, so samples a multiple of it apart fall midway between
+/// changes); a sample every `--soak-sample`, at the start and at the end.
+async fn soak(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Vec<SoakSample> {
+    let pid = fleet.exporter.pid();
+    let all: HashSet<String> = (0..args.targets).map(|i| format!("t{i:05}")).collect();
+    let start = Instant::now();
+    let end = start + args.soak;
+    let mut next_change = start + args.soak_change / 2;
+    let mut next_sample = start;
+    let mut changes = 0u64;
+    let mut changed_at: Option<(f64, Instant)> = None;
+    let mut last_cpu: Option<(f64, Instant)> = None;
+    let mut samples = Vec::new();
+    eprintln!(
+        "scale: soak for {:?}, a change every {:?}",
+        args.soak, args.soak_change
+    );
+    loop {
+        let now = Instant::now();
+        // A sample due with a change is taken first: it reads the previous change settled.
+        if now >= next_sample || now >= end {
+            let rss = proc_sample(pid).map_or(0, |s| s.0);
+            let cpu = proc_cpu(pid).unwrap_or(f64::NAN);
+            let cpu_cores =
+                last_cpu.map(|(c, at)| (cpu - c) / at.elapsed().as_secs_f64().max(1e-3));
+            last_cpu = Some((cpu, Instant::now()));
+            let text = fleet
+                .exporter
+                .scrape(http)
+                .await
+                .map(|(t, _)| t)
+                .unwrap_or_default();
+            let (refreshed, _) = refreshed_since(&text, &all, changed_at.map_or(0.0, |c| c.0));
+            let sample = SoakSample {
+                at: now - start,
+                rss,
+                cpu_cores,
+                changes,
+                // + 0.0: an empty sum is -0.0.
+                up: sum(&text, "mcp_probe_connection_up", "") + 0.0,
+                failures: sum(&text, "mcp_probe_request_failures_total", "") + 0.0,
+                list_changed: sum(&text, "mcp_probe_list_changed_notifications_total", "") + 0.0,
+                refreshed: refreshed.len(),
+                since_change: changed_at.map(|c| now.saturating_duration_since(c.1)),
+            };
+            eprintln!(
+                "scale: soak {:.0} s: RSS {:.1} MiB, {} changes, {} of {} refreshed since the last",
+                sample.at.as_secs_f64(),
+                sample.rss as f64 / 1048576.0,
+                sample.changes,
+                sample.refreshed,
+                args.connections
+            );
+            samples.push(sample);
+            if now >= end {
+                return samples;
+            }
+            while next_sample <= Instant::now() {
+                next_sample += args.soak_sample;
+            }
+            continue;
+        }
+        if now >= next_change && next_change < end {
+            for lab in &fleet.labs {
+                lab.churn();
+            }
+            changes += 1;
+            changed_at = Some((wall_now(), Instant::now()));
+            next_change += args.soak_change;
+            continue;
+        }
+        let wake = next_change.min(next_sample).min(end);
+        tokio::time::sleep_until(tokio::time::Instant::from_std(wake)).await;
+    }
+}
+
 /// The exporter's TCP sockets by what they are.
 #[derive(Debug, Default, Clone, Copy)]
 struct Sockets {
@@ -855,6 +980,51 @@ fn print_storms(args: &Args, storms: &[Storm]) {
     );
     println!(
         "\nlatency: each connection's cache refresh timestamp minus the wall time of the change; CPU: from the change to the scrape that saw every connection refreshed (that scrape excluded), idle work included; new sockets: to the labs, seen in samples every {SOCKET_SAMPLE:?} and not open before (a lower bound)"
+    );
+    std::io::stdout().flush().ok();
+}
+
+fn print_soak(args: &Args, samples: &[SoakSample]) {
+    let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
+        return;
+    };
+    let mib = |b: u64| b as f64 / 1048576.0;
+    println!(
+        "\n## Churn soak ({} targets × {}, every list changed every {:?}, {:?})\n",
+        args.targets,
+        args.connections / args.targets,
+        args.soak_change,
+        args.soak
+    );
+    println!(
+        "| t (s) | RSS (MiB) | CPU (cores) | changes | connections up | request failures | list_changed received | refreshed since the last change | s since it |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for s in samples {
+        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".into());
+        println!(
+            "| {:.0} | {:.1} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} |",
+            s.at.as_secs_f64(),
+            mib(s.rss),
+            or_dash(s.cpu_cores.map(|c| format!("{c:.3}"))),
+            s.changes,
+            s.up,
+            s.failures,
+            s.list_changed,
+            s.refreshed,
+            or_dash(s.since_change.map(|d| format!("{:.1}", d.as_secs_f64()))),
+        );
+    }
+    let rss: Vec<f64> = samples.iter().map(|s| mib(s.rss)).collect();
+    println!(
+        "\nRSS {:.1} → {:.1} MiB ({:+.1}), min {:.1}, max {:.1} over {:.0} s and {} changes",
+        mib(first.rss),
+        mib(last.rss),
+        mib(last.rss) - mib(first.rss),
+        quantile(&rss, 0.0),
+        quantile(&rss, 1.0),
+        last.at.as_secs_f64(),
+        last.changes
     );
     std::io::stdout().flush().ok();
 }
