@@ -1,4 +1,5 @@
-//! Scale benchmark (not a test: it prints numbers and asserts nothing). Three phases, one run:
+//! Scale benchmark (not a test: it prints numbers and asserts nothing). Three phases, two more on
+//! request, one run:
 //!
 //! 1. **Walk CPU, side by side with a floor.** A small exporter walks one lab target on 10
 //!    connections every second (10 walks/s); at the same time a *floor* client, this binary
@@ -15,18 +16,35 @@
 //!    share them out) with `--audit` audits; the run waits (bounded) until every connection is
 //!    up, then samples RSS, CPU, `/metrics` (time and size) and the exporter's TCP sockets over
 //!    `--seconds`, and sums the request failures the exporter recorded.
+//! 4. **Storm** (`--storm N`, after phase 3, same exporter). The first N targets are served by a
+//!    lab of their own (the rest by a second lab), so one redeploy of that lab changes the list
+//!    of exactly those N targets at one instant and sends `list_changed` on each of their
+//!    connections' notification streams. Per connection, latency is its
+//!    `mcp_probe_cache_last_refresh_timestamp_seconds` minus the wall time of the change; one
+//!    still older than the change at the deadline (`--storm-deadline`) is missed. Also the
+//!    exporter's CPU over the storm, the `tools/list` pages the lab answered, and the new TCP
+//!    connections the exporter opened to the labs (socket inodes seen during the storm that were
+//!    not there before it, sampled every 100 ms: a lower bound). `--storms K` repeats it, 10 s
+//!    apart (past twice the pool's 4 s idle timeout, so each starts from the same steady state).
+//! 5. **Churn soak** (`--soak-minutes M`, after phase 4, same exporter). Every target's list
+//!    changes every `--soak-change` (all labs at one instant, the first half a period in, so
+//!    samples a multiple of it apart fall midway between changes; a sample due with a change is
+//!    taken first); every `--soak-sample` the exporter's RSS and CPU, and from a scrape: connections
+//!    up, request failures, `list_changed` received, and how many connections refreshed their
+//!    cache after the latest change.
 //!
 //! ```sh
 //! cargo bench --bench scale -- --connections 1000
 //! cargo bench --bench scale -- --connections 10000 --targets 1000 --seconds 60 --audit 30s
 //! cargo bench --bench scale -- --connections 200 --exporter /tmp/old/mcp_exporter  # before/after
+//! cargo bench --bench scale -- --connections 1000 --storm 1000 --storms 5 --soak-minutes 10
 //! ```
 //!
 //! The labs run in this process; each exporter and the floor are processes of their own, so
 //! their RSS and CPU are their own. On a shared box run before/after side by side and read
 //! medians.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -51,6 +69,14 @@ struct Args {
     changes: usize,
     walk_seconds: u64,
     exporter: PathBuf,
+    /// Targets a storm changes at once (0: no storm).
+    storm: usize,
+    storms: usize,
+    storm_deadline: Duration,
+    /// Length of the churn soak (0: none).
+    soak: Duration,
+    soak_change: Duration,
+    soak_sample: Duration,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -64,6 +90,12 @@ fn parse_args() -> Result<Args, String> {
         changes: 50,
         walk_seconds: 20,
         exporter: PathBuf::from(env!("CARGO_BIN_EXE_mcp_exporter")),
+        storm: 0,
+        storms: 3,
+        storm_deadline: Duration::from_secs(10),
+        soak: Duration::ZERO,
+        soak_change: Duration::from_secs(30),
+        soak_sample: Duration::from_secs(60),
     };
     let mut it = common::bench_args();
     while let Some(flag) = it.next() {
@@ -81,6 +113,17 @@ fn parse_args() -> Result<Args, String> {
             "--changes" => a.changes = number(value()?)?,
             "--walk-seconds" => a.walk_seconds = number(value()?)? as u64,
             "--exporter" => a.exporter = PathBuf::from(value()?),
+            "--storm" => a.storm = number(value()?)?,
+            "--storms" => a.storms = number(value()?)?.max(1),
+            "--storm-deadline" => a.storm_deadline = duration(value()?)?,
+            "--soak-minutes" => {
+                let v = value()?;
+                let minutes = v.parse::<f64>().map_err(|e| format!("{flag}: {e}"))?;
+                a.soak = Duration::try_from_secs_f64(minutes * 60.0)
+                    .map_err(|e| format!("{flag}: {e}"))?;
+            }
+            "--soak-change" => a.soak_change = duration(value()?)?,
+            "--soak-sample" => a.soak_sample = duration(value()?)?,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -92,6 +135,12 @@ fn parse_args() -> Result<Args, String> {
         return Err(
             "--connections must be a multiple of --targets, at most 16 connections a target".into(),
         );
+    }
+    if a.storm > a.targets {
+        return Err("--storm is a number of targets, at most --targets".into());
+    }
+    if a.soak_change.is_zero() || a.soak_sample.is_zero() {
+        return Err("--soak-change and --soak-sample must be above zero".into());
     }
     Ok(a)
 }
@@ -111,17 +160,37 @@ async fn run(args: Args) {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let http = reqwest::Client::new();
     println!(
-        "# scale: {} connections ({} targets x {}), audit {:?}, ping {:?}, exporter {}\n",
+        "# scale: {} connections ({} targets x {}), audit {:?}, ping {:?}, storm {} targets x {}, soak {:?} (a change every {:?}), exporter {}\n",
         args.connections,
         args.targets,
         args.connections / args.targets,
         args.audit,
         args.ping,
+        args.storm,
+        if args.storm > 0 { args.storms } else { 0 },
+        args.soak,
+        args.soak_change,
         args.exporter.display()
     );
     let side = side_by_side(&args, &dir, &http).await;
-    let scale = scale(&args, &dir, &http).await;
+    let fleet = Fleet::start(&args, &dir, &http).await;
+    let scale = scale(&args, &fleet, &http).await;
+    let mut storms = Vec::new();
+    for k in 0..if args.storm > 0 { args.storms } else { 0 } {
+        if k > 0 {
+            tokio::time::sleep(STORM_GAP).await;
+        }
+        storms.push(storm(&args, &fleet, &http).await);
+    }
+    let soak = if args.soak.is_zero() {
+        Vec::new()
+    } else {
+        soak(&args, &fleet, &http).await
+    };
+    drop(fleet);
     print_report(&args, &side, &scale);
+    print_storms(&args, &storms);
+    print_soak(&args, &soak);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -344,6 +413,67 @@ async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBy
     }
 }
 
+/// What phases 3 to 5 share: the exporter probing `--connections` lab connections. The first
+/// `--storm` targets are served by a lab of their own, `labs[0]`, so that redeploying it changes
+/// their lists and no other (a lab redeploys all its profiles at once); the rest by `labs[1]`.
+/// Without a storm, or when it takes every target, there is one lab.
+struct Fleet {
+    exporter: Exporter,
+    labs: Vec<Lab>,
+    /// Names of the targets on `labs[0]` when there is a storm.
+    stormed: HashSet<String>,
+    up_after: Option<Duration>,
+}
+
+impl Fleet {
+    async fn start(args: &Args, dir: &Path, http: &reqwest::Client) -> Fleet {
+        let per_target = args.connections / args.targets;
+        let names: Vec<String> = (0..args.targets).map(|i| format!("t{i:05}")).collect();
+        let (stormed, quiet) = names.split_at(args.storm);
+        let mut labs = Vec::new();
+        for group in [stormed, quiet] {
+            if group.is_empty() {
+                continue;
+            }
+            let profiles = group
+                .iter()
+                .map(|n| (n.clone(), Behaviour::default()))
+                .collect();
+            labs.push(Lab::start(loopback(), profiles).await.expect("lab starts"));
+        }
+        let config = dir.join("scale.yml");
+        let mut yml = format!(
+            "global:\n  audit_interval: {}\n  ping_interval: {}\ntargets:\n",
+            humantime::format_duration(args.audit),
+            humantime::format_duration(args.ping)
+        );
+        for (i, name) in names.iter().enumerate() {
+            let lab = &labs[usize::from(i >= args.storm && args.storm > 0)];
+            yml.push_str(&format!(
+                "  - name: {name}\n    url: {}\n    connections: {per_target}\n",
+                lab.url(name)
+            ));
+        }
+        std::fs::write(&config, yml).expect("config written");
+        let exporter = Exporter::start(&args.exporter, &config);
+        let limit = args.audit + Duration::from_secs(120);
+        let up_after = exporter.wait_up(http, args.connections, limit).await;
+        if up_after.is_none() {
+            eprintln!("scale: not every connection was up after {limit:?}; sampling anyway");
+        }
+        Fleet {
+            exporter,
+            labs,
+            stormed: stormed.iter().cloned().collect(),
+            up_after,
+        }
+    }
+
+    fn lab_ports(&self) -> Vec<u16> {
+        self.labs.iter().map(|l| l.addr().port()).collect()
+    }
+}
+
 /// Phase 3.
 struct Scale {
     up_after: Option<Duration>,
@@ -357,38 +487,10 @@ struct Scale {
     connections_up: f64,
 }
 
-async fn scale(args: &Args, dir: &Path, http: &reqwest::Client) -> Scale {
-    let per_target = args.connections / args.targets;
-    let names: Vec<String> = (0..args.targets).map(|i| format!("t{i:05}")).collect();
-    let lab = Lab::start(
-        loopback(),
-        names
-            .iter()
-            .map(|n| (n.clone(), Behaviour::default()))
-            .collect(),
-    )
-    .await
-    .expect("lab starts");
-    let config = dir.join("scale.yml");
-    let mut yml = format!(
-        "global:\n  audit_interval: {}\n  ping_interval: {}\ntargets:\n",
-        humantime::format_duration(args.audit),
-        humantime::format_duration(args.ping)
-    );
-    for name in &names {
-        yml.push_str(&format!(
-            "  - name: {name}\n    url: {}\n    connections: {per_target}\n",
-            lab.url(name)
-        ));
-    }
-    std::fs::write(&config, yml).expect("config written");
-    let exporter = Exporter::start(&args.exporter, &config);
+async fn scale(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Scale {
+    let exporter = &fleet.exporter;
     let pid = exporter.pid();
-    let limit = args.audit + Duration::from_secs(120);
-    let up_after = exporter.wait_up(http, args.connections, limit).await;
-    if up_after.is_none() {
-        eprintln!("scale: not every connection was up after {limit:?}; sampling anyway");
-    }
+    let lab_ports = fleet.lab_ports();
     let start = Instant::now();
     let first = proc_sample(pid).unwrap_or_default();
     let mut rss_max = first.0;
@@ -405,7 +507,7 @@ async fn scale(args: &Args, dir: &Path, http: &reqwest::Client) -> Scale {
             scrape_bytes.push(text.len() as f64);
             last_text = text;
         }
-        sockets.push(count_sockets(pid, lab.addr().port(), exporter.port));
+        sockets.push(count_sockets(pid, &lab_ports, exporter.port));
         if let Some((rss, _)) = proc_sample(pid) {
             rss_max = rss_max.max(rss);
         }
@@ -435,10 +537,8 @@ async fn scale(args: &Args, dir: &Path, http: &reqwest::Client) -> Scale {
     failures.retain(|_, n| *n > 0.0);
     let session_failures = sum(&last_text, "mcp_probe_session_failures_total", "");
     let connections_up = sum(&last_text, "mcp_probe_connection_up", "");
-    drop(exporter);
-    drop(lab);
     Scale {
-        up_after,
+        up_after: fleet.up_after,
         rss_max,
         cpu_cores,
         scrape_ms,
@@ -447,6 +547,230 @@ async fn scale(args: &Args, dir: &Path, http: &reqwest::Client) -> Scale {
         failures,
         session_failures,
         connections_up,
+    }
+}
+
+/// Between two storms: past twice the 4 s idle timeout of pooled request connections (the pool
+/// reaps idle connections on a timer of that period, so one may outlive it by up to a period),
+/// so each storm starts from the same steady state.
+const STORM_GAP: Duration = Duration::from_secs(10);
+
+/// How often the sockets to the labs are sampled during a storm.
+const SOCKET_SAMPLE: Duration = Duration::from_millis(100);
+
+/// Phase 4: one storm.
+struct Storm {
+    /// Connections notified (of the stormed targets).
+    notified: usize,
+    /// Per refreshed connection: its refresh timestamp minus the wall time of the change.
+    latency_ms: Vec<f64>,
+    /// Connections whose cache was still older than the change at the deadline.
+    missed: usize,
+    /// Exporter CPU from the change until the scrape that found every connection refreshed (or
+    /// the deadline): from schedstat (ns) and from `/proc/PID/stat` (10 ms ticks).
+    cpu: f64,
+    cpu_ticks: f64,
+    cpu_window: Duration,
+    /// `tools/list` requests the stormed lab answered in that window.
+    pages: u64,
+    /// Sockets to the labs seen during the storm that were not open before it.
+    new_sockets: usize,
+    /// Sockets to the labs before it.
+    sockets_before: usize,
+    /// Scrapes it took to see every connection refreshed.
+    scrapes: usize,
+}
+
+/// Latencies (ms) of the connections of `targets` whose cache was refreshed at or after
+/// `changed_at`, from one scrape, and how many connections of `targets` the scrape has.
+fn refreshed_since(text: &str, targets: &HashSet<String>, changed_at: f64) -> (Vec<f64>, usize) {
+    let family = "mcp_probe_cache_last_refresh_timestamp_seconds{";
+    let mut latencies = Vec::new();
+    let mut series = 0;
+    for line in text.lines().filter(|l| l.starts_with(family)) {
+        let target = line
+            .split("target=\"")
+            .nth(1)
+            .and_then(|r| r.split('"').next())
+            .unwrap_or("");
+        if !targets.contains(target) {
+            continue;
+        }
+        series += 1;
+        if let Some(at) = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok())
+            && at >= changed_at
+        {
+            latencies.push((at - changed_at) * 1000.0);
+        }
+    }
+    (latencies, series)
+}
+
+/// One storm: the stormed lab redeploys, every connection of its targets gets `list_changed` at
+/// once. Waits (bounded by `--storm-deadline`) until the lab has answered a whole walk per
+/// notified connection, then scrapes until every one of them shows a refresh after the change.
+async fn storm(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Storm {
+    let lab = &fleet.labs[0];
+    let pid = fleet.exporter.pid();
+    let ports = fleet.lab_ports();
+    let notified = args.storm * (args.connections / args.targets);
+    let pages_per_walk = mcp_lab::kb::tools(1)
+        .len()
+        .div_ceil(Behaviour::default().page_size.max(1)) as u64;
+
+    let before = lab_sockets(pid, &ports);
+    let mut seen = before.clone();
+    let pages0 = lab.tools_list_calls();
+    let cpu0 = proc_cpu(pid);
+    let ticks0 = proc_sample(pid).map(|s| s.1);
+    let t0 = Instant::now();
+    let changed_at = wall_now();
+    lab.churn();
+    let deadline = t0 + args.storm_deadline;
+
+    // Scraping a large exporter costs it CPU and competes with the refreshes, so the first
+    // scrape waits for the lab to have answered the pages the refreshes need.
+    let want = notified as u64 * pages_per_walk;
+    let mut next_sample = t0 + SOCKET_SAMPLE;
+    while Instant::now() < deadline && lab.tools_list_calls() - pages0 < want {
+        if Instant::now() >= next_sample {
+            seen.extend(lab_sockets(pid, &ports));
+            next_sample += SOCKET_SAMPLE;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut scrapes = 0;
+    let mut latency_ms = Vec::new();
+    let (mut cpu1, mut ticks1, mut t1);
+    loop {
+        seen.extend(lab_sockets(pid, &ports));
+        cpu1 = proc_cpu(pid);
+        ticks1 = proc_sample(pid).map(|s| s.1);
+        t1 = t0.elapsed();
+        scrapes += 1;
+        if let Some((text, _)) = fleet.exporter.scrape(http).await {
+            let (l, series) = refreshed_since(&text, &fleet.stormed, changed_at);
+            latency_ms = l;
+            if series >= notified && latency_ms.len() >= notified {
+                break;
+            }
+        }
+        if Instant::now() + SOCKET_SAMPLE >= deadline {
+            break;
+        }
+        tokio::time::sleep(SOCKET_SAMPLE).await;
+    }
+    // The last scrape may come after the deadline: a refresh later than it is missed too.
+    let deadline_ms = args.storm_deadline.as_secs_f64() * 1000.0;
+    latency_ms.retain(|&ms| ms <= deadline_ms);
+    let delta = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => b - a,
+        _ => f64::NAN,
+    };
+    Storm {
+        notified,
+        missed: notified.saturating_sub(latency_ms.len()),
+        latency_ms,
+        cpu: delta(cpu0, cpu1),
+        cpu_ticks: delta(ticks0, ticks1),
+        cpu_window: t1,
+        pages: lab.tools_list_calls() - pages0,
+        new_sockets: seen.difference(&before).count(),
+        sockets_before: before.len(),
+        scrapes,
+    }
+}
+
+/// Phase 5: one sample of the churn soak.
+struct SoakSample {
+    at: Duration,
+    rss: u64,
+    /// Exporter CPU (cores) since the previous sample (none for the first).
+    cpu_cores: Option<f64>,
+    changes: u64,
+    up: f64,
+    failures: f64,
+    list_changed: f64,
+    /// Connections whose cache was refreshed after the latest change (all of them before any).
+    refreshed: usize,
+    /// From the latest change to this sample (none before the first change).
+    since_change: Option<Duration>,
+}
+
+/// The churn soak: every target's list changes every `--soak-change` (all labs at one instant,
+/// the first change half a period in, so samples a multiple of it apart fall midway between
+/// changes); a sample every `--soak-sample`, at the start and at the end.
+async fn soak(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Vec<SoakSample> {
+    let pid = fleet.exporter.pid();
+    let all: HashSet<String> = (0..args.targets).map(|i| format!("t{i:05}")).collect();
+    let start = Instant::now();
+    let end = start + args.soak;
+    let mut next_change = start + args.soak_change / 2;
+    let mut next_sample = start;
+    let mut changes = 0u64;
+    let mut changed_at: Option<(f64, Instant)> = None;
+    let mut last_cpu: Option<(f64, Instant)> = None;
+    let mut samples = Vec::new();
+    eprintln!(
+        "scale: soak for {:?}, a change every {:?}",
+        args.soak, args.soak_change
+    );
+    loop {
+        let now = Instant::now();
+        // A sample due with a change is taken first: it reads the previous change settled.
+        if now >= next_sample || now >= end {
+            let rss = proc_sample(pid).map_or(0, |s| s.0);
+            let cpu = proc_cpu(pid).unwrap_or(f64::NAN);
+            let cpu_cores =
+                last_cpu.map(|(c, at)| (cpu - c) / at.elapsed().as_secs_f64().max(1e-3));
+            last_cpu = Some((cpu, Instant::now()));
+            let text = fleet
+                .exporter
+                .scrape(http)
+                .await
+                .map(|(t, _)| t)
+                .unwrap_or_default();
+            let (refreshed, _) = refreshed_since(&text, &all, changed_at.map_or(0.0, |c| c.0));
+            let sample = SoakSample {
+                at: now - start,
+                rss,
+                cpu_cores,
+                changes,
+                // + 0.0: an empty sum is -0.0.
+                up: sum(&text, "mcp_probe_connection_up", "") + 0.0,
+                failures: sum(&text, "mcp_probe_request_failures_total", "") + 0.0,
+                list_changed: sum(&text, "mcp_probe_list_changed_notifications_total", "") + 0.0,
+                refreshed: refreshed.len(),
+                since_change: changed_at.map(|c| now.saturating_duration_since(c.1)),
+            };
+            eprintln!(
+                "scale: soak {:.0} s: RSS {:.1} MiB, {} changes, {} of {} refreshed since the last",
+                sample.at.as_secs_f64(),
+                sample.rss as f64 / 1048576.0,
+                sample.changes,
+                sample.refreshed,
+                args.connections
+            );
+            samples.push(sample);
+            if now >= end {
+                return samples;
+            }
+            while next_sample <= Instant::now() {
+                next_sample += args.soak_sample;
+            }
+            continue;
+        }
+        if now >= next_change && next_change < end {
+            for lab in &fleet.labs {
+                lab.churn();
+            }
+            changes += 1;
+            changed_at = Some((wall_now(), Instant::now()));
+            next_change += args.soak_change;
+            continue;
+        }
+        let wake = next_change.min(next_sample).min(end);
+        tokio::time::sleep_until(tokio::time::Instant::from_std(wake)).await;
     }
 }
 
@@ -460,10 +784,10 @@ struct Sockets {
     other: usize,
 }
 
-/// Count `pid`'s TCP sockets: its fds that are sockets, matched by inode against the kernel's
-/// TCP tables.
-fn count_sockets(pid: u32, lab_port: u16, web_port: u16) -> Sockets {
-    let mut inodes = std::collections::HashSet::new();
+/// `pid`'s TCP sockets as (inode, local port, remote port): its fds that are sockets, matched by
+/// inode against the kernel's TCP tables.
+fn tcp_sockets(pid: u32) -> Vec<(u64, u16, u16)> {
+    let mut inodes = HashSet::new();
     if let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) {
         for fd in fds.flatten() {
             if let Ok(link) = std::fs::read_link(fd.path()) {
@@ -471,20 +795,24 @@ fn count_sockets(pid: u32, lab_port: u16, web_port: u16) -> Sockets {
                 if let Some(inode) = link
                     .strip_prefix("socket:[")
                     .and_then(|s| s.strip_suffix(']'))
+                    .and_then(|s| s.parse::<u64>().ok())
                 {
-                    inodes.insert(inode.to_string());
+                    inodes.insert(inode);
                 }
             }
         }
     }
-    let mut out = Sockets::default();
+    let mut out = Vec::new();
     for table in ["tcp", "tcp6"] {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
             continue;
         };
         for line in text.lines().skip(1) {
             let f: Vec<&str> = line.split_whitespace().collect();
-            if f.len() < 10 || !inodes.contains(f[9]) {
+            let Some(inode) = f.get(9).and_then(|i| i.parse::<u64>().ok()) else {
+                continue;
+            };
+            if !inodes.contains(&inode) {
                 continue;
             }
             let port = |addr: &str| {
@@ -493,16 +821,34 @@ fn count_sockets(pid: u32, lab_port: u16, web_port: u16) -> Sockets {
                     .and_then(|p| u16::from_str_radix(p, 16).ok())
                     .unwrap_or(0)
             };
-            if port(f[2]) == lab_port {
-                out.to_targets += 1;
-            } else if port(f[1]) == web_port {
-                out.web += 1;
-            } else {
-                out.other += 1;
-            }
+            out.push((inode, port(f[1]), port(f[2])));
         }
     }
     out
+}
+
+/// Count `pid`'s TCP sockets by what they are.
+fn count_sockets(pid: u32, lab_ports: &[u16], web_port: u16) -> Sockets {
+    let mut out = Sockets::default();
+    for (_, local, remote) in tcp_sockets(pid) {
+        if lab_ports.contains(&remote) {
+            out.to_targets += 1;
+        } else if local == web_port {
+            out.web += 1;
+        } else {
+            out.other += 1;
+        }
+    }
+    out
+}
+
+/// Inodes of `pid`'s TCP sockets to the labs.
+fn lab_sockets(pid: u32, lab_ports: &[u16]) -> HashSet<u64> {
+    tcp_sockets(pid)
+        .into_iter()
+        .filter(|(_, _, remote)| lab_ports.contains(remote))
+        .map(|(inode, _, _)| inode)
+        .collect()
 }
 
 fn print_report(args: &Args, side: &SideBySide, s: &Scale) {
@@ -581,6 +927,104 @@ fn print_report(args: &Args, side: &SideBySide, s: &Scale) {
         quantile(&side.refresh_ms, 0.99),
         quantile(&side.refresh_ms, 1.0),
         side.refresh_missed
+    );
+    std::io::stdout().flush().ok();
+}
+
+fn print_storms(args: &Args, storms: &[Storm]) {
+    if storms.is_empty() {
+        return;
+    }
+    println!(
+        "\n## Storm ({} targets × {} changed at one instant, list_changed on every connection, loopback)\n",
+        args.storm,
+        args.connections / args.targets
+    );
+    println!(
+        "| storm | notified | refreshed | missed (> {:?}) | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | exporter CPU (s) | CPU, stat ticks (s) | over (s) | tools/list answered | new sockets to the labs | sockets to the labs before | scrapes |",
+        args.storm_deadline
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (k, s) in storms.iter().enumerate() {
+        let q = |x: f64| quantile(&s.latency_ms, x);
+        println!(
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.2} | {:.2} | {} | {} | {} | {} |",
+            k + 1,
+            s.notified,
+            s.latency_ms.len(),
+            s.missed,
+            q(0.5),
+            q(0.9),
+            q(0.99),
+            q(1.0),
+            s.cpu,
+            s.cpu_ticks,
+            s.cpu_window.as_secs_f64(),
+            s.pages,
+            s.new_sockets,
+            s.sockets_before,
+            s.scrapes,
+        );
+    }
+    let all: Vec<f64> = storms.iter().flat_map(|s| s.latency_ms.clone()).collect();
+    let notified: usize = storms.iter().map(|s| s.notified).sum();
+    let missed: usize = storms.iter().map(|s| s.missed).sum();
+    println!(
+        "\nall storms: {} of {notified} refreshed, {missed} missed; p50 {:.1} ms, p90 {:.1} ms, p99 {:.1} ms, max {:.1} ms; exporter CPU {:.3} s a storm (median)",
+        all.len(),
+        quantile(&all, 0.5),
+        quantile(&all, 0.9),
+        quantile(&all, 0.99),
+        quantile(&all, 1.0),
+        quantile(&storms.iter().map(|s| s.cpu).collect::<Vec<_>>(), 0.5),
+    );
+    println!(
+        "\nlatency: each connection's cache refresh timestamp minus the wall time of the change; CPU: from the change to the scrape that saw every connection refreshed (that scrape excluded), idle work included; new sockets: to the labs, seen in samples every {SOCKET_SAMPLE:?} and not open before (a lower bound)"
+    );
+    std::io::stdout().flush().ok();
+}
+
+fn print_soak(args: &Args, samples: &[SoakSample]) {
+    let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
+        return;
+    };
+    let mib = |b: u64| b as f64 / 1048576.0;
+    println!(
+        "\n## Churn soak ({} targets × {}, every list changed every {:?}, {:?})\n",
+        args.targets,
+        args.connections / args.targets,
+        args.soak_change,
+        args.soak
+    );
+    println!(
+        "| t (s) | RSS (MiB) | CPU (cores) | changes | connections up | request failures | list_changed received | refreshed since the last change | s since it |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for s in samples {
+        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "–".into());
+        println!(
+            "| {:.0} | {:.1} | {} | {} | {:.0} | {:.0} | {:.0} | {} | {} |",
+            s.at.as_secs_f64(),
+            mib(s.rss),
+            or_dash(s.cpu_cores.map(|c| format!("{c:.3}"))),
+            s.changes,
+            s.up,
+            s.failures,
+            s.list_changed,
+            s.refreshed,
+            or_dash(s.since_change.map(|d| format!("{:.1}", d.as_secs_f64()))),
+        );
+    }
+    let rss: Vec<f64> = samples.iter().map(|s| mib(s.rss)).collect();
+    println!(
+        "\nRSS {:.1} → {:.1} MiB ({:+.1}), min {:.1}, max {:.1} over {:.0} s and {} changes",
+        mib(first.rss),
+        mib(last.rss),
+        mib(last.rss) - mib(first.rss),
+        quantile(&rss, 0.0),
+        quantile(&rss, 1.0),
+        last.at.as_secs_f64(),
+        last.changes
     );
     std::io::stdout().flush().ok();
 }
