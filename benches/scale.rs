@@ -77,6 +77,9 @@ struct Args {
     soak: Duration,
     soak_change: Duration,
     soak_sample: Duration,
+    /// `legacy_clients` for every target (the default, true: connection 0 of a modern target
+    /// also keeps a legacy session and its GET stream).
+    legacy_clients: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -96,6 +99,7 @@ fn parse_args() -> Result<Args, String> {
         soak: Duration::ZERO,
         soak_change: Duration::from_secs(30),
         soak_sample: Duration::from_secs(60),
+        legacy_clients: true,
     };
     let mut it = common::bench_args();
     while let Some(flag) = it.next() {
@@ -124,6 +128,7 @@ fn parse_args() -> Result<Args, String> {
             }
             "--soak-change" => a.soak_change = duration(value()?)?,
             "--soak-sample" => a.soak_sample = duration(value()?)?,
+            "--no-legacy-clients" => a.legacy_clients = false,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -160,7 +165,7 @@ async fn run(args: Args) {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let http = reqwest::Client::new();
     println!(
-        "# scale: {} connections ({} targets x {}), audit {:?}, ping {:?}, storm {} targets x {}, soak {:?} (a change every {:?}), exporter {}\n",
+        "# scale: {} connections ({} targets x {}), audit {:?}, ping {:?}, storm {} targets x {}, soak {:?} (a change every {:?}), legacy_clients {}, exporter {}\n",
         args.connections,
         args.targets,
         args.connections / args.targets,
@@ -170,6 +175,7 @@ async fn run(args: Args) {
         if args.storm > 0 { args.storms } else { 0 },
         args.soak,
         args.soak_change,
+        args.legacy_clients,
         args.exporter.display()
     );
     let side = side_by_side(&args, &dir, &http).await;
@@ -443,9 +449,10 @@ impl Fleet {
         }
         let config = dir.join("scale.yml");
         let mut yml = format!(
-            "global:\n  audit_interval: {}\n  ping_interval: {}\ntargets:\n",
+            "global:\n  audit_interval: {}\n  ping_interval: {}\n  legacy_clients: {}\ntargets:\n",
             humantime::format_duration(args.audit),
-            humantime::format_duration(args.ping)
+            humantime::format_duration(args.ping),
+            args.legacy_clients
         );
         for (i, name) in names.iter().enumerate() {
             let lab = &labs[usize::from(i >= args.storm && args.storm > 0)];
@@ -891,10 +898,13 @@ fn print_report(args: &Args, side: &SideBySide, s: &Scale) {
     if !s.failures.is_empty() {
         println!("\nrequest failures by reason: {:?}", s.failures);
     }
+    // The lab speaks both eras, so the exporter speaks 2026-07-28 and, with `legacy_clients`,
+    // connection 0 of each target also holds a legacy session's GET stream.
+    let legacy = if args.legacy_clients { args.targets } else { 0 };
     println!(
-        "\nsockets to targets: one listen stream per connection ({}), the rest ({:.0}) pooled request connections",
+        "\nsockets to targets: one listen stream per connection ({}), one legacy GET stream per target ({legacy}, `legacy_clients`), the rest ({:.0}) pooled request connections",
         args.connections,
-        (to_targets - n).max(0.0)
+        (to_targets - n - legacy as f64).max(0.0)
     );
     println!("\n## Walk CPU, side by side ({WALK_RATE} walks/s each, two pages per walk)\n");
     println!("| side | walks | CPU (s) | CPU per walk (ms) |");
