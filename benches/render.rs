@@ -5,8 +5,9 @@
 //! refreshes), then renders the exposition repeatedly and prints the median and p90 render time,
 //! the size in total and per connection, and the memory the series take.
 //!
-//! Each scrape is taken both ways: in one string (`render`) and chunk by chunk, each chunk dropped
-//! once taken, as `/metrics` sends it (`scrape`). `scrape peak` is the most heap one scrape held
+//! Each scrape is taken three ways: in one string (`render`), chunk by chunk with each chunk
+//! dropped once taken (`scrape`), and batch by batch as `/metrics` sends it (`Scrape`, each batch
+//! of families rendered once the one before is taken). `scrape peak` is the most heap one scrape held
 //! at once beyond what was live before it, counted by this binary's global allocator (below):
 //! what a `/metrics` request costs in memory on top of the series, whatever the RSS does
 //! afterwards.
@@ -23,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use mcp_client::mcp::{Era, Reason, ServerInfo};
 use mcp_exporter::probe::Trigger;
-use mcp_exporter::telemetry::{Telemetry, parse_exclusions};
+use mcp_exporter::telemetry::{SCRAPE_BATCH_BYTES, Scrape, Telemetry, parse_exclusions};
 
 /// The system allocator, counting the bytes live and the most live since [`Counting::reset`].
 struct Counting;
@@ -168,8 +169,12 @@ fn main() {
     // The first scrape of a process grows each family's buffer by doubling; every later one
     // reserves it at the last size. Measured: the later ones.
     drop(telemetry.scrape());
+    // And batch by batch (`Scrape`, what `/metrics` does: a batch of families rendered once the
+    // one before is written), at the exporter's batch size.
     let mut whole = Way::default();
     let mut chunked = Way::default();
+    let mut batched = Way::default();
+    let mut passes = 0;
     for _ in 0..rounds {
         whole.measure(|| telemetry.render().len());
         chunked.measure(|| {
@@ -178,14 +183,36 @@ fn main() {
                 .map(|chunk| bytes::Bytes::from(chunk).len())
                 .sum()
         });
+        batched.measure(|| {
+            let mut scrape = Scrape::new(telemetry.clone(), SCRAPE_BATCH_BYTES);
+            passes = scrape.batches_left();
+            let mut size = 0;
+            while let Some(chunks) = scrape.next_batch() {
+                size += chunks.map(|c| bytes::Bytes::from(c).len()).sum::<usize>();
+            }
+            size
+        });
     }
-    assert_eq!(whole.size, chunked.size, "the same exposition both ways");
+    // The same exposition every way, but for the daemon's own values (its memory, CPU), whose
+    // digits may change between two scrapes.
+    for (way, size) in [("chunks", chunked.size), ("batches", batched.size)] {
+        assert!(
+            whole.size.abs_diff(size) < 64,
+            "the same exposition as {way}: {} vs {size} bytes",
+            whole.size
+        );
+    }
+    let batches_label = format!("{passes} batches");
     let total = targets * usize::from(connections);
     println!(
         "| targets | connections | taken | render median | render p90 | size | scrape peak | per connection | series memory per connection |"
     );
     println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|");
-    for (taken, way) in [("one string", &mut whole), ("chunks", &mut chunked)] {
+    for (taken, way) in [
+        ("one string", &mut whole),
+        ("chunks", &mut chunked),
+        (batches_label.as_str(), &mut batched),
+    ] {
         way.times.sort();
         println!(
             "| {targets} | {total} | {taken} | {:.1} ms | {:.1} ms | {:.1} MB | {:.1} MB ({:.2}x) | {} B | {} B |",

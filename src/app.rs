@@ -416,6 +416,7 @@ pub async fn run(opts: Options) -> Result<(), String> {
         status: daemon.supervisor.status(),
         ready: daemon.ready.clone(),
         lifecycle: opts.lifecycle,
+        scrape_batch_bytes: crate::telemetry::SCRAPE_BATCH_BYTES,
     })
     .merge(crate::proxy::page::routes(daemon.proxies.clone()));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

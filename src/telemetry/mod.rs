@@ -6,9 +6,10 @@
 //! it knows no MCP type, and dropping a removed target's series is what makes them disappear.
 //!
 //! A scrape ([`Telemetry::scrape`]) is one buffer per family, filled from every target and
-//! reserved at the last scrape's size, handed out as [`Chunks`]: `/metrics` writes them to the
-//! socket one by one and frees each once sent, so a scrape holds about one exposition at its
-//! peak (the families, all filled before the first can be sent) and never a second copy of it.
+//! reserved at the last scrape's size, handed out as [`Chunks`] to be written one by one and
+//! freed once sent. `/metrics` takes it in batches of families ([`Scrape`]): a batch is rendered
+//! when the one before has been written, so a scrape holds one batch (about
+//! [`SCRAPE_BATCH_BYTES`]), not the whole exposition.
 //!
 //! The daemon's own few series (`mcp_exporter_*`, `process_*`) keep `metrics-exporter-prometheus`
 //! and `metrics-process`, where a registry fits: they are few, fixed, and the process collector
@@ -16,6 +17,7 @@
 
 pub mod families;
 pub mod otlp;
+mod scrape;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock, RwLock};
@@ -24,6 +26,7 @@ use metrics::{Gauge, Key, Label, Metadata, Recorder};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 
 pub use exposition::{Chunks, DURATION_BUCKETS, Exclusions, Exposition};
+pub use scrape::{SCRAPE_BATCH_BYTES, Scrape};
 
 /// `--metrics.exclude`: probe families left out of the exposition (a histogram by its family
 /// name, without `_bucket`). Only `mcp_probe_*` families can be left out; the daemon's own few
@@ -206,24 +209,40 @@ impl Telemetry {
 
     /// One scrape, as the chunks to write in order: each probe and proxy family under its HELP
     /// and TYPE (its buffer moved out of the scrape, not copied), then the daemon's own families
-    /// merged into one. Sent chunk by chunk, a scrape holds the families not yet written; the
-    /// whole text is never in one buffer.
+    /// merged into one. Every family is filled before the first chunk can be taken; `/metrics`
+    /// takes a large scrape in batches instead ([`Scrape`]).
     pub fn scrape(&self) -> Chunks {
-        let sizes = self.sizes.lock().expect("metrics lock poisoned").clone();
-        let mut out = Exposition::with_sizes(&families::CATALOG, &sizes, &self.exclusions);
-        for group in [Group::Targets, Group::Proxies] {
-            for series in self.snapshot(group) {
-                series.render(&mut out);
-            }
+        let mut out = self.exposition(&self.last_sizes(), 0..families::CATALOG.defs().len());
+        for series in self.series() {
+            series.render(&mut out);
         }
         *self.sizes.lock().expect("metrics lock poisoned") = out.sizes();
         let mut chunks = out.into_chunks();
-        metrics::with_local_recorder(&self.daemon, || self.process.collect());
-        chunks.push(exposition::merge::merge(
-            &families::CATALOG,
-            &[self.daemon.handle().render()],
-        ));
+        chunks.push(self.daemon_families());
         chunks
+    }
+
+    /// Every target's and proxy's series, so that rendering never holds the registry's lock.
+    fn series(&self) -> Vec<Arc<dyn Series>> {
+        let mut out = self.snapshot(Group::Targets);
+        out.extend(self.snapshot(Group::Proxies));
+        out
+    }
+
+    /// The size of each family in the last scrape (empty before the first).
+    fn last_sizes(&self) -> Vec<usize> {
+        self.sizes.lock().expect("metrics lock poisoned").clone()
+    }
+
+    /// An exposition of the families in `window`, its buffers reserved at the `last` sizes.
+    fn exposition(&self, last: &[usize], window: std::ops::Range<usize>) -> Exposition<'_> {
+        Exposition::window(&families::CATALOG, last, &self.exclusions, window)
+    }
+
+    /// The daemon's own families (`mcp_exporter_*`, `process_*`), merged into one text.
+    fn daemon_families(&self) -> String {
+        metrics::with_local_recorder(&self.daemon, || self.process.collect());
+        exposition::merge::merge(&families::CATALOG, &[self.daemon.handle().render()])
     }
 
     /// The text exposition of everything in one string: [`Telemetry::scrape`] concatenated, for

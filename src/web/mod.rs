@@ -9,12 +9,13 @@
 //! what the exporter does, so it is refused unless `--web.enable-lifecycle` is given, as in
 //! Prometheus.
 //!
-//! `/metrics` renders the scrape off the async workers, then sends it family by family
-//! ([`Telemetry::scrape`]): each family's buffer goes to the socket as it is and is freed once
-//! written, so a scrape never holds the whole text twice, nor in one buffer. The response keeps
-//! its exact `Content-Length`. The connection counts as serving (not evicted at the cap, its idle
-//! clock run by bytes written) until the last chunk is sent or the body dropped (`serve`'s
-//! `Turn`), as it did for a body in one piece.
+//! `/metrics` renders the scrape off the async workers, in batches of families
+//! ([`Scrape`]): each family's buffer goes to the socket as it is and is freed once written, and
+//! the next batch is rendered only when the one before is all written, so a scrape holds one
+//! batch (a few MiB), not the whole text. A scrape of one batch keeps its exact
+//! `Content-Length`; a larger one is sent chunked. The connection counts as serving (not
+//! evicted at the cap, its idle clock run by bytes written) until the last chunk is sent or the
+//! body dropped (`serve`'s `Turn`), as it did for a body in one piece.
 
 mod auth;
 mod page;
@@ -29,7 +30,7 @@ pub use serve::{
 };
 pub use webconfig::{ClientAuth, WebConfigError, WebConfigFile};
 
-use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,7 +47,9 @@ use hyper::body::{Frame, SizeHint};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::probe::status::{MAX_RESPONSE_BYTES, StatusBoard};
-use crate::telemetry::{Chunks, Telemetry};
+#[cfg(doc)]
+use crate::telemetry::SCRAPE_BATCH_BYTES;
+use crate::telemetry::{Chunks, Scrape, Telemetry};
 
 /// A reload request and where to send its outcome.
 pub type ReloadRequest = oneshot::Sender<Result<(), String>>;
@@ -61,6 +64,8 @@ pub struct WebState {
     pub ready: Arc<AtomicBool>,
     /// `--web.enable-lifecycle`: whether `POST /-/reload` is served.
     pub lifecycle: bool,
+    /// Most bytes of samples a `/metrics` batch holds ([`SCRAPE_BATCH_BYTES`]).
+    pub scrape_batch_bytes: usize,
 }
 
 pub fn router(state: WebState) -> Router {
@@ -76,52 +81,116 @@ pub fn router(state: WebState) -> Router {
 
 async fn metrics(State(s): State<WebState>) -> Response {
     // Rendering a large fleet takes a while of CPU: off the async workers, so the status page,
-    // health checks and the probe's own tasks are not held up by a scrape.
-    let telemetry = s.telemetry.clone();
-    let Ok(scrape) = tokio::task::spawn_blocking(move || telemetry.scrape()).await else {
+    // health checks and the probe's own tasks are not held up by a scrape. The first batch is
+    // rendered before the answer starts, so a failure is still a 500.
+    let scrape = Scrape::new(s.telemetry.clone(), s.scrape_batch_bytes);
+    let Ok((scrape, chunks)) = tokio::task::spawn_blocking(move || render_next(scrape)).await
+    else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
             "rendering metrics failed\n",
         )
             .into_response();
     };
+    let next = match scrape.batches_left() {
+        0 => Next::Done,
+        _ => Next::Waiting(scrape),
+    };
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        Body::new(ScrapeBody(scrape)),
+        Body::new(ScrapeBody { chunks, next }),
     )
         .into_response()
 }
 
-/// A scrape's chunks as a response body: each family's buffer becomes a frame as it is (a
-/// `Bytes` over the same memory, no copy) and is freed once hyper has written it to the socket,
-/// so a scrape in flight holds only the families not yet sent. Its exact size is known up
-/// front, so the response keeps its `Content-Length` (HEAD included) rather than going chunked.
-struct ScrapeBody(Chunks);
+/// Render a scrape's next batch (blocking: CPU on a large fleet).
+fn render_next(mut scrape: Box<Scrape>) -> (Box<Scrape>, Chunks) {
+    let chunks = scrape.next_batch().unwrap_or_default();
+    (scrape, chunks)
+}
+
+/// A scrape as a response body, batch by batch: each family's buffer becomes a frame as it is
+/// (a `Bytes` over the same memory, no copy) and is freed once hyper has written it to the
+/// socket; the next batch is rendered (off the async workers) only when this one is all
+/// written, so a scrape in flight holds one batch. A scrape of one batch keeps its exact
+/// `Content-Length`; a longer one is sent chunked, as its size is not known until the end.
+struct ScrapeBody {
+    chunks: Chunks,
+    next: Next,
+}
+
+/// What comes after the chunks in hand.
+enum Next {
+    Waiting(Box<Scrape>),
+    Rendering(tokio::task::JoinHandle<(Box<Scrape>, Chunks)>),
+    Done,
+}
+
+/// A batch could not be rendered: the response is cut off rather than ended as if whole.
+#[derive(Debug)]
+struct RenderFailed;
+
+impl std::fmt::Display for RenderFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("rendering metrics failed")
+    }
+}
+
+impl std::error::Error for RenderFailed {}
 
 impl hyper::body::Body for ScrapeBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = RenderFailed;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        Poll::Ready(
-            self.0
-                .next()
-                .map(|chunk| Ok(Frame::data(Bytes::from(chunk)))),
-        )
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, RenderFailed>>> {
+        let this = &mut *self;
+        loop {
+            if let Some(chunk) = this.chunks.next() {
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(chunk)))));
+            }
+            match std::mem::replace(&mut this.next, Next::Done) {
+                Next::Done => return Poll::Ready(None),
+                Next::Waiting(scrape) => {
+                    this.next =
+                        Next::Rendering(tokio::task::spawn_blocking(move || render_next(scrape)));
+                }
+                Next::Rendering(mut rendering) => match Pin::new(&mut rendering).poll(cx) {
+                    Poll::Pending => {
+                        this.next = Next::Rendering(rendering);
+                        return Poll::Pending;
+                    }
+                    Poll::Ready(Ok((scrape, chunks))) => {
+                        this.chunks = chunks;
+                        if scrape.batches_left() > 0 {
+                            this.next = Next::Waiting(scrape);
+                        }
+                    }
+                    Poll::Ready(Err(_)) => return Poll::Ready(Some(Err(RenderFailed))),
+                },
+            }
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.0.bytes() == 0
+        self.chunks.bytes() == 0 && matches!(self.next, Next::Done)
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.0.bytes() as u64)
+        let bytes = self.chunks.bytes() as u64;
+        match self.next {
+            Next::Done => SizeHint::with_exact(bytes),
+            _ => {
+                let mut hint = SizeHint::new();
+                hint.set_lower(bytes);
+                hint
+            }
+        }
     }
 }
 
@@ -173,6 +242,18 @@ mod tests {
     /// is the whole exposition, with its length and type, and HEAD gets the headers alone.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn metrics_over_http_is_the_whole_exposition() {
+        metrics_over_http(crate::telemetry::SCRAPE_BATCH_BYTES).await;
+    }
+
+    /// A batch far smaller than the exposition: from the second scrape on (the first has no
+    /// sizes to split by) `/metrics` is rendered and sent in many batches, chunked, and is still
+    /// the whole exposition, each family once and in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn metrics_over_http_in_batches_is_the_whole_exposition() {
+        metrics_over_http(64 << 10).await;
+    }
+
+    async fn metrics_over_http(scrape_batch_bytes: usize) {
         let telemetry = Telemetry::new();
         let targets: Vec<_> = (0..150)
             .map(|i| {
@@ -188,6 +269,7 @@ mod tests {
             status: Arc::new(StatusBoard::default()),
             ready: Arc::new(AtomicBool::new(true)),
             lifecycle: false,
+            scrape_batch_bytes,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/metrics", listener.local_addr().unwrap());
@@ -214,8 +296,36 @@ mod tests {
         assert_eq!(body.len(), length);
         assert!(body.len() > 1_000_000, "several writes: {}", body.len());
 
-        // The probe's families byte for byte as a scrape renders them (the daemon's own values,
-        // CPU and memory, move between two scrapes), and every family in the same order.
+        check_exposition(&telemetry, &body, targets.len());
+
+        // From the second scrape on, the last one's sizes split it into batches.
+        let batched = scrape_batch_bytes < body.len();
+        let got = client.get(&url).send().await.unwrap();
+        assert_eq!(got.status(), 200);
+        assert_eq!(
+            got.headers().contains_key(header::CONTENT_LENGTH),
+            !batched,
+            "a scrape of one batch keeps its Content-Length; a batched one is chunked"
+        );
+        let again = got.text().await.unwrap();
+        check_exposition(&telemetry, &again, targets.len());
+
+        let head = client.head(&url).send().await.unwrap();
+        assert_eq!(head.status(), 200);
+        assert_eq!(
+            head.headers().contains_key(header::CONTENT_LENGTH),
+            !batched
+        );
+        assert!(head.text().await.unwrap().is_empty());
+
+        stop.send(true).unwrap();
+        server.await.unwrap();
+    }
+
+    /// `body` is the whole exposition: the probe's families byte for byte as a scrape renders
+    /// them (the daemon's own values, CPU and memory, move between two scrapes), every family
+    /// once and in the same order, and every target's connection 1 up.
+    fn check_exposition(telemetry: &Telemetry, body: &str, targets: usize) {
         let mut again: Vec<String> = telemetry.scrape().collect();
         let daemon = again.pop().expect("the daemon's families");
         let probe = again.concat();
@@ -226,23 +336,15 @@ mod tests {
                 .map(str::to_string)
                 .collect()
         };
-        assert_eq!(families(&body), families(&(probe + &daemon)));
+        assert_eq!(families(body), families(&(probe + &daemon)));
         let types = body.lines().filter(|l| l.starts_with("# TYPE ")).count();
-        assert_eq!(types, families(&body).len(), "one TYPE per family");
+        assert_eq!(types, families(body).len(), "one TYPE per family");
         assert!(body.ends_with('\n'));
-        let parsed = exposition::samples::parse(&body);
+        let parsed = exposition::samples::parse(body);
         let up = parsed
             .iter()
             .filter(|s| s.name == "mcp_probe_connection_up" && s.value == 1.0)
             .count();
-        assert_eq!(up, targets.len(), "every target's connection 1");
-
-        let head = client.head(&url).send().await.unwrap();
-        assert_eq!(head.status(), 200);
-        assert!(head.headers().contains_key(header::CONTENT_LENGTH));
-        assert!(head.text().await.unwrap().is_empty());
-
-        stop.send(true).unwrap();
-        server.await.unwrap();
+        assert_eq!(up, targets, "every target's connection 1");
     }
 }

@@ -11,6 +11,7 @@
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use crate::catalog::{Catalog, Kind, Slot};
@@ -159,11 +160,65 @@ impl Exclusions {
     }
 }
 
-/// One scrape being written.
+/// One scrape being written: every family of the catalog, or a window of them (one batch of a
+/// scrape sent batch by batch, see [`batches`]).
 pub struct Exposition<'a> {
     catalog: &'static Catalog,
     families: Vec<String>,
     exclusions: &'a Exclusions,
+    /// The families written; samples of the others are dropped, as excluded ones are.
+    window: Range<usize>,
+}
+
+/// One batch of a scrape taken batch by batch: a contiguous run of families, or one slice of a
+/// single family too large for the budget on its own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// The families written.
+    pub families: Range<usize>,
+    /// `(i, k)`: only the `i`-th of `k` equal slices of the writers (the targets), for a
+    /// family whose samples alone exceed the budget; `(0, 1)`: all of them.
+    pub slice: (usize, usize),
+}
+
+/// The families of a catalog in batches of about `budget` bytes each by the last scrape's
+/// `sizes`, in catalog order: contiguous runs of families, and a family larger than the budget
+/// split into slices of the writers (its samples stay together in the text, as slices are taken
+/// in order under one header). A scrape written batch by batch holds one batch at a time instead
+/// of the whole text, at the cost of one pass over the writers per run of families. No sizes
+/// yet (the first scrape): one batch.
+pub fn batches(families: usize, sizes: &[usize], budget: usize) -> Vec<Batch> {
+    let budget = budget.max(1);
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0usize);
+    let whole = |families| Batch {
+        families,
+        slice: (0, 1),
+    };
+    for i in 0..families {
+        let size = sizes.get(i).copied().unwrap_or(0);
+        if size > budget {
+            if i > start {
+                out.push(whole(start..i));
+            }
+            let k = size.div_ceil(budget);
+            out.extend((0..k).map(|part| Batch {
+                families: i..i + 1,
+                slice: (part, k),
+            }));
+            (start, bytes) = (i + 1, 0);
+            continue;
+        }
+        if i > start && bytes.saturating_add(size) > budget {
+            out.push(whole(start..i));
+            (start, bytes) = (i, 0);
+        }
+        bytes = bytes.saturating_add(size);
+    }
+    if start < families {
+        out.push(whole(start..families));
+    }
+    out
 }
 
 impl<'a> Exposition<'a> {
@@ -174,13 +229,33 @@ impl<'a> Exposition<'a> {
         sizes: &[usize],
         exclusions: &'a Exclusions,
     ) -> Self {
+        Exposition::window(catalog, sizes, exclusions, 0..catalog.defs().len())
+    }
+
+    /// An exposition of the families in `window` only (one of [`batches`]); samples of the
+    /// others are dropped.
+    pub fn window(
+        catalog: &'static Catalog,
+        sizes: &[usize],
+        exclusions: &'a Exclusions,
+        window: Range<usize>,
+    ) -> Self {
         Exposition {
             catalog,
             families: (0..catalog.defs().len())
-                .map(|i| String::with_capacity(sizes.get(i).map_or(0, |n| n + n / 8)))
+                .map(|i| match window.contains(&i) {
+                    true => String::with_capacity(sizes.get(i).map_or(0, |n| n + n / 8)),
+                    false => String::new(),
+                })
                 .collect(),
             exclusions,
+            window,
         }
+    }
+
+    /// Whether samples of `family` are written (in the window, not excluded).
+    fn writes(&self, family: Slot) -> bool {
+        self.window.contains(&family.0) && !self.exclusions.excludes(family)
     }
 
     /// An exposition of every family of `catalog`, sized as it grows.
@@ -189,7 +264,8 @@ impl<'a> Exposition<'a> {
         Exposition::with_sizes(catalog, &[], &NONE)
     }
 
-    /// The size of each family's samples, for the next scrape's [`Exposition::with_sizes`].
+    /// The size of each family's samples, for the next scrape's [`Exposition::with_sizes`]
+    /// (0 outside the window).
     pub fn sizes(&self) -> Vec<usize> {
         self.families.iter().map(String::len).collect()
     }
@@ -207,7 +283,7 @@ impl<'a> Exposition<'a> {
         extra: &[(&str, &str)],
         value: Value,
     ) {
-        if self.exclusions.excludes(family) {
+        if !self.writes(family) {
             return;
         }
         let out = &mut self.families[family.0];
@@ -234,7 +310,7 @@ impl<'a> Exposition<'a> {
         extra: &[(&str, &str)],
         h: &HistogramSnapshot,
     ) {
-        if self.exclusions.excludes(family) {
+        if !self.writes(family) {
             return;
         }
         let mut with_le: Vec<(&str, &str)> = extra.to_vec();
@@ -251,14 +327,24 @@ impl<'a> Exposition<'a> {
     /// The exposition as it is written out: each family with samples under its HELP and TYPE,
     /// in catalog order, as [`Chunks`] — the samples buffers moved, not copied.
     pub fn into_chunks(self) -> Chunks {
+        self.into_chunks_after(&mut Vec::new())
+    }
+
+    /// [`Exposition::into_chunks`] for one batch of a scrape: a family already `headed` (by an
+    /// earlier slice of it) gets no second HELP and TYPE; those given one here are marked.
+    pub fn into_chunks_after(self, headed: &mut Vec<bool>) -> Chunks {
         let defs = self.catalog.defs();
+        headed.resize(defs.len(), false);
         let mut chunks = Chunks::default();
-        for (def, samples) in defs.iter().zip(self.families) {
+        for ((def, samples), headed) in defs.iter().zip(self.families).zip(headed.iter_mut()) {
             if samples.is_empty() {
                 continue;
             }
-            let (name, help, kind) = (def.name, def.help, def.kind.as_str());
-            chunks.push(format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+            if !*headed {
+                let (name, help, kind) = (def.name, def.help, def.kind.as_str());
+                chunks.push(format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+                *headed = true;
+            }
             chunks.push(samples);
         }
         chunks
@@ -287,6 +373,12 @@ impl Chunks {
             self.bytes += text.len();
             self.parts.push_back(text);
         }
+    }
+
+    /// Add `other`'s chunks after these (the next batch of a scrape).
+    pub fn append(&mut self, other: Chunks) {
+        self.bytes += other.bytes;
+        self.parts.extend(other.parts);
     }
 
     /// Bytes in the chunks not yet taken: a response's `Content-Length`.
@@ -440,6 +532,87 @@ mod tests {
             "{text}"
         );
         assert_eq!(text.len(), total);
+    }
+
+    #[test]
+    fn batches_are_contiguous_within_the_budget_and_cover_every_family() {
+        let runs = |b: Vec<Batch>| -> Vec<(Range<usize>, (usize, usize))> {
+            b.into_iter().map(|b| (b.families, b.slice)).collect()
+        };
+        let whole = (0, 1);
+        assert_eq!(
+            runs(batches(5, &[], 10)),
+            [(0..5, whole)],
+            "no sizes yet: one batch"
+        );
+        assert_eq!(
+            runs(batches(4, &[3, 3, 3, 3], 6)),
+            [(0..2, whole), (2..4, whole)]
+        );
+        assert_eq!(
+            runs(batches(4, &[1, 25, 1, 1], 10)),
+            [
+                (0..1, whole),
+                (1..2, (0, 3)),
+                (1..2, (1, 3)),
+                (1..2, (2, 3)),
+                (2..4, whole)
+            ],
+            "a family above the budget is sliced"
+        );
+        assert_eq!(runs(batches(3, &[5, 5, 5], usize::MAX)), [(0..3, whole)]);
+        assert!(batches(0, &[], 10).is_empty());
+    }
+
+    /// Written batch by batch, each window over the same writers (or its slice of them), the
+    /// scrape is the same text as in one exposition, and each batch holds only its own families.
+    #[test]
+    fn a_scrape_in_batches_is_the_same_text() {
+        let x = Exclusions::default();
+        let h = Histogram::default();
+        h.record(0.3);
+        // Each target a writer, as a target's series are.
+        let write = |e: &mut Exposition<'_>, target: &str| {
+            let l = labels([("target", target)]);
+            e.sample(slot(families::UP), &l, &[], Value::Float(1.0));
+            e.sample(slot(families::TTL), &l, &[], Value::Float(2.0));
+            e.histogram(slot(families::LATENCY), &l, &[], &h.snapshot());
+            e.sample(
+                slot(families::REQUESTS),
+                &l,
+                &[("method", "ping")],
+                Value::Count(2),
+            );
+        };
+        let mut whole = Exposition::new(&CATALOG);
+        write(&mut whole, "a");
+        write(&mut whole, "b");
+        let sizes = whole.sizes();
+        let want = whole.finish();
+
+        // A budget that slices the large families (the histogram) between the two writers.
+        let n = CATALOG.defs().len();
+        let plan = batches(n, &sizes, 100);
+        assert!(plan.iter().any(|b| b.slice.1 > 1), "{plan:?}");
+        let mut all = Chunks::default();
+        let mut headed = Vec::new();
+        for batch in plan {
+            let range = batch.families.clone();
+            let mut e = Exposition::window(&CATALOG, &sizes, &x, range.clone());
+            let (i, k) = batch.slice;
+            for target in &["a", "b"][i * 2 / k..(i + 1) * 2 / k] {
+                write(&mut e, target);
+            }
+            let batch_sizes = e.sizes();
+            for (i, size) in batch_sizes.iter().enumerate() {
+                if !range.contains(&i) {
+                    assert_eq!(*size, 0, "family {i} is outside {range:?}");
+                }
+            }
+            all.append(e.into_chunks_after(&mut headed));
+        }
+        assert_eq!(all.bytes(), want.len());
+        assert_eq!(all.concat(), want);
     }
 
     #[test]
