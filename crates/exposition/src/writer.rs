@@ -446,6 +446,23 @@ mod tests {
         );
     }
 
+    /// One target's samples, written out of catalog order and interleaved with other targets':
+    /// a latency histogram, a request counter, `up`, and with `ttl` a TTL gauge.
+    fn write_target(e: &mut Exposition<'_>, target: &str, h: &Histogram, ttl: bool) {
+        let l = labels([("target", target)]);
+        e.histogram(slot(families::LATENCY), &l, &[], &h.snapshot());
+        e.sample(
+            slot(families::REQUESTS),
+            &l,
+            &[("method", "ping")],
+            Value::Count(2),
+        );
+        e.sample(slot(families::UP), &l, &[], Value::Float(1.0));
+        if ttl {
+            e.sample(slot(families::TTL), &l, &[], Value::Float(2.0));
+        }
+    }
+
     /// The rule `finish` followed before chunks (one string, built in one pass): the reference
     /// the chunks must match byte for byte.
     fn one_string(e: &Exposition<'_>) -> String {
@@ -470,15 +487,7 @@ mod tests {
         let h = Histogram::default();
         h.record(0.3);
         for target in ["a", "b \"quoted\""] {
-            let l = labels([("target", target)]);
-            e.histogram(slot(families::LATENCY), &l, &[], &h.snapshot());
-            e.sample(
-                slot(families::REQUESTS),
-                &l,
-                &[("method", "ping")],
-                Value::Count(2),
-            );
-            e.sample(slot(families::UP), &l, &[], Value::Float(1.0));
+            write_target(&mut e, target, &h, false);
         }
         let want = one_string(&e);
         let chunks = e.into_chunks();
@@ -572,18 +581,7 @@ mod tests {
         let h = Histogram::default();
         h.record(0.3);
         // Each target a writer, as a target's series are.
-        let write = |e: &mut Exposition<'_>, target: &str| {
-            let l = labels([("target", target)]);
-            e.sample(slot(families::UP), &l, &[], Value::Float(1.0));
-            e.sample(slot(families::TTL), &l, &[], Value::Float(2.0));
-            e.histogram(slot(families::LATENCY), &l, &[], &h.snapshot());
-            e.sample(
-                slot(families::REQUESTS),
-                &l,
-                &[("method", "ping")],
-                Value::Count(2),
-            );
-        };
+        let write = |e: &mut Exposition<'_>, target: &str| write_target(e, target, &h, true);
         let mut whole = Exposition::new(&CATALOG);
         write(&mut whole, "a");
         write(&mut whole, "b");
