@@ -16,6 +16,8 @@
 //! Each capability owns its metrics beside it (`probe::metrics`, `proxy::metrics`); `telemetry`
 //! holds them only as `Series` and knows no MCP type.
 
+/// A fixed mmap threshold for glibc's allocator, so large freed buffers go back to the kernel.
+pub mod allocator;
 /// The daemon: startup, reload, signals, shutdown.
 pub mod app;
 /// `mcp_exporter check URL`: one pass of the probe's client against one server, as a CI verdict.

@@ -258,6 +258,7 @@ fn default_sighup() {
 
 fn main() -> ExitCode {
     early_signals();
+    mcp_exporter::allocator::tune();
     let cli = Cli::parse();
     if cli.config_check || matches!(cli.command, Some(Command::Check(_) | Command::Pin(_))) {
         default_sighup();
