@@ -152,6 +152,7 @@ impl McpError {
     pub fn from_send(err: crate::target_http::SendError) -> Self {
         match err {
             crate::target_http::SendError::Http(e) => McpError::from_reqwest(&e),
+            crate::target_http::SendError::Stream(fault) => McpError::from_stream(fault),
             crate::target_http::SendError::Auth { error, status } => McpError {
                 http_status: status,
                 ..McpError::new(
@@ -162,24 +163,28 @@ impl McpError {
         }
     }
 
+    /// Classify why a notification stream's own socket failed (`net::stream_socket`).
+    fn from_stream(fault: crate::net::stream_socket::StreamFault) -> Self {
+        use crate::net::stream_socket::StreamFault;
+        let detail = fault.to_string();
+        let reason = match &fault {
+            StreamFault::Dns(_) => Reason::Dns,
+            StreamFault::Connect(_) => Reason::Connect,
+            StreamFault::Tls(_) => Reason::Tls,
+            StreamFault::Transport(_) if names_tls(&detail) => Reason::Tls,
+            StreamFault::Transport(_) => Reason::Transport,
+        };
+        McpError::new(reason, truncate(&detail, 300))
+    }
+
     /// Classify a reqwest error by walking its source chain.
     pub fn from_reqwest(err: &reqwest::Error) -> Self {
         let chain = error_chain(err);
-        // rustls names a refused client certificate in an alert (`CertificateRequired`,
-        // `BadCertificate`, `UnknownCA`) that may only arrive after the handshake, on the first
-        // read: that is a TLS failure too, not a transport one.
-        let lower = chain.to_ascii_lowercase();
         let reason = if err.is_timeout() {
             Reason::Timeout
         } else if chain.contains("dns error") || chain.contains("failed to lookup address") {
             Reason::Dns
-        } else if lower.contains("certificate")
-            || lower.contains("tls")
-            || lower.contains("handshake")
-            || lower.contains("fatal alert")
-            || chain.contains("InvalidContentType")
-            || chain.contains("CorruptMessage")
-        {
+        } else if names_tls(&chain) {
             Reason::Tls
         } else if err.is_connect() {
             Reason::Connect
@@ -199,6 +204,19 @@ impl fmt::Display for McpError {
 }
 
 impl std::error::Error for McpError {}
+
+/// Whether an error's text is rustls': it names a refused client certificate in an alert
+/// (`CertificateRequired`, `BadCertificate`, `UnknownCA`) that may only arrive after the
+/// handshake, on the first read, so such an error is a TLS failure too, not a transport one.
+fn names_tls(chain: &str) -> bool {
+    let lower = chain.to_ascii_lowercase();
+    lower.contains("certificate")
+        || lower.contains("tls")
+        || lower.contains("handshake")
+        || lower.contains("fatal alert")
+        || chain.contains("InvalidContentType")
+        || chain.contains("CorruptMessage")
+}
 
 fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut out = err.to_string();

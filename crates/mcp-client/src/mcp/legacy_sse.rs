@@ -74,7 +74,7 @@ async fn open(
     max_event: usize,
 ) -> Result<(CappedEvents, Url), McpError> {
     let resp = http
-        .send(|c| {
+        .send_stream(|c| {
             http.request_to(c, Method::GET, url.clone())
                 .header(ACCEPT, "text/event-stream")
         })

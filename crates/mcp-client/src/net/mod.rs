@@ -10,6 +10,8 @@
 //! * `origin`: the one rule for a URL a server hands over (same origin, or one the
 //!   configuration names).
 //! * `refusal`: what a 401/403 said, what to do about it, and the bounded auth failure steps.
+//! * `stream_socket`: a long-lived response (a notification stream) on a socket of its own,
+//!   without the pooled client's per-connection machinery.
 
 pub mod body;
 pub mod egress_proxy;
@@ -17,4 +19,5 @@ pub mod files;
 pub mod http_config;
 pub mod origin;
 pub mod refusal;
+pub mod stream_socket;
 pub mod tls;

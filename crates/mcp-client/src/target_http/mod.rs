@@ -17,6 +17,10 @@
 //! once. The platform roots (a rustls configuration with the platform verifier, ~100 KB and a
 //! few ms of CPU to load) are loaded once per process and shared by every default-TLS client.
 //!
+//! Notification streams (read for hours, never reused) do not ride the pool: a target that goes
+//! direct opens each on a socket of its own ([`TargetHttp::open_stream`], `net::stream_socket`),
+//! with the same TLS configuration and credentials; behind an egress proxy they keep the pool.
+//!
 //! `auth`: what goes in `Authorization` (static credentials, re-read from files; OAuth 2.0
 //! tokens from `crate::oauth`). Above `net` and `oauth`, which know nothing of it.
 
@@ -31,6 +35,7 @@ mod credentials;
 use crate::net::files::{self, Stamp};
 use crate::net::http_config::{HttpClientConfig, PemSource, ProxyConfig, SecretSource, TlsConfig};
 use crate::net::refusal::{AuthError, AuthStep, Refusal, Retry};
+use crate::net::stream_socket::{StreamConnector, StreamFault};
 use crate::net::{egress_proxy, tls};
 use credentials::Auth;
 
@@ -50,6 +55,8 @@ pub type FailureSink = Arc<dyn Fn(AuthStep) + Send + Sync>;
 #[derive(Debug)]
 pub enum SendError {
     Http(reqwest::Error),
+    /// A notification stream's own socket could not be opened, or its answer was not HTTP.
+    Stream(StreamFault),
     /// Credentials could not be had, or the target refused them (`status`: its 401/403).
     Auth {
         error: AuthError,
@@ -78,6 +85,8 @@ struct Shared {
 struct ClientState {
     /// One client (one connection pool) per pool; clones share the pool.
     clients: Vec<reqwest::Client>,
+    /// How notification streams get sockets of their own; `None` behind an egress proxy.
+    streams: Option<StreamConnector>,
     stamps: Vec<Option<Stamp>>,
     checked: Instant,
 }
@@ -114,6 +123,7 @@ impl TargetHttp {
         let credentials = |why: String| AuthError::new(AuthStep::Credentials, why);
         warn_insecure(target, "tls_config", &cfg.tls);
         let clients = clients(&cfg.tls, &cfg.proxy, pools.max(1)).map_err(credentials)?;
+        let streams = streams(&cfg.tls, &cfg.proxy).map_err(credentials)?;
         let auth = Auth::new(target, &cfg.auth, resource, |o| {
             warn_insecure(target, "oauth2.tls_config", &o.tls);
             build_client(&o.tls, &o.proxy).map_err(credentials)
@@ -129,6 +139,7 @@ impl TargetHttp {
                 tls_files,
                 state: Mutex::new(ClientState {
                     clients,
+                    streams,
                     stamps,
                     checked: Instant::now(),
                 }),
@@ -181,6 +192,12 @@ impl TargetHttp {
     /// The current client of this handle's pool: rebuilt when a TLS file changed since the
     /// last look.
     pub fn client(&self) -> reqwest::Client {
+        self.current().0
+    }
+
+    /// The current client of this handle's pool and how streams get sockets, rebuilt together
+    /// when a TLS file changed since the last look.
+    fn current(&self) -> (reqwest::Client, Option<StreamConnector>) {
         let shared = &self.shared;
         let mut s = shared.state.lock().expect("client lock");
         if !shared.tls_files.is_empty() && s.checked.elapsed() >= RECHECK {
@@ -188,10 +205,13 @@ impl TargetHttp {
             let stamps: Vec<_> = shared.tls_files.iter().map(|p| files::stamp(p)).collect();
             if stamps != s.stamps {
                 s.stamps = stamps;
-                match clients(&shared.tls, &shared.proxy, s.clients.len()) {
-                    Ok(clients) => {
+                let rebuilt = clients(&shared.tls, &shared.proxy, s.clients.len())
+                    .and_then(|c| Ok((c, streams(&shared.tls, &shared.proxy)?)));
+                match rebuilt {
+                    Ok((clients, streams)) => {
                         tracing::info!(target = %shared.target, "TLS files changed; new connections use them");
                         s.clients = clients;
+                        s.streams = streams;
                     }
                     Err(why) => {
                         tracing::warn!(target = %shared.target, error = %why, "TLS files changed but cannot be used; keeping the previous ones");
@@ -200,7 +220,7 @@ impl TargetHttp {
                 }
             }
         }
-        s.clients[self.pool].clone()
+        (s.clients[self.pool].clone(), s.streams.clone())
     }
 
     /// The `Authorization` value for the next request (`None`: the target has no auth block).
@@ -230,6 +250,24 @@ impl TargetHttp {
         &self,
         build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
     ) -> Result<reqwest::Response, SendError> {
+        self.send_by(build, Route::Pool).await
+    }
+
+    /// [`TargetHttp::send`] for a response that is read for as long as the server keeps it
+    /// open (a notification stream): on a socket of its own when the target goes direct (see
+    /// the module docs), else through the pool.
+    pub async fn open_stream(
+        &self,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, SendError> {
+        self.send_by(build, Route::OwnSocket).await
+    }
+
+    async fn send_by(
+        &self,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+        route: Route,
+    ) -> Result<reqwest::Response, SendError> {
         let auth_error = |error, status| SendError::Auth { error, status };
         let mut retried = false;
         loop {
@@ -237,11 +275,18 @@ impl TargetHttp {
                 .authorization()
                 .await
                 .map_err(|e| auth_error(e, None))?;
-            let mut request = build(&self.client());
+            let (client, streams) = self.current();
+            let mut request = build(&client);
             if let Some(value) = &sent {
                 request = request.header(AUTHORIZATION, value.clone());
             }
-            let resp = request.send().await.map_err(SendError::Http)?;
+            let resp = match (route, streams) {
+                (Route::OwnSocket, Some(streams)) => {
+                    let request = request.build().map_err(SendError::Http)?;
+                    streams.execute(request).await.map_err(SendError::Stream)?
+                }
+                _ => request.send().await.map_err(SendError::Http)?,
+            };
             let status = resp.status().as_u16();
             if !matches!(status, 401 | 403) || self.shared.auth.is_none() {
                 return Ok(resp);
@@ -281,6 +326,13 @@ impl TargetHttp {
             sink(step);
         }
     }
+}
+
+/// Which way a request goes: through the pool, or on a socket of its own.
+#[derive(Clone, Copy)]
+enum Route {
+    Pool,
+    OwnSocket,
 }
 
 /// The step a final refusal is counted as.
@@ -332,6 +384,26 @@ fn clients(
     (0..pools).map(|_| build_client(tls, proxy)).collect()
 }
 
+/// How `tls` and `proxy` open notification streams: on sockets of their own when the target
+/// goes direct (shared by every target with the default TLS settings), else `None`.
+fn streams(tls: &TlsConfig, proxy: &ProxyConfig) -> Result<Option<StreamConnector>, String> {
+    static DEFAULT: Mutex<Option<StreamConnector>> = Mutex::new(None);
+    if *proxy != ProxyConfig::Direct {
+        return Ok(None);
+    }
+    if !tls::is_default(tls) {
+        return Ok(Some(StreamConnector::new(tls_config(tls)?, USER_AGENT)));
+    }
+    let mut d = DEFAULT.lock().expect("stream lock");
+    if d.is_none() {
+        *d = Some(StreamConnector::new(default_tls()?, USER_AGENT));
+    }
+    Ok(d.clone())
+}
+
+/// What every request of the exporter says it is.
+const USER_AGENT: &str = concat!("mcp_exporter/", env!("CARGO_PKG_VERSION"));
+
 /// The client of every single-pool target with default TLS and proxy settings (built once).
 fn process_client() -> Result<reqwest::Client, String> {
     static CLIENT: Mutex<Option<reqwest::Client>> = Mutex::new(None);
@@ -342,6 +414,15 @@ fn process_client() -> Result<reqwest::Client, String> {
     let client = build_client(&TlsConfig::default(), &ProxyConfig::default())?;
     *c = Some(client.clone());
     Ok(client)
+}
+
+/// The rustls configuration of `tls`: the shared default one, or loaded from its files.
+fn tls_config(tls: &TlsConfig) -> Result<rustls::ClientConfig, String> {
+    if tls::is_default(tls) {
+        return default_tls();
+    }
+    let material = tls::Material::load(tls).map_err(|f| format!("{}: {}", f.field, f.why))?;
+    tls::client_config(tls, material)
 }
 
 /// The default TLS configuration (platform roots), loaded once: a clone shares its verifier
@@ -362,17 +443,12 @@ fn default_tls() -> Result<rustls::ClientConfig, String> {
 /// A client (its own connection pool) for `tls` and `proxy`. Errors name the field and why,
 /// never key material.
 pub fn build_client(tls: &TlsConfig, proxy: &ProxyConfig) -> Result<reqwest::Client, String> {
-    let config = if tls::is_default(tls) {
-        default_tls()?
-    } else {
-        let material = tls::Material::load(tls).map_err(|f| format!("{}: {}", f.field, f.why))?;
-        tls::client_config(tls, material)?
-    };
+    let config = tls_config(tls)?;
     let builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .tcp_keepalive(TCP_KEEPALIVE)
         .pool_idle_timeout(POOL_IDLE)
-        .user_agent(concat!("mcp_exporter/", env!("CARGO_PKG_VERSION")))
+        .user_agent(USER_AGENT)
         .tls_backend_preconfigured(config);
     egress_proxy::apply(builder, proxy)?
         .build()

@@ -152,6 +152,18 @@ impl HttpTransport {
         self.net.send(build).await.map_err(McpError::from_send)
     }
 
+    /// [`HttpTransport::send`] for a notification stream, read for as long as the server keeps
+    /// it open (see [`TargetHttp::open_stream`]: a socket of its own, not the pool's).
+    pub(crate) async fn send_stream(
+        &self,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, McpError> {
+        self.net
+            .open_stream(build)
+            .await
+            .map_err(McpError::from_send)
+    }
+
     fn builder(
         &self,
         client: &reqwest::Client,

@@ -38,10 +38,11 @@ impl HttpTransport {
         inbox: &Inbox,
         limits: Limits,
     ) -> Result<(Result<Value, jsonrpc::RpcError>, usize), McpError> {
-        let resp = match modern_status(self.send_modern(headers, body).await?).await? {
-            Answer::Status(resp) => resp,
-            Answer::Error(err, bytes) => return Ok((Err(err), bytes)),
-        };
+        let resp =
+            match modern_status(self.send_modern(headers, body, Lasts::Answer).await?).await? {
+                Answer::Status(resp) => resp,
+                Answer::Error(err, bytes) => return Ok((Err(err), bytes)),
+            };
         if resp.status() == StatusCode::ACCEPTED {
             return Err(McpError::new(
                 Reason::InvalidResponse,
@@ -73,10 +74,11 @@ impl HttpTransport {
         sent: u64,
         inbox: &Inbox,
     ) -> Result<Listening, McpError> {
-        let resp = match modern_status(self.send_modern(headers, body).await?).await? {
-            Answer::Status(resp) => resp,
-            Answer::Error(err, _) => return Err(err.into()),
-        };
+        let resp =
+            match modern_status(self.send_modern(headers, body, Lasts::Stream).await?).await? {
+                Answer::Status(resp) => resp,
+                Answer::Error(err, _) => return Err(err.into()),
+            };
         match content_kind(resp.headers()) {
             ContentKind::EventStream => {}
             ContentKind::Json => {
@@ -146,9 +148,10 @@ impl HttpTransport {
         &self,
         headers: &ModernHeaders,
         body: Vec<u8>,
+        lasts: Lasts,
     ) -> Result<reqwest::Response, McpError> {
         let body = Bytes::from(body);
-        self.send(|c| {
+        let build = |c: &reqwest::Client| {
             let mut b = self
                 .builder(c, Method::POST, &SessionHeaders::default())
                 .header(ACCEPT, "application/json, text/event-stream")
@@ -162,9 +165,20 @@ impl HttpTransport {
                 b = b.header(k.clone(), v.clone());
             }
             b.body(body.clone())
-        })
-        .await
+        };
+        match lasts {
+            Lasts::Answer => self.send(build).await,
+            Lasts::Stream => self.send_stream(build).await,
+        }
     }
+}
+
+/// How long a POST's answer is read: to its response, or for as long as the server keeps it
+/// open (a listen stream, which gets a socket of its own).
+#[derive(Clone, Copy)]
+enum Lasts {
+    Answer,
+    Stream,
 }
 
 /// An acknowledged `subscriptions/listen` stream.

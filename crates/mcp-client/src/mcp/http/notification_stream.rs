@@ -24,7 +24,7 @@ impl HttpTransport {
         session: &SessionHeaders,
     ) -> Result<Option<NotificationStream>, McpError> {
         let resp = self
-            .send(|c| {
+            .send_stream(|c| {
                 self.builder(c, Method::GET, session)
                     .header(ACCEPT, "text/event-stream")
             })
