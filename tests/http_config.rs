@@ -256,10 +256,13 @@ targets:
     let mut h = Harness::new();
     h.supervisor.apply(&config);
 
+    // The notification stream rides a socket of its own (net::stream_socket), over the same
+    // TLS configuration: client certificate, private CA, server_name.
     h.until(
-        "kb up over mutual TLS; nocert and noname refused in the handshake",
+        "kb up over mutual TLS with its notification stream; nocert and noname refused in the handshake",
         |s| {
             s.v("mcp_probe_up", &[("target", "kb")]) == 1.0
+                && s.v("mcp_probe_notification_stream_up", &[("target", "kb")]) == 1.0
                 && failures(s, "nocert", "tls") >= 1.0
                 && failures(s, "noname", "tls") >= 1.0
         },

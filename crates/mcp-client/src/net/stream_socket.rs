@@ -157,8 +157,13 @@ impl StreamConnector {
             out.extend_from_slice(value.as_bytes());
             out.extend_from_slice(b"\r\n");
         };
-        let host = HeaderValue::from_str(authority)
-            .map_err(|_| StreamFault::Transport("the URL's host is not a header value".into()))?;
+        // A configured `Host` (virtual hosting behind an address) wins, as it does in the pool.
+        let host = match req.headers().get(HOST) {
+            Some(configured) => configured.clone(),
+            None => HeaderValue::from_str(authority).map_err(|_| {
+                StreamFault::Transport("the URL's host is not a header value".into())
+            })?,
+        };
         line(&HOST, &host);
         for (name, value) in req.headers() {
             if name != HOST && name != http::header::CONTENT_LENGTH {

@@ -118,9 +118,28 @@ async fn a_declared_length_ends_the_body_and_no_framing_ends_it_with_the_connect
     assert_eq!(resp.status(), 405, "the interim answer is skipped");
     assert_eq!(body_of(resp).await.unwrap(), b"nope");
 
-    let (url, _) = peer(vec![b"HTTP/1.1 200 OK\r\n\r\nuntil", b" the end"]).await;
-    let resp = open(&url, None).await.unwrap();
+    let (url, request) = peer(vec![b"HTTP/1.1 200 OK\r\n\r\nuntil", b" the end"]).await;
+    let req = reqwest::Client::new()
+        .get(url.clone())
+        .header("host", "mcp.internal")
+        .header("user-agent", "configured/1")
+        .build()
+        .unwrap();
+    let resp = connector().execute(req).await.unwrap();
     assert_eq!(body_of(resp).await.unwrap(), b"until the end");
+    let sent = request.await.unwrap();
+    assert!(sent.starts_with("GET /mcp?x=1 HTTP/1.1\r\n"), "{sent}");
+    assert_eq!(sent.matches("host: ").count(), 1, "{sent}");
+    assert!(
+        sent.contains("host: mcp.internal\r\n"),
+        "a configured Host wins: {sent}"
+    );
+    assert_eq!(sent.matches("user-agent: ").count(), 1, "{sent}");
+    assert!(sent.contains("user-agent: configured/1\r\n"), "{sent}");
+    assert!(
+        !sent.contains("content-length"),
+        "a GET has no body: {sent}"
+    );
 }
 
 #[tokio::test]
