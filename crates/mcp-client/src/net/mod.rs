@@ -21,3 +21,7 @@ pub mod origin;
 pub mod refusal;
 pub mod stream_socket;
 pub mod tls;
+
+/// Kernel keepalive on every socket to a target (pooled or a stream's own), so a half-open
+/// notification stream is noticed.
+pub const TCP_KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(30);

@@ -19,32 +19,28 @@
 //! Only direct connections come here: a target behind an egress proxy keeps the pooled client
 //! (the choice is `target_http`'s). TLS is the target's own rustls configuration, offering
 //! HTTP/1.1 only.
+//!
+//! This file connects and writes the request; `head` reads the response head, `body` the body.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
-use reqwest::header::{HOST, HeaderMap, HeaderName, HeaderValue, USER_AGENT};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use bytes::BytesMut;
+use reqwest::header::{HOST, HeaderName, HeaderValue, USER_AGENT};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use url::{Host, Url};
 
-/// Largest response head (status line and headers) read before the answer is refused.
-const MAX_HEAD_BYTES: usize = 64 * 1024;
-/// Most response headers.
-const MAX_HEADERS: usize = 100;
-/// Largest chunk-size line (with extensions) of a chunked body.
-const MAX_CHUNK_LINE: usize = 4 * 1024;
-/// Read size while a stream is idle (what one notification needs) ...
-const IDLE_READ: usize = 1024;
-/// ... and once a read filled it (a burst, or a large message).
-const BUSY_READ: usize = 16 * 1024;
+use super::TCP_KEEPALIVE;
+use body::{Body, Framing, IDLE_READ};
+use head::read_head;
+
+mod body;
+mod head;
+
 /// Most addresses of a name tried in turn.
 const MAX_ADDRESSES: usize = 8;
-/// Most `1xx` interim answers skipped before the final one.
-const MAX_INTERIM: usize = 8;
 
 /// Why a stream could not be opened: the step that failed, with the error.
 #[derive(Debug)]
@@ -186,7 +182,7 @@ impl StreamConnector {
 }
 
 /// A connection: plain TCP or TLS over it.
-trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
 /// TCP to the URL's host and port: each resolved address in turn, with no delay and the
@@ -220,9 +216,6 @@ async fn connect(url: &Url) -> Result<TcpStream, StreamFault> {
     Err(StreamFault::Connect(last))
 }
 
-/// Kernel keepalive on a stream's socket (as on the pooled client's).
-const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
-
 /// The name the server's certificate is checked against: the URL's host.
 fn server_name(url: &Url) -> Result<rustls::pki_types::ServerName<'static>, StreamFault> {
     let bad = || StreamFault::Transport("the URL's host is not a TLS server name".into());
@@ -238,247 +231,6 @@ fn server_name(url: &Url) -> Result<rustls::pki_types::ServerName<'static>, Stre
         )),
         None => Err(bad()),
     }
-}
-
-/// Read up to the final response head (skipping interim `1xx` ones); what follows it stays in
-/// `buf`.
-async fn read_head(
-    io: &mut Box<dyn Io>,
-    buf: &mut BytesMut,
-) -> Result<(http::StatusCode, HeaderMap), StreamFault> {
-    let mut interim = 0;
-    loop {
-        let parsed = {
-            let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let mut head = httparse::Response::new(&mut slots);
-            match head.parse(buf) {
-                Ok(httparse::Status::Complete(len)) => Some(owned_head(&head, len)?),
-                Ok(httparse::Status::Partial) => None,
-                Err(e) => {
-                    return Err(StreamFault::Transport(format!(
-                        "malformed HTTP response head: {e}"
-                    )));
-                }
-            }
-        };
-        match parsed {
-            Some((status, headers, len)) => {
-                buf.advance(len);
-                if !status.is_informational() {
-                    return Ok((status, headers));
-                }
-                interim += 1;
-                if interim > MAX_INTERIM {
-                    return Err(StreamFault::Transport(
-                        "too many interim (1xx) answers".into(),
-                    ));
-                }
-            }
-            None if buf.len() >= MAX_HEAD_BYTES => {
-                return Err(StreamFault::Transport(format!(
-                    "HTTP response head over {MAX_HEAD_BYTES} bytes"
-                )));
-            }
-            None => {
-                buf.reserve(IDLE_READ);
-                let n = io.read_buf(buf).await.map_err(|e| {
-                    StreamFault::Transport(format!("reading the response head: {e}"))
-                })?;
-                if n == 0 {
-                    return Err(StreamFault::Transport(
-                        "connection closed before the response head".into(),
-                    ));
-                }
-            }
-        }
-    }
-}
-
-/// A parsed head as owned values, and its length in bytes.
-fn owned_head(
-    head: &httparse::Response<'_, '_>,
-    len: usize,
-) -> Result<(http::StatusCode, HeaderMap, usize), StreamFault> {
-    let bad = |what: &str| StreamFault::Transport(format!("HTTP response with {what}"));
-    let status = head
-        .code
-        .and_then(|c| http::StatusCode::from_u16(c).ok())
-        .ok_or_else(|| bad("an invalid status"))?;
-    let mut headers = HeaderMap::with_capacity(head.headers.len());
-    for h in head.headers.iter() {
-        let name =
-            HeaderName::from_bytes(h.name.as_bytes()).map_err(|_| bad("an invalid header name"))?;
-        let value = HeaderValue::from_bytes(h.value).map_err(|_| bad("an invalid header value"))?;
-        headers.append(name, value);
-    }
-    Ok((status, headers, len))
-}
-
-/// How the body's end is known.
-#[derive(Debug, PartialEq)]
-enum Framing {
-    /// `Transfer-Encoding: chunked`, at this point of a chunk.
-    Chunked(Chunk),
-    /// This many bytes left of a declared `Content-Length`.
-    Length(u64),
-    /// Neither: the body ends with the connection.
-    ToClose,
-    /// Read to its end (or failed): nothing more is read.
-    Done,
-}
-
-/// Where a chunked body's reader is.
-#[derive(Debug, PartialEq)]
-enum Chunk {
-    /// At a chunk-size line.
-    Size,
-    /// This many bytes left of the chunk's data.
-    Data(u64),
-    /// At the CRLF after a chunk's data.
-    DataEnd,
-}
-
-impl Framing {
-    fn of(status: http::StatusCode, headers: &HeaderMap) -> Result<Framing, StreamFault> {
-        if status == http::StatusCode::NO_CONTENT || status == http::StatusCode::NOT_MODIFIED {
-            return Ok(Framing::Done);
-        }
-        let chunked = headers
-            .get_all(http::header::TRANSFER_ENCODING)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
-            .rfind(|c| !c.is_empty())
-            .map(|last| last.eq_ignore_ascii_case("chunked"));
-        match chunked {
-            Some(true) => return Ok(Framing::Chunked(Chunk::Size)),
-            // Encoded but not chunked last: the body ends with the connection (RFC 9112 6.3).
-            Some(false) => return Ok(Framing::ToClose),
-            None => {}
-        }
-        let mut lengths = headers.get_all(http::header::CONTENT_LENGTH).iter();
-        match lengths.next() {
-            None => Ok(Framing::ToClose),
-            Some(v) => {
-                let n = v
-                    .to_str()
-                    .ok()
-                    .and_then(|s| s.trim().parse::<u64>().ok())
-                    .ok_or_else(|| StreamFault::Transport("invalid Content-Length".into()))?;
-                if lengths.any(|other| other != v) {
-                    return Err(StreamFault::Transport("conflicting Content-Length".into()));
-                }
-                Ok(Framing::Length(n))
-            }
-        }
-    }
-}
-
-/// The body being read: what the connection has delivered beyond the last chunk handed out.
-struct Body {
-    io: Box<dyn Io>,
-    buf: BytesMut,
-    framing: Framing,
-    /// Whether the last read filled what it was given (read more at once next time).
-    busy: bool,
-}
-
-impl Body {
-    /// The next piece of the body; `None` at its end. After an error nothing more is read.
-    async fn next_chunk(&mut self) -> io::Result<Option<Bytes>> {
-        let next = self.decode().await;
-        if !matches!(next, Ok(Some(_))) {
-            self.framing = Framing::Done;
-            self.buf = BytesMut::new();
-        }
-        next
-    }
-
-    async fn decode(&mut self) -> io::Result<Option<Bytes>> {
-        loop {
-            match &mut self.framing {
-                Framing::Done | Framing::Length(0) => return Ok(None),
-                Framing::ToClose => {
-                    if self.buf.is_empty() && self.fill().await? == 0 {
-                        return Ok(None);
-                    }
-                    return Ok(Some(self.buf.split().freeze()));
-                }
-                Framing::Length(left) | Framing::Chunked(Chunk::Data(left)) => {
-                    let left = *left;
-                    if self.buf.is_empty() && self.fill().await? == 0 {
-                        return Err(cut_short());
-                    }
-                    let take = self
-                        .buf
-                        .len()
-                        .min(usize::try_from(left).unwrap_or(usize::MAX));
-                    let after = left - take as u64;
-                    self.framing = match self.framing {
-                        Framing::Length(_) => Framing::Length(after),
-                        _ if after == 0 => Framing::Chunked(Chunk::DataEnd),
-                        _ => Framing::Chunked(Chunk::Data(after)),
-                    };
-                    return Ok(Some(self.buf.split_to(take).freeze()));
-                }
-                Framing::Chunked(Chunk::DataEnd) => {
-                    while self.buf.len() < 2 {
-                        if self.fill().await? == 0 {
-                            return Err(cut_short());
-                        }
-                    }
-                    if &self.buf[..2] != b"\r\n" {
-                        return Err(invalid("chunk data not followed by CRLF"));
-                    }
-                    self.buf.advance(2);
-                    self.framing = Framing::Chunked(Chunk::Size);
-                }
-                Framing::Chunked(Chunk::Size) => match httparse::parse_chunk_size(&self.buf) {
-                    Ok(httparse::Status::Complete((len, 0))) => {
-                        // The last chunk: trailers are not read, the connection is not reused.
-                        self.buf.advance(len);
-                        return Ok(None);
-                    }
-                    Ok(httparse::Status::Complete((len, size))) => {
-                        self.buf.advance(len);
-                        self.framing = Framing::Chunked(Chunk::Data(size));
-                    }
-                    Ok(httparse::Status::Partial) if self.buf.len() > MAX_CHUNK_LINE => {
-                        return Err(invalid("chunk-size line too long"));
-                    }
-                    Ok(httparse::Status::Partial) => {
-                        if self.fill().await? == 0 {
-                            return Err(cut_short());
-                        }
-                    }
-                    Err(_) => return Err(invalid("invalid chunk size")),
-                },
-            }
-        }
-    }
-
-    /// Read what the connection has: a small read while the stream is idle, a larger one
-    /// after a read that filled its room.
-    async fn fill(&mut self) -> io::Result<usize> {
-        let room = if self.busy { BUSY_READ } else { IDLE_READ };
-        if !self.busy && self.buf.is_empty() && self.buf.capacity() > BUSY_READ / 2 {
-            // Quiet again after a burst: give the large buffer back.
-            self.buf = BytesMut::new();
-        }
-        self.buf.reserve(room);
-        let n = self.io.read_buf(&mut self.buf).await?;
-        self.busy = n >= room;
-        Ok(n)
-    }
-}
-
-fn cut_short() -> io::Error {
-    io::Error::new(io::ErrorKind::UnexpectedEof, "the stream ended mid-body")
-}
-
-fn invalid(why: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, why.to_owned())
 }
 
 #[cfg(test)]

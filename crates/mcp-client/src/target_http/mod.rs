@@ -36,11 +36,9 @@ use crate::net::files::{self, Stamp};
 use crate::net::http_config::{HttpClientConfig, PemSource, ProxyConfig, SecretSource, TlsConfig};
 use crate::net::refusal::{AuthError, AuthStep, Refusal, Retry};
 use crate::net::stream_socket::{StreamConnector, StreamFault};
-use crate::net::{egress_proxy, tls};
+use crate::net::{TCP_KEEPALIVE, egress_proxy, tls};
 use credentials::Auth;
 
-/// TCP keepalive so a half-open GET stream is noticed by the kernel.
-const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 /// Idle pooled connections are closed after this: below the 5 s keep-alive of Node's and
 /// uvicorn's HTTP servers, so the probe never sends a request on a connection the server is
 /// closing at that moment (seen as `connection reset by peer` mid-walk against the TypeScript SDK).

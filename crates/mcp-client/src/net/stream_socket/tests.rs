@@ -1,8 +1,13 @@
 //! The stream socket against a raw TCP peer that writes exactly the bytes a test scripts, in
 //! the pieces it scripts (a real server's framing is covered by every stream test above).
 
+use super::body::{Body, Chunk, Framing, IDLE_READ};
+use super::head::MAX_HEAD_BYTES;
 use super::*;
+use bytes::BytesMut;
 use futures_util::StreamExt;
+use reqwest::header::HeaderMap;
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
