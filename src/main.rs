@@ -559,6 +559,7 @@ fn run(fut: impl Future<Output = Result<(), String>>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    runtime.spawn(mcp_exporter::allocator::trim_periodically());
     let outcome = runtime.block_on(fut);
     // Everything was shut down in order; a configuration parse still running on a blocking
     // thread (a huge or stuck file) must not hold the exit.
