@@ -100,7 +100,7 @@ impl StreamConnector {
             let tls = tokio_rustls::TlsConnector::from(self.tls.clone())
                 .connect(name, tcp)
                 .await
-                .map_err(StreamFault::Tls)?;
+                .map_err(handshake_fault)?;
             Box::new(tls)
         } else {
             Box::new(tcp)
@@ -202,8 +202,20 @@ async fn connect(url: &Url) -> Result<TcpStream, StreamFault> {
         None => return Err(StreamFault::Transport("URL without a host".into())),
     };
     let mut last = io::Error::new(io::ErrorKind::NotFound, "the name has no address");
-    for addr in addrs {
-        match TcpStream::connect(addr).await {
+    let count = addrs.len();
+    for (i, addr) in addrs.into_iter().enumerate() {
+        // An address that drops packets (an IPv6 route that goes nowhere) must not spend the
+        // caller's whole deadline while another one would answer: all but the last get
+        // CONNECT_ATTEMPT each, as the pool's connector gives the other family a head start.
+        let attempt = TcpStream::connect(addr);
+        let connected = if i + 1 < count {
+            tokio::time::timeout(CONNECT_ATTEMPT, attempt)
+                .await
+                .unwrap_or_else(|_| Err(io::Error::from(io::ErrorKind::TimedOut)))
+        } else {
+            attempt.await
+        };
+        match connected {
             Ok(tcp) => {
                 let _ = tcp.set_nodelay(true);
                 let keepalive = socket2::TcpKeepalive::new().with_time(TCP_KEEPALIVE);
@@ -214,6 +226,22 @@ async fn connect(url: &Url) -> Result<TcpStream, StreamFault> {
         }
     }
     Err(StreamFault::Connect(last))
+}
+
+/// How long one address of several may take to accept before the next is tried.
+const CONNECT_ATTEMPT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A failed handshake is a TLS failure when rustls says so; a connection reset or closed before
+/// any TLS record is a connect failure, as the pool reports it.
+fn handshake_fault(e: io::Error) -> StreamFault {
+    let from_rustls = e
+        .get_ref()
+        .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some());
+    if from_rustls || e.kind() == io::ErrorKind::InvalidData {
+        StreamFault::Tls(e)
+    } else {
+        StreamFault::Connect(e)
+    }
 }
 
 /// The name the server's certificate is checked against: the URL's host.

@@ -39,7 +39,8 @@ pub(super) async fn read_head(
         match parsed {
             Some((status, headers, len)) => {
                 buf.advance(len);
-                if !status.is_informational() {
+                // 101 is final (nothing asked for an upgrade: the caller judges it as a status).
+                if !status.is_informational() || status == http::StatusCode::SWITCHING_PROTOCOLS {
                     return Ok((status, headers));
                 }
                 interim += 1;

@@ -257,3 +257,36 @@ fn framing_follows_the_headers() {
         Framing::Done
     );
 }
+
+#[tokio::test]
+async fn a_switching_protocols_answer_is_final() {
+    let (url, _) = peer(vec![b"HTTP/1.1 101 Switching Protocols\r\n\r\n"]).await;
+    assert_eq!(open(&url, None).await.unwrap().status(), 101);
+}
+
+#[tokio::test]
+async fn a_handshake_is_a_tls_failure_only_when_tls_was_spoken() {
+    async fn https_peer(answer: &'static [u8]) -> Url {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut hello = [0u8; 512];
+            let _ = sock.read(&mut hello).await;
+            let _ = sock.write_all(answer).await;
+        });
+        Url::parse(&format!("https://localhost:{}/", addr.port())).unwrap()
+    }
+    // Closed before any TLS record: the connection failed, as the pool reports it.
+    let closed = https_peer(b"").await;
+    assert!(
+        matches!(open(&closed, None).await, Err(StreamFault::Connect(_))),
+        "closed at once"
+    );
+    // Something else than TLS answered: a TLS failure.
+    let plain = https_peer(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+    assert!(
+        matches!(open(&plain, None).await, Err(StreamFault::Tls(_))),
+        "plain HTTP on the TLS port"
+    );
+}
