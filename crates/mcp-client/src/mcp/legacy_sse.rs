@@ -26,7 +26,7 @@ use super::http::{
 use super::inbox::Inbox;
 use super::sse_lines::Cursor;
 use crate::net::origin;
-use crate::target_http::TargetHttp;
+use crate::target_http::{Route, TargetHttp};
 
 /// Events (other than comments) a server may send before `endpoint`.
 const MAX_EVENTS_BEFORE_ENDPOINT: usize = 16;
@@ -74,10 +74,13 @@ async fn open(
     max_event: usize,
 ) -> Result<(CappedEvents, Url), McpError> {
     let resp = http
-        .send_stream(|c| {
-            http.request_to(c, Method::GET, url.clone())
-                .header(ACCEPT, "text/event-stream")
-        })
+        .send_by(
+            |c| {
+                http.request_to(c, Method::GET, url.clone())
+                    .header(ACCEPT, "text/event-stream")
+            },
+            Route::OwnSocket,
+        )
         .await?;
     check_status(resp.status(), false)?;
     if content_kind(resp.headers()) != ContentKind::EventStream {

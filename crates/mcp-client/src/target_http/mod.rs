@@ -18,7 +18,7 @@
 //! few ms of CPU to load) are loaded once per process and shared by every default-TLS client.
 //!
 //! Notification streams (read for hours, never reused) do not ride the pool: a target that goes
-//! direct opens each on a socket of its own ([`TargetHttp::open_stream`], `net::stream_socket`),
+//! direct opens each on a socket of its own ([`Route::OwnSocket`], `net::stream_socket`),
 //! with the same TLS configuration and credentials; behind an egress proxy they keep the pool.
 //!
 //! `auth`: what goes in `Authorization` (static credentials, re-read from files; OAuth 2.0
@@ -120,8 +120,8 @@ impl TargetHttp {
     ) -> Result<Arc<TargetHttp>, AuthError> {
         let credentials = |why: String| AuthError::new(AuthStep::Credentials, why);
         warn_insecure(target, "tls_config", &cfg.tls);
-        let clients = clients(&cfg.tls, &cfg.proxy, pools.max(1)).map_err(credentials)?;
-        let streams = streams(&cfg.tls, &cfg.proxy).map_err(credentials)?;
+        let (clients, streams) =
+            transport(&cfg.tls, &cfg.proxy, pools.max(1)).map_err(credentials)?;
         let auth = Auth::new(target, &cfg.auth, resource, |o| {
             warn_insecure(target, "oauth2.tls_config", &o.tls);
             build_client(&o.tls, &o.proxy).map_err(credentials)
@@ -203,9 +203,7 @@ impl TargetHttp {
             let stamps: Vec<_> = shared.tls_files.iter().map(|p| files::stamp(p)).collect();
             if stamps != s.stamps {
                 s.stamps = stamps;
-                let rebuilt = clients(&shared.tls, &shared.proxy, s.clients.len())
-                    .and_then(|c| Ok((c, streams(&shared.tls, &shared.proxy)?)));
-                match rebuilt {
+                match transport(&shared.tls, &shared.proxy, s.clients.len()) {
                     Ok((clients, streams)) => {
                         tracing::info!(target = %shared.target, "TLS files changed; new connections use them");
                         s.clients = clients;
@@ -251,17 +249,10 @@ impl TargetHttp {
         self.send_by(build, Route::Pool).await
     }
 
-    /// [`TargetHttp::send`] for a response that is read for as long as the server keeps it
-    /// open (a notification stream): on a socket of its own when the target goes direct (see
-    /// the module docs), else through the pool.
-    pub async fn open_stream(
-        &self,
-        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, SendError> {
-        self.send_by(build, Route::OwnSocket).await
-    }
-
-    async fn send_by(
+    /// [`TargetHttp::send`] the way `route` says: [`Route::OwnSocket`] for a response read for
+    /// as long as the server keeps it open (a notification stream), which gets a socket of its
+    /// own when the target goes direct (see the module docs) and the pool otherwise.
+    pub(crate) async fn send_by(
         &self,
         build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
         route: Route,
@@ -328,8 +319,10 @@ impl TargetHttp {
 
 /// Which way a request goes: through the pool, or on a socket of its own.
 #[derive(Clone, Copy)]
-enum Route {
+pub(crate) enum Route {
+    /// An answer read to its end; the connection goes back to the pool.
     Pool,
+    /// A notification stream, read for as long as the server keeps it open.
     OwnSocket,
 }
 
@@ -368,35 +361,47 @@ fn tls_files(tls: &TlsConfig) -> Vec<PathBuf> {
     out
 }
 
-/// `pools` clients for `tls` and `proxy`: the process-wide one when a single pool with the
-/// default settings will do, else clients of their own (sharing the platform roots when the
-/// TLS settings are the default).
-fn clients(
+/// `pools` clients for `tls` and `proxy`, and how notification streams get sockets of their own
+/// (`None` behind an egress proxy), from one load of the TLS material: the process-wide client
+/// when a single pool with the default settings will do, else clients of their own; every
+/// target with the default TLS settings shares the platform roots and one stream connector.
+fn transport(
     tls: &TlsConfig,
     proxy: &ProxyConfig,
     pools: usize,
-) -> Result<Vec<reqwest::Client>, String> {
-    if pools == 1 && tls::is_default(tls) && *proxy == ProxyConfig::default() {
-        return Ok(vec![process_client()?]);
+) -> Result<(Vec<reqwest::Client>, Option<StreamConnector>), String> {
+    let direct = *proxy == ProxyConfig::Direct;
+    if tls::is_default(tls) {
+        let clients = if pools == 1 && direct {
+            vec![process_client()?]
+        } else {
+            (0..pools)
+                .map(|_| client_with(default_tls()?, proxy))
+                .collect::<Result<_, _>>()?
+        };
+        return Ok((clients, direct.then(default_streams).transpose()?));
     }
-    (0..pools).map(|_| build_client(tls, proxy)).collect()
+    let config = tls_config(tls)?;
+    let clients = (0..pools)
+        .map(|_| client_with(config.clone(), proxy))
+        .collect::<Result<_, _>>()?;
+    Ok((
+        clients,
+        direct.then(|| StreamConnector::new(config, USER_AGENT)),
+    ))
 }
 
-/// How `tls` and `proxy` open notification streams: on sockets of their own when the target
-/// goes direct (shared by every target with the default TLS settings), else `None`.
-fn streams(tls: &TlsConfig, proxy: &ProxyConfig) -> Result<Option<StreamConnector>, String> {
+/// The stream connector of every target with the default TLS settings that goes direct
+/// (built once).
+fn default_streams() -> Result<StreamConnector, String> {
     static DEFAULT: Mutex<Option<StreamConnector>> = Mutex::new(None);
-    if *proxy != ProxyConfig::Direct {
-        return Ok(None);
-    }
-    if !tls::is_default(tls) {
-        return Ok(Some(StreamConnector::new(tls_config(tls)?, USER_AGENT)));
-    }
     let mut d = DEFAULT.lock().expect("stream lock");
-    if d.is_none() {
-        *d = Some(StreamConnector::new(default_tls()?, USER_AGENT));
+    if let Some(streams) = &*d {
+        return Ok(streams.clone());
     }
-    Ok(d.clone())
+    let streams = StreamConnector::new(default_tls()?, USER_AGENT);
+    *d = Some(streams.clone());
+    Ok(streams)
 }
 
 /// What every request of the exporter says it is.
@@ -441,7 +446,14 @@ fn default_tls() -> Result<rustls::ClientConfig, String> {
 /// A client (its own connection pool) for `tls` and `proxy`. Errors name the field and why,
 /// never key material.
 pub fn build_client(tls: &TlsConfig, proxy: &ProxyConfig) -> Result<reqwest::Client, String> {
-    let config = tls_config(tls)?;
+    client_with(tls_config(tls)?, proxy)
+}
+
+/// A client (its own connection pool) on a loaded TLS configuration.
+fn client_with(
+    config: rustls::ClientConfig,
+    proxy: &ProxyConfig,
+) -> Result<reqwest::Client, String> {
     let builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .tcp_keepalive(TCP_KEEPALIVE)

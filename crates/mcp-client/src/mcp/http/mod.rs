@@ -26,7 +26,7 @@ use reqwest::Method;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::error::{McpError, Reason};
-use crate::target_http::TargetHttp;
+use crate::target_http::{Route, TargetHttp};
 
 pub use answer::{ContentKind, content_kind};
 pub(crate) use answer::{check_status, drain};
@@ -152,14 +152,15 @@ impl HttpTransport {
         self.net.send(build).await.map_err(McpError::from_send)
     }
 
-    /// [`HttpTransport::send`] for a notification stream, read for as long as the server keeps
-    /// it open (see [`TargetHttp::open_stream`]: a socket of its own, not the pool's).
-    pub(crate) async fn send_stream(
+    /// [`HttpTransport::send`] the way `route` says ([`TargetHttp::send_by`]: a notification
+    /// stream gets a socket of its own, not the pool's).
+    pub(crate) async fn send_by(
         &self,
         build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+        route: Route,
     ) -> Result<reqwest::Response, McpError> {
         self.net
-            .open_stream(build)
+            .send_by(build, route)
             .await
             .map_err(McpError::from_send)
     }

@@ -20,6 +20,7 @@ use crate::mcp::error::{McpError, Reason};
 use crate::mcp::inbox::Inbox;
 use crate::mcp::jsonrpc::{self, Incoming};
 use crate::mcp::sse_lines::Cursor;
+use crate::target_http::Route;
 
 /// Largest error body read from a 4xx answer of the modern era (a JSON-RPC error object).
 const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
@@ -38,11 +39,10 @@ impl HttpTransport {
         inbox: &Inbox,
         limits: Limits,
     ) -> Result<(Result<Value, jsonrpc::RpcError>, usize), McpError> {
-        let resp =
-            match modern_status(self.send_modern(headers, body, Lasts::Answer).await?).await? {
-                Answer::Status(resp) => resp,
-                Answer::Error(err, bytes) => return Ok((Err(err), bytes)),
-            };
+        let resp = match modern_status(self.send_modern(headers, body, Route::Pool).await?).await? {
+            Answer::Status(resp) => resp,
+            Answer::Error(err, bytes) => return Ok((Err(err), bytes)),
+        };
         if resp.status() == StatusCode::ACCEPTED {
             return Err(McpError::new(
                 Reason::InvalidResponse,
@@ -75,7 +75,7 @@ impl HttpTransport {
         inbox: &Inbox,
     ) -> Result<Listening, McpError> {
         let resp =
-            match modern_status(self.send_modern(headers, body, Lasts::Stream).await?).await? {
+            match modern_status(self.send_modern(headers, body, Route::OwnSocket).await?).await? {
                 Answer::Status(resp) => resp,
                 Answer::Error(err, _) => return Err(err.into()),
             };
@@ -148,7 +148,7 @@ impl HttpTransport {
         &self,
         headers: &ModernHeaders,
         body: Vec<u8>,
-        lasts: Lasts,
+        route: Route,
     ) -> Result<reqwest::Response, McpError> {
         let body = Bytes::from(body);
         let build = |c: &reqwest::Client| {
@@ -166,19 +166,8 @@ impl HttpTransport {
             }
             b.body(body.clone())
         };
-        match lasts {
-            Lasts::Answer => self.send(build).await,
-            Lasts::Stream => self.send_stream(build).await,
-        }
+        self.send_by(build, route).await
     }
-}
-
-/// How long a POST's answer is read: to its response, or for as long as the server keeps it
-/// open (a listen stream, which gets a socket of its own).
-#[derive(Clone, Copy)]
-enum Lasts {
-    Answer,
-    Stream,
 }
 
 /// An acknowledged `subscriptions/listen` stream.

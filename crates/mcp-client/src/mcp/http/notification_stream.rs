@@ -16,6 +16,7 @@ use crate::mcp::error::{McpError, Reason};
 use crate::mcp::inbox::Inbox;
 use crate::mcp::jsonrpc::{self, Incoming};
 use crate::mcp::sse_lines::Cursor;
+use crate::target_http::Route;
 
 impl HttpTransport {
     /// Open the GET stream. `None` when the server offers none (405).
@@ -24,10 +25,13 @@ impl HttpTransport {
         session: &SessionHeaders,
     ) -> Result<Option<NotificationStream>, McpError> {
         let resp = self
-            .send_stream(|c| {
-                self.builder(c, Method::GET, session)
-                    .header(ACCEPT, "text/event-stream")
-            })
+            .send_by(
+                |c| {
+                    self.builder(c, Method::GET, session)
+                        .header(ACCEPT, "text/event-stream")
+                },
+                Route::OwnSocket,
+            )
             .await?;
         if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(None);
