@@ -13,17 +13,19 @@
 //! Everything here is bounded and clean at the point it is stored: every server-supplied string
 //! (tool names, server name and version, error and event details) passes [`mcp_client::text::bounded`]
 //! (a byte cap, control and bidi characters escaped), names per drift kind and events per
-//! connection are capped in count, and the rendered page and JSON have a byte cap of their own
+//! connection are capped in count, a connection's timeline and changes also in bytes (its share
+//! of one board-wide figure, [`history`]), and the rendered page and JSON have a byte cap of their own
 //! ([`MAX_RESPONSE_BYTES`]). Nothing here holds a secret: URLs are redacted, error details never
 //! carry header values.
 //!
 //! One job per file: `model` is what is kept per connection and per probe, `board` holds it per
 //! target under locks and judges it as it changes, `record` is how a connection task writes into
-//! it, `snapshot` is the consistent copy the page and the JSON are rendered from, `json` fits that
+//! it, `history` bounds the timeline and the changes in bytes, `snapshot` is the consistent copy the page and the JSON are rendered from, `json` fits that
 //! copy under the byte cap, and [`verdict`] is the judgement itself. The bounds every file keeps
 //! to are here.
 
 mod board;
+mod history;
 mod json;
 mod model;
 mod record;
@@ -45,7 +47,8 @@ pub use verdict::Severity;
 /// Tool changes kept per connection (the newest); each shows at most
 /// [`mcp_client::listing::changes::SHOWN_FINDINGS`] findings of a few hundred bytes.
 pub const CHANGES_PER_CONNECTION: usize = 10;
-/// Events kept per connection; older ones are dropped.
+/// Events kept per connection at most; older ones are dropped (and sooner when the connection's
+/// share of the history bytes is full, see [`history`]).
 pub const EVENTS_PER_CONNECTION: usize = 100;
 /// Tool names kept per drift kind; the rest are counted.
 pub const MAX_DRIFT_NAMES: usize = 100;

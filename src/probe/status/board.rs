@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::SystemTime;
 
+use super::history::Fleet;
 use super::{ConnStatus, MAX_NAME, ProbeStatus, Severity, keep, now, stamp, verdict};
 use crate::config::TargetConfig;
 use crate::probe::change_watch::TargetChanges;
@@ -63,10 +64,12 @@ pub struct TargetStatus {
     since: Mutex<Since>,
     /// The target's shared change state, for its pins (set once by the supervisor).
     pub(super) changes: std::sync::OnceLock<Arc<TargetChanges>>,
+    /// The board's connections, for each connection's share of the history bytes.
+    pub(super) fleet: Arc<Fleet>,
 }
 
 impl TargetStatus {
-    fn new(t: &TargetConfig) -> Self {
+    fn new(t: &TargetConfig, fleet: Arc<Fleet>) -> Self {
         let at = now();
         TargetStatus {
             name: t.name.clone(),
@@ -94,6 +97,7 @@ impl TargetStatus {
                 severity: (Severity::Down, at),
             }),
             changes: std::sync::OnceLock::new(),
+            fleet,
         }
     }
 
@@ -129,22 +133,25 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug, Default)]
 pub struct StatusBoard {
     pub(super) targets: RwLock<BTreeMap<String, Arc<TargetStatus>>>,
+    /// The connections of those targets, counted as they come and go.
+    fleet: Arc<Fleet>,
 }
 
 impl StatusBoard {
     pub fn add(&self, t: &TargetConfig) -> Arc<TargetStatus> {
-        let s = Arc::new(TargetStatus::new(t));
-        self.targets
-            .write()
-            .expect("status lock poisoned")
-            .insert(t.name.clone(), s.clone());
+        let s = Arc::new(TargetStatus::new(t, self.fleet.clone()));
+        let mut targets = self.targets.write().expect("status lock poisoned");
+        self.fleet.joined(s.connections.len());
+        if let Some(old) = targets.insert(t.name.clone(), s.clone()) {
+            self.fleet.left(old.connections.len());
+        }
         s
     }
 
     pub fn remove(&self, name: &str) {
-        self.targets
-            .write()
-            .expect("status lock poisoned")
-            .remove(name);
+        let mut targets = self.targets.write().expect("status lock poisoned");
+        if let Some(old) = targets.remove(name) {
+            self.fleet.left(old.connections.len());
+        }
     }
 }

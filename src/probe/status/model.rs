@@ -6,10 +6,12 @@
 //! them ([`super::record`]). The only logic here is the data's own: drift names capped and
 //! escaped as a [`DriftStatus`] is built, and a connection's light form for the JSON cap.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
+use std::mem::size_of;
 
 use serde::Serialize;
 
+use super::history::{Ring, Weigh};
 use super::{CHANGES_PER_CONNECTION, MAX_DRIFT_NAMES, MAX_NAME, keep};
 use mcp_client::listing::changes::ToolChange;
 use mcp_client::listing::toolset::Drift;
@@ -190,6 +192,12 @@ pub struct Event {
     pub detail: String,
 }
 
+impl Weigh for Event {
+    fn weight(&self) -> usize {
+        size_of::<Event>() + self.at.capacity() + self.detail.capacity()
+    }
+}
+
 /// One connection.
 #[derive(Debug, Clone, Serialize)]
 pub struct ConnStatus {
@@ -211,12 +219,14 @@ pub struct ConnStatus {
     /// Refresh walks (every trigger but `audit`) that failed since the cache was last replaced.
     pub refresh_failures: u32,
     /// The newest tool changes between two listings, with their classified differences
-    /// (oldest first, at most [`CHANGES_PER_CONNECTION`]).
-    pub changes: VecDeque<ToolChangeStatus>,
+    /// (oldest first, at most [`CHANGES_PER_CONNECTION`] and the connection's share of the
+    /// history bytes).
+    pub changes: Ring<ToolChangeStatus>,
     /// The latest event of each kind, kept when the timeline has scrolled past it.
     pub last_events: BTreeMap<&'static str, Event>,
-    /// Oldest first.
-    pub events: VecDeque<Event>,
+    /// Oldest first (at most [`super::EVENTS_PER_CONNECTION`] and the connection's share of the
+    /// history bytes).
+    pub events: Ring<Event>,
 }
 
 impl ConnStatus {
@@ -235,9 +245,9 @@ impl ConnStatus {
             contract: ContractStatus::default(),
             legacy_clients: None,
             refresh_failures: 0,
-            changes: VecDeque::new(),
+            changes: Ring::default(),
             last_events: BTreeMap::new(),
-            events: VecDeque::new(),
+            events: Ring::default(),
         }
     }
 
@@ -249,14 +259,16 @@ impl ConnStatus {
     /// Keep the newest `events` entries and `names` names per drift kind: the light form
     /// `/status.json` falls back to when the whole does not fit.
     pub(super) fn trim(&mut self, events: usize, names: usize) {
-        let drop = self.events.len().saturating_sub(events);
-        self.events.drain(..drop);
+        self.events.keep_newest(events);
         self.drift.cut(names);
-        let drop = self
-            .changes
-            .len()
-            .saturating_sub(names.min(CHANGES_PER_CONNECTION));
-        self.changes.drain(..drop);
+        self.changes.keep_newest(names.min(CHANGES_PER_CONNECTION));
+    }
+
+    /// Hold the timeline and the changes to `share` bytes together (half each), the newest of
+    /// each kept whatever it weighs.
+    pub(super) fn fit(&mut self, share: usize) {
+        self.events.fit(share / 2);
+        self.changes.fit(share - share / 2);
     }
 }
 
@@ -266,6 +278,12 @@ pub struct ToolChangeStatus {
     pub at: String,
     #[serde(flatten)]
     pub change: ToolChange,
+}
+
+impl Weigh for ToolChangeStatus {
+    fn weight(&self) -> usize {
+        size_of::<ToolChangeStatus>() + self.at.capacity() + self.change.heap_bytes()
+    }
 }
 
 /// The last run of a functional probe.

@@ -41,11 +41,12 @@ pub struct ConnStatusHandle {
 
 impl ConnStatusHandle {
     fn with<R>(&self, f: impl FnOnce(&mut ConnStatus) -> R) -> Option<R> {
-        let r = self
-            .target
-            .connections
-            .get(self.index as usize)
-            .map(|c| f(&mut lock(c)));
+        let r = self.target.connections.get(self.index as usize).map(|c| {
+            let mut s = lock(c);
+            let r = f(&mut s);
+            s.fit(self.target.fleet.share());
+            r
+        });
         self.rejudge();
         r
     }
@@ -56,16 +57,13 @@ impl ConnStatusHandle {
     }
 
     fn push(s: &mut ConnStatus, kind: &'static str, detail: &str) {
-        if s.events.len() >= EVENTS_PER_CONNECTION {
-            s.events.pop_front();
-        }
         let e = Event {
             at: now(),
             kind,
             detail: keep(detail, MAX_DETAIL),
         };
         s.last_events.insert(kind, e.clone());
-        s.events.push_back(e);
+        s.events.push(e, EVENTS_PER_CONNECTION);
     }
 
     /// Append a timeline entry.
@@ -226,13 +224,11 @@ impl ConnStatusHandle {
             Self::push(s, "tool_changed", &summary.join(", "));
             let skip = changes.len().saturating_sub(CHANGES_PER_CONNECTION);
             for c in changes.into_iter().skip(skip) {
-                if s.changes.len() == CHANGES_PER_CONNECTION {
-                    s.changes.pop_front();
-                }
-                s.changes.push_back(ToolChangeStatus {
+                let change = ToolChangeStatus {
                     at: at.clone(),
                     change: c.shown(),
-                });
+                };
+                s.changes.push(change, CHANGES_PER_CONNECTION);
             }
         });
     }

@@ -524,3 +524,79 @@ fn json_drops_the_healthiest_targets_when_even_light_forms_do_not_fit() {
     );
     assert_eq!(v["targets"][0]["name"], "stale");
 }
+
+/// A change with every finding it may show, each value as long as may be kept.
+fn heavy_change(i: usize) -> mcp_client::listing::changes::ToolChange {
+    use mcp_client::listing::changes::{Class, Finding, ToolChange};
+    let value = Some("v".repeat(160));
+    ToolChange {
+        tool: format!("tool_{i}"),
+        change: "breaking",
+        findings: (0..20)
+            .map(|f| Finding {
+                path: format!("$.inputSchema.properties.p{f}.type"),
+                rule: "type_narrowed",
+                class: Class::Breaking,
+                before: value.clone(),
+                after: value.clone(),
+            })
+            .collect(),
+        more: 0,
+        description_changed: false,
+    }
+}
+
+#[test]
+fn a_large_fleet_keeps_short_histories_a_small_one_long_ones() {
+    use super::history::{HISTORY_BYTES, MIN_SHARE};
+    let board = StatusBoard::default();
+    let small = board.add(&named("small", 1, false)).connection(0);
+    let churn = |c: &ConnStatusHandle| {
+        for i in 0..EVENTS_PER_CONNECTION {
+            c.event(
+                "list_changed",
+                format!("notification {i} {}", "x".repeat(200)),
+            );
+            c.tool_changes(vec![heavy_change(i)]);
+        }
+    };
+    let kept = |name: &str| {
+        let conn = snap_target(&board, name).connections.remove(0);
+        (
+            conn.events.len(),
+            conn.events.bytes(),
+            conn.changes.len(),
+            conn.changes.bytes(),
+        )
+    };
+    churn(&small);
+    let (events, _, changes, _) = kept("small");
+    assert_eq!(
+        events, EVENTS_PER_CONNECTION,
+        "one connection: its whole timeline"
+    );
+    assert!(changes > 1, "and several changes");
+
+    // A fleet past HISTORY_BYTES / MIN_SHARE connections: every one gets the least share.
+    let big = u16::try_from(HISTORY_BYTES / MIN_SHARE + 1).unwrap();
+    board.add(&named("fleet", big, false));
+    churn(&small);
+    let (events, event_bytes, changes, change_bytes) = kept("small");
+    assert!(
+        event_bytes <= MIN_SHARE / 2,
+        "{event_bytes} bytes of events"
+    );
+    assert!(events >= 4, "a few events still: {events}");
+    assert_eq!(changes, 1, "the newest change is kept whatever it weighs");
+    assert!(change_bytes > MIN_SHARE / 2, "{change_bytes}: it is heavy");
+    let newest = &snap_target(&board, "small").connections[0].changes[0];
+    assert_eq!(
+        newest.change.tool,
+        format!("tool_{}", EVENTS_PER_CONNECTION - 1)
+    );
+
+    // The fleet leaves: the share grows back.
+    board.remove("fleet");
+    churn(&small);
+    assert_eq!(kept("small").0, EVENTS_PER_CONNECTION);
+}

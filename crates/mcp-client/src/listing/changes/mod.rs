@@ -142,8 +142,21 @@ impl ToolChange {
             self.more += self.findings.len() - SHOWN_FINDINGS;
             self.findings.truncate(SHOWN_FINDINGS);
         }
+        self.findings.shrink_to_fit();
         self.tool = crate::text::bounded(&self.tool, 160).into_owned();
         self
+    }
+
+    /// Heap bytes it owns: the name, the findings and their paths and values.
+    pub fn heap_bytes(&self) -> usize {
+        let text = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+        self.tool.capacity()
+            + self.findings.capacity() * std::mem::size_of::<Finding>()
+            + self
+                .findings
+                .iter()
+                .map(|f| f.path.capacity() + text(&f.before) + text(&f.after))
+                .sum::<usize>()
     }
 }
 
