@@ -13,14 +13,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_client::mcp::duplex::Duplex;
-use mcp_client::mcp::inbox::ServerRequest;
 use mcp_client::mcp::legacy_sse::connect_sse;
 use mcp_client::mcp::stdio::{Command, connect_stdio};
 use mcp_client::mcp::{Client, Dialer, Era, Inbox, Limits, McpError, Reason, jsonrpc};
 use mcp_client::target_http::TargetHttp;
 use serde_json::{Value, json};
 use sse_peer::{Options, SsePeer};
-use tokio::sync::mpsc;
 
 const DEADLINE: Duration = Duration::from_secs(30);
 
@@ -57,7 +55,7 @@ async fn fault(mode: &[&str], inbox: Arc<Inbox>, limits: Limits) -> Duplex {
         .unwrap()
 }
 
-fn inbox() -> (Arc<Inbox>, mpsc::Receiver<ServerRequest>) {
+fn inbox() -> (Arc<Inbox>, mcp_client::mcp::Requests) {
     let (inbox, rx) = Inbox::new();
     (Arc::new(inbox), rx)
 }
@@ -399,7 +397,7 @@ async fn sse(peer: &SsePeer, inbox: Arc<Inbox>, limits: Limits) -> Result<Duplex
 async fn sse_session(
     options: Options,
     limits: Limits,
-) -> (SsePeer, Duplex, Arc<Inbox>, mpsc::Receiver<ServerRequest>) {
+) -> (SsePeer, Duplex, Arc<Inbox>, mcp_client::mcp::Requests) {
     let peer = SsePeer::start(options).await;
     let (inbox, requests) = inbox();
     let d = sse(&peer, inbox.clone(), limits).await.unwrap();

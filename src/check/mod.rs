@@ -49,7 +49,7 @@ pub(crate) struct Opened {
     pub(crate) dialer: Dialer,
     pub(crate) session: Arc<Client>,
     pub(crate) inbox: Arc<Inbox>,
-    pub(crate) requests: tokio::sync::mpsc::Receiver<mcp_client::mcp::inbox::ServerRequest>,
+    pub(crate) requests: mcp_client::mcp::Requests,
 }
 
 /// Connect to `opts.endpoint` as the exporter's connections do. The error is a sentence for the

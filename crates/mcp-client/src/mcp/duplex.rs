@@ -453,7 +453,7 @@ mod tests {
         Feed,
         mpsc::UnboundedReceiver<Vec<u8>>,
         Arc<Inbox>,
-        mpsc::Receiver<crate::mcp::inbox::ServerRequest>,
+        crate::mcp::Requests,
     ) {
         let (inbox, requests) = Inbox::new();
         let inbox = Arc::new(inbox);

@@ -3,12 +3,17 @@
 //! A `notifications/tools/list_changed` can arrive on the GET stream or interleaved in the SSE
 //! answer to any POST (fastmcp does the latter). Both readers put it here. The inbox coalesces:
 //! a flood of notifications costs one atomic add each and wakes the connection task once, so a
-//! hostile server cannot grow a queue.
+//! hostile server cannot grow a queue. Server requests wait in a [`Requests`] queue of at most
+//! [`SERVER_REQUEST_QUEUE`]; it allocates nothing until one arrives, because servers rarely send
+//! any and every connection of a fleet has an inbox (two, with the legacy watch): a tokio channel
+//! cost 2.3 KB each before its first message.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 
 use super::jsonrpc::Incoming;
 
@@ -29,22 +34,64 @@ pub struct Inbox {
     other_notifications: AtomicU64,
     dropped_requests: AtomicU64,
     wake: Notify,
-    requests: mpsc::Sender<ServerRequest>,
+    requests: Arc<Queue>,
+}
+
+/// The server requests waiting for an answer, shared by the inbox (which fills it and closes it
+/// when dropped) and its [`Requests`] end.
+#[derive(Debug, Default)]
+struct Queue {
+    waiting: Mutex<VecDeque<ServerRequest>>,
+    closed: AtomicBool,
+    arrived: Notify,
+}
+
+/// The receiving end of an inbox's server requests (see [`crate::mcp::Responder`]).
+#[derive(Debug)]
+pub struct Requests(Arc<Queue>);
+
+impl Requests {
+    /// The next request, oldest first; `None` once the inbox is gone and the queue is empty.
+    /// Cancel-safe: a request is taken only when returned.
+    pub async fn recv(&mut self) -> Option<ServerRequest> {
+        loop {
+            if let Some(r) = self.try_recv() {
+                return Some(r);
+            }
+            if self.0.closed.load(Ordering::Acquire) {
+                return self.try_recv();
+            }
+            // A request filed between the check and this wait left a permit: no wake is lost.
+            self.0.arrived.notified().await;
+        }
+    }
+
+    /// The next request if one waits.
+    pub fn try_recv(&mut self) -> Option<ServerRequest> {
+        self.0.waiting.lock().expect("inbox lock").pop_front()
+    }
+}
+
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        self.requests.closed.store(true, Ordering::Release);
+        self.requests.arrived.notify_one();
+    }
 }
 
 impl Inbox {
     /// A new inbox and the receiving end of its server-request queue.
-    pub fn new() -> (Inbox, mpsc::Receiver<ServerRequest>) {
-        let (tx, rx) = mpsc::channel(SERVER_REQUEST_QUEUE);
+    pub fn new() -> (Inbox, Requests) {
+        let queue = Arc::new(Queue::default());
         (
             Inbox {
                 list_changed: AtomicU64::new(0),
                 other_notifications: AtomicU64::new(0),
                 dropped_requests: AtomicU64::new(0),
                 wake: Notify::new(),
-                requests: tx,
+                requests: queue.clone(),
             },
-            rx,
+            Requests(queue),
         )
     }
 
@@ -78,11 +125,12 @@ impl Inbox {
                 }
             }
             Incoming::Request { id, method, .. } => {
-                if self
-                    .requests
-                    .try_send(ServerRequest { id, method })
-                    .is_err()
-                {
+                let mut waiting = self.requests.waiting.lock().expect("inbox lock");
+                if waiting.len() < SERVER_REQUEST_QUEUE {
+                    waiting.push_back(ServerRequest { id, method });
+                    drop(waiting);
+                    self.requests.arrived.notify_one();
+                } else {
                     self.dropped_requests.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -189,10 +237,40 @@ mod tests {
             });
         }
         let mut n = 0;
-        while rx.try_recv().is_ok() {
+        while rx.try_recv().is_some() {
             n += 1;
         }
         assert_eq!(n, SERVER_REQUEST_QUEUE);
         assert_eq!(inbox.dropped_requests.load(Ordering::Relaxed), 84);
+    }
+
+    #[tokio::test]
+    async fn requests_wake_the_receiver_in_order_and_end_with_the_inbox() {
+        let (inbox, mut rx) = Inbox::new();
+        let waiter = tokio::spawn(async move {
+            let mut got = Vec::new();
+            while let Some(r) = rx.recv().await {
+                got.push(r.method);
+            }
+            got
+        });
+        tokio::task::yield_now().await;
+        for method in ["ping", "roots/list"] {
+            inbox.deliver(Incoming::Request {
+                id: json!(1),
+                method: method.into(),
+                params: None,
+            });
+        }
+        drop(inbox);
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), waiter)
+            .await
+            .expect("the receiver ends once the inbox is gone")
+            .unwrap();
+        assert_eq!(
+            got,
+            ["ping", "roots/list"],
+            "both, in order, before the end"
+        );
     }
 }

@@ -31,7 +31,7 @@ pub mod version;
 pub use client::{Channel, ChannelStream, Client, Dialer, SseEndpoint};
 pub use error::{McpError, Reason, truncate};
 pub use http::{HttpTransport, Limits};
-pub use inbox::Inbox;
+pub use inbox::{Inbox, Requests};
 pub use responder::Responder;
 pub use session::{ServerInfo, Session};
 pub use version::{Era, ProtocolVersion};

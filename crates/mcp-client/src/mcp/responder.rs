@@ -10,21 +10,19 @@
 
 use std::sync::Arc;
 
-use tokio::sync::mpsc::Receiver;
-
 use super::client::Client;
-use super::inbox::ServerRequest;
+use super::inbox::Requests;
 use crate::task::{Slot, poll_slot};
 
 /// Answers a session's server requests when polled; see the module docs.
 pub struct Responder {
-    requests: Receiver<ServerRequest>,
+    requests: Requests,
     answering: Slot<()>,
 }
 
 impl Responder {
     /// The responder of the session whose inbox made `requests`.
-    pub fn new(requests: Receiver<ServerRequest>) -> Self {
+    pub fn new(requests: Requests) -> Self {
         Responder {
             requests,
             answering: None,
