@@ -138,11 +138,12 @@ impl Supervisor {
             net.count_failures(metrics.auth_failures());
             net.token_metrics(metrics.clone());
         }
+        let config = Arc::new(t.clone());
         for index in 0..t.settings.connections {
             let Some(net) = &net else { break };
             let delay = start_delay(first + u32::from(index), total, t.settings.audit_interval);
             match Connection::new(
-                t.clone(),
+                config.clone(),
                 index,
                 metrics.connection(index),
                 status.connection(index),
