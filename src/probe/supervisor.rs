@@ -28,7 +28,8 @@ const STOP_GRACE: Duration = Duration::from_secs(3);
 const START_SPACING: Duration = Duration::from_millis(10);
 
 struct Running {
-    config: TargetConfig,
+    /// Shared with the target's connections.
+    config: Arc<TargetConfig>,
     metrics: Arc<TargetMetrics>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -74,11 +75,11 @@ impl Supervisor {
         let names: Vec<String> = self.running.keys().cloned().collect();
         for name in names {
             match wanted.get(name.as_str()) {
-                Some(t) if self.running[&name].config == **t => applied.kept.push(name),
+                Some(t) if *self.running[&name].config == **t => applied.kept.push(name),
                 Some(t) if self.running[&name].config.same_but_labels(t) => {
                     let r = self.running.get_mut(&name).expect("running");
                     r.metrics.set_labels(&t.labels);
-                    r.config = (*t).clone();
+                    r.config = Arc::new((*t).clone());
                     applied.kept.push(name);
                 }
                 Some(_) => {
@@ -110,7 +111,7 @@ impl Supervisor {
 
     /// Names and configs of the running targets.
     pub fn targets(&self) -> impl Iterator<Item = &TargetConfig> {
-        self.running.values().map(|r| &r.config)
+        self.running.values().map(|r| &*r.config)
     }
 
     /// Start `t`, whose connections are number `first` onwards of `total` started together.
@@ -159,7 +160,7 @@ impl Supervisor {
         self.running.insert(
             t.name.clone(),
             Running {
-                config: t.clone(),
+                config,
                 metrics,
                 shutdown: tx,
                 tasks,
