@@ -46,6 +46,31 @@ struct Queue {
     arrived: Notify,
 }
 
+impl Queue {
+    /// Queue `r` and wake the receiver; `false` (not queued) when [`SERVER_REQUEST_QUEUE`]
+    /// requests already wait.
+    fn offer(&self, r: ServerRequest) -> bool {
+        let mut waiting = self.waiting.lock().expect("inbox lock");
+        if waiting.len() >= SERVER_REQUEST_QUEUE {
+            return false;
+        }
+        waiting.push_back(r);
+        drop(waiting);
+        self.arrived.notify_one();
+        true
+    }
+
+    fn take(&self) -> Option<ServerRequest> {
+        self.waiting.lock().expect("inbox lock").pop_front()
+    }
+
+    /// Nothing more will be offered: a waiting receiver wakes to find the end.
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.arrived.notify_one();
+    }
+}
+
 /// The receiving end of an inbox's server requests (see [`crate::mcp::Responder`]).
 #[derive(Debug)]
 pub struct Requests(Arc<Queue>);
@@ -68,14 +93,13 @@ impl Requests {
 
     /// The next request if one waits.
     pub fn try_recv(&mut self) -> Option<ServerRequest> {
-        self.0.waiting.lock().expect("inbox lock").pop_front()
+        self.0.take()
     }
 }
 
 impl Drop for Inbox {
     fn drop(&mut self) {
-        self.requests.closed.store(true, Ordering::Release);
-        self.requests.arrived.notify_one();
+        self.requests.close();
     }
 }
 
@@ -125,12 +149,7 @@ impl Inbox {
                 }
             }
             Incoming::Request { id, method, .. } => {
-                let mut waiting = self.requests.waiting.lock().expect("inbox lock");
-                if waiting.len() < SERVER_REQUEST_QUEUE {
-                    waiting.push_back(ServerRequest { id, method });
-                    drop(waiting);
-                    self.requests.arrived.notify_one();
-                } else {
+                if !self.requests.offer(ServerRequest { id, method }) {
                     self.dropped_requests.fetch_add(1, Ordering::Relaxed);
                 }
             }
