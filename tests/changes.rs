@@ -21,7 +21,7 @@ fn changed(b: DefinitionChange) -> Behaviour {
 }
 
 fn changes(s: &Scrape, target: &str, change: &str) -> f64 {
-    s.v(
+    s.count(
         "mcp_probe_tool_changes_total",
         &[("target", target), ("connection", "0"), ("change", change)],
     )

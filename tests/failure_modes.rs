@@ -99,7 +99,7 @@ async fn healthy_churn_with_notifications_never_drifts() {
         lab.churn();
         h.until("cache follows the change", |s| {
             counter(s, "mcp_probe_list_changed_notifications_total", "kb") >= f64::from(round)
-                && s.v(
+                && s.count(
                     "mcp_probe_cache_refreshes_total",
                     &[t("kb"), C0, ("trigger", "notification")],
                 ) >= f64::from(round)
@@ -267,7 +267,7 @@ async fn f6_session_expiry_reinitializes_and_rewalks() {
         .until("expiry, new session, re-walk", |s| {
             counter(s, "mcp_probe_session_expiries_total", "kb") >= 1.0
                 && counter(s, "mcp_probe_sessions_started_total", "kb") >= 2.0
-                && s.v(
+                && s.count(
                     "mcp_probe_cache_refreshes_total",
                     &[t("kb"), C0, ("trigger", "reconnect")],
                 ) >= 1.0
@@ -304,7 +304,7 @@ async fn reconnect_relists_and_repairs_a_stale_cache() {
     lab.expire_sessions("lossy");
     let s = h
         .until("repaired by the reconnect walk", |s| {
-            s.v(
+            s.count(
                 "mcp_probe_cache_refreshes_total",
                 &[t("lossy"), C0, ("trigger", "reconnect")],
             ) >= 1.0
@@ -344,7 +344,7 @@ async fn unreachable_target_is_down_without_delaying_others() {
     let s = h
         .until("healthy audits run while the other target fails", |s| {
             checks(s, "kb") >= 3.0
-                && s.v(
+                && s.count(
                     "mcp_probe_session_failures_total",
                     &[t("dead"), ("reason", "connect")],
                 ) >= 1.0
@@ -384,7 +384,7 @@ async fn notifications_mid_walk_cause_one_more_walk_never_two_racing() {
     }
     let s = h
         .until("cache caught up", |s| {
-            s.v(
+            s.count(
                 "mcp_probe_cache_refreshes_total",
                 &[t("slow"), C0, ("trigger", "notification")],
             ) == 2.0
@@ -425,7 +425,7 @@ async fn notifications_interleaved_in_post_answers_are_honoured() {
     let s = h
         .until("refreshed by the interleaved notification", |s| {
             counter(s, "mcp_probe_list_changed_notifications_total", "inline") >= 1.0
-                && s.v(
+                && s.count(
                     "mcp_probe_cache_refreshes_total",
                     &[t("inline"), C0, ("trigger", "notification")],
                 ) >= 1.0
@@ -582,7 +582,7 @@ async fn a_change_in_two_steps_is_one_walk_and_no_noise() {
         let s = h
             .until("both notifications heard, the cache follows", |s| {
                 counter(s, "mcp_probe_list_changed_notifications_total", name) == 2.0
-                    && s.v(
+                    && s.count(
                         "mcp_probe_cache_refreshes_total",
                         &[t(name), C0, ("trigger", "notification")],
                     ) >= 1.0
@@ -660,7 +660,7 @@ async fn f4_stream_closed_by_proxy_rewalks_after_the_gap() {
                 "mcp_probe_notification_stream_reconnects_total",
                 "proxied",
             ) >= 1.0
-                && s.v(
+                && s.count(
                     "mcp_probe_cache_refreshes_total",
                     &[t("proxied"), C0, ("trigger", "stream_gap")],
                 ) >= 1.0
@@ -688,12 +688,12 @@ async fn f5_failed_rewalk_after_notification_is_counted_and_retried() {
     lab.churn();
     let s = h
         .until("refresh failed, then succeeded", |s| {
-            s.v(
+            s.count(
                 "mcp_probe_cache_refresh_failures_total",
                 &[t("flaky"), C0, ("trigger", "notification")],
             ) >= 1.0
                 && walk_failures(s, "flaky", "notification", "http_5xx") >= 1.0
-                && s.v(
+                && s.count(
                     "mcp_probe_cache_refreshes_total",
                     &[t("flaky"), C0, ("trigger", "notification")],
                 ) >= 1.0

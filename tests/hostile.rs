@@ -221,7 +221,7 @@ async fn assert_list_fault(h: &Harness, name: &str, reason: &str) -> Scrape {
     assert!(reasons(&s, SESSION_FAILURES, name, &[]).is_empty());
     // Nothing ever reached the cache.
     assert_eq!(
-        s.v(
+        s.count(
             "mcp_probe_cache_refreshes_total",
             &[t(name), C0, ("trigger", "initial")]
         ),
@@ -1219,7 +1219,7 @@ async fn hostile_notification_flood() {
     let audits = checks(&s, HOSTILE);
     let s = healthy_keeps_auditing(h, |s| checks(s, HOSTILE) >= audits + 2.0).await;
     assert!(
-        s.v(
+        s.count(
             "mcp_probe_cache_refreshes_total",
             &[t(HOSTILE), C0, ("trigger", "notification")],
         ) >= 1.0
@@ -1531,24 +1531,22 @@ async fn hostile_silent_after_initialize_is_never_up() {
     assert_eq!(s.v("mcp_probe_up", &[t(HOSTILE)]), 0.0);
 }
 
-/// Series that exist from the start: a target that never failed exports
-/// `mcp_probe_session_failures_total` at 0 for every reason, so alerts and dashboards see 0.
+/// Session failures are written from their first event: a target that never failed exports
+/// no `mcp_probe_session_failures_total` series (17 reasons at 0 were a sixth of a healthy
+/// target's bytes; no alert reads them, see docs/scaling.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn session_failure_series_exist_before_any_failure() {
+async fn session_failure_series_wait_for_the_first_failure() {
     let sc = scene(vec![]).await;
     let s =
         sc.h.until("kb is up", |s| {
             s.get("mcp_probe_up", &[t("kb")]) == Some(1.0)
         })
         .await;
-    for reason in mcp_client::mcp::Reason::ALL {
-        assert_eq!(
-            s.get(SESSION_FAILURES, &[t("kb"), ("reason", reason.as_str())]),
-            Some(0.0),
-            "{SESSION_FAILURES}{{reason=\"{reason}\"}} missing\n{}",
-            s.text
-        );
-    }
+    assert!(
+        !s.text.contains(SESSION_FAILURES),
+        "a target that never failed has no session failure series\n{}",
+        s.text
+    );
 }
 
 /// Logs bounded: a server whose list changes on every audit (300 renamed tools, 110-byte names,

@@ -270,10 +270,16 @@ async fn serve(registry: Registry) -> url::Url {
     url::Url::parse(&format!("http://{addr}/mcp")).unwrap()
 }
 
+/// A series of connection 0 of the rmcp target; a counter reads 0 while absent (many are
+/// written from their first event), a gauge must exist.
 fn v(s: &Scrape, name: &str, extra: &[(&str, &str)]) -> f64 {
     let mut labels = vec![T, C];
     labels.extend_from_slice(extra);
-    s.v(name, &labels)
+    if name.ends_with("_total") {
+        s.count(name, &labels)
+    } else {
+        s.v(name, &labels)
+    }
 }
 
 /// Assert one series of connection 0 of the rmcp target, with the scrape in the message.

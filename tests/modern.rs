@@ -187,7 +187,7 @@ async fn announced_change_is_followed_without_drift_or_ttl_violation() {
     let before = checks(&h.scrape(), "kb");
     lab.churn();
     let refreshed = |s: &Scrape| {
-        s.v(
+        s.count(
             "mcp_probe_cache_refreshes_total",
             &[t("kb"), C0, ("trigger", "notification")],
         )
@@ -242,7 +242,7 @@ async fn a_change_announced_while_a_walk_reads_its_pages_is_no_ttl_violation() {
     lab.churn();
     let before = checks(&h.scrape(), "kb");
     let refreshed = |s: &Scrape| {
-        s.v(
+        s.count(
             "mcp_probe_cache_refreshes_total",
             &[t("kb"), C0, ("trigger", "notification")],
         )

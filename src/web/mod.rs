@@ -255,7 +255,7 @@ mod tests {
 
     async fn metrics_over_http(scrape_batch_bytes: usize) {
         let telemetry = Telemetry::new();
-        let targets: Vec<_> = (0..150)
+        let targets: Vec<_> = (0..250)
             .map(|i| {
                 let t = telemetry.add_target(&format!("t{i:03}"), 2, &[]);
                 t.connection(1).set_up(true);

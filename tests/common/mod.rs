@@ -149,6 +149,13 @@ impl Scrape {
         self.get(name, labels).unwrap_or(f64::NAN)
     }
 
+    /// A counter's value, 0 while absent: for counters written from their first event (anomalies,
+    /// failure reasons, walks by trigger), whose absence *is* 0. Use [`Scrape::v`] where the
+    /// series must exist.
+    pub fn count(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.get(name, labels).unwrap_or(0.0)
+    }
+
     /// The `target` label values of the samples of `metric`.
     pub fn targets(&self, metric: &str) -> std::collections::BTreeSet<String> {
         self.samples

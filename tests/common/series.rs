@@ -11,9 +11,15 @@ pub fn t(name: &str) -> (&str, &str) {
     ("target", name)
 }
 
-/// A series of `name`'s connection 0 that has no other labels.
+/// A series of `name`'s connection 0 that has no other labels. A counter (`_total`) reads 0
+/// while it is absent (many are written from their first event); a gauge must exist.
 pub fn counter(s: &Scrape, metric: &str, name: &str) -> f64 {
-    s.v(metric, &[t(name), C0])
+    let labels = [t(name), C0];
+    if metric.ends_with("_total") {
+        s.count(metric, &labels)
+    } else {
+        s.v(metric, &labels)
+    }
 }
 
 /// Consistency checks (audits) run on `name`.
@@ -21,9 +27,9 @@ pub fn checks(s: &Scrape, name: &str) -> f64 {
     counter(s, "mcp_probe_cache_consistency_checks_total", name)
 }
 
-/// `tools/list` walks of `name` for `trigger`.
+/// `tools/list` walks of `name` for `trigger` (0 before the first).
 pub fn walks(s: &Scrape, name: &str, trigger: &str) -> f64 {
-    s.v(
+    s.count(
         "mcp_probe_tools_list_walks_total",
         &[t(name), C0, ("trigger", trigger)],
     )

@@ -72,6 +72,18 @@ impl Value {
     pub fn of_gauge(c: &Cell) -> Value {
         Value::Float(f64::from_bits(c.raw()))
     }
+
+    /// A counter of events that most series never see (an anomaly, a failure reason): written
+    /// from its first event, `None` while it is 0. It costs no bytes until it happens; the price
+    /// is that Prometheus' `increase()` and `rate()` see its first event only from the second
+    /// (the series is born at 1), so an alert that must fire on a single event reads a counter
+    /// written from the start instead.
+    pub fn from_first_event(c: &Cell) -> Option<Value> {
+        match c.raw() {
+            0 => None,
+            n => Some(Value::Count(n)),
+        }
+    }
 }
 
 fn write_value(out: &mut String, v: Value) {

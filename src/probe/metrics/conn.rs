@@ -1,8 +1,15 @@
 //! The series of one (target, connection) and the handle its task records through.
 //!
-//! Series with fixed label values live in one table ([`Layout`]): one atomic cell each, all at 0
-//! from the start, as Prometheus conventions ask. Series labelled by `method`, or by `reason` of
-//! a request or walk, are created on first use: most of their combinations never happen. Latency
+//! Series with fixed label values live in one table ([`Layout`]): one atomic cell each, and each
+//! row says when its series is first written ([`Birth`]). Counters and gauges an operator reads
+//! from the start (sessions, requests, drift, fingerprints) are at 0 from the start, as Prometheus
+//! conventions ask, and so is every counter an alert fires on at its *first* increase
+//! (unannounced changes, TTL violations, duplicate tools): a series born at 1 would hide that
+//! increase from `increase()`. Counters of anomalies that alert only when they go on (cursor
+//! errors, loop caps, refresh failures, expiries) or that no alert reads are written from their
+//! first event: a healthy connection never has them, and at 0 they were a third of its bytes
+//! (the choice and its test: docs/scaling.md, tests/monitoring.rs). Series labelled by `method`,
+//! or by `reason` of a request or walk, are created on first use for the same reason. Latency
 //! histograms and session failures by reason are the target's (see [`super::TargetMetrics`]):
 //! per connection they were most of the exposition's bytes.
 
@@ -29,12 +36,24 @@ const REFRESH_TRIGGERS: [Trigger; 4] = [
 
 const DRIFT_KINDS: [&str; 3] = ["missing", "extra", "changed"];
 
-/// One fixed series: its family and at most one extra label.
+/// When a fixed series is first written.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Birth {
+    /// At 0 from the start: what is read from the start, and what an alert fires on at its
+    /// first increase.
+    AtStart,
+    /// A counter written from its first event ([`Value::from_first_event`]).
+    FirstEvent,
+    /// A gauge left out until first set (a fact not known yet, not a 0).
+    FirstSet,
+}
+
+/// One fixed series: its family, at most one extra label, and when it is first written.
 struct Row {
     slot: Slot,
     kind: Kind,
     extra: Option<(&'static str, &'static str)>,
-    absent: bool,
+    birth: Birth,
 }
 
 /// Where each fixed series of a connection sits in its cell table. Blocks (one row per label
@@ -84,38 +103,56 @@ struct Builder {
 }
 
 impl Builder {
-    fn row(&mut self, family: &'static str, extra: Option<(&'static str, &'static str)>) -> usize {
+    fn row(
+        &mut self,
+        family: &'static str,
+        extra: Option<(&'static str, &'static str)>,
+        birth: Birth,
+    ) -> usize {
         let def = m::find(family).expect("catalog family");
+        assert!(
+            birth != Birth::FirstEvent || def.kind == Kind::Counter,
+            "{family}: only counters are written from their first event"
+        );
+        assert!(
+            birth != Birth::FirstSet || def.kind == Kind::Gauge,
+            "{family}: only gauges wait to be set"
+        );
         self.rows.push(Row {
             slot: m::slot(family),
             kind: def.kind,
             extra,
-            absent: false,
+            birth,
         });
         self.rows.len() - 1
     }
 
+    /// A series at 0 from the start.
     fn one(&mut self, family: &'static str) -> usize {
-        self.row(family, None)
+        self.row(family, None, Birth::AtStart)
+    }
+
+    /// A counter written from its first event.
+    fn event(&mut self, family: &'static str) -> usize {
+        self.row(family, None, Birth::FirstEvent)
     }
 
     /// A gauge left out until first set.
     fn absent(&mut self, family: &'static str) -> usize {
-        let i = self.row(family, None);
-        self.rows[i].absent = true;
-        i
+        self.row(family, None, Birth::FirstSet)
     }
 
-    /// One row per value of `key`; returns the first.
+    /// One row per value of `key`, all born alike; returns the first.
     fn block(
         &mut self,
         family: &'static str,
         key: &'static str,
         values: impl IntoIterator<Item = &'static str>,
+        birth: Birth,
     ) -> usize {
         let first = self.rows.len();
         for v in values {
-            self.row(family, Some((key, v)));
+            self.row(family, Some((key, v)), birth);
         }
         first
     }
@@ -126,38 +163,45 @@ fn layout() -> &'static Layout {
     LAYOUT.get_or_init(|| {
         let mut b = Builder::default();
         let triggers = |ts: &[Trigger]| ts.iter().map(|t| t.as_str()).collect::<Vec<_>>();
+        let refresh = triggers(&REFRESH_TRIGGERS);
+        use Birth::{AtStart, FirstEvent};
         Layout {
             up: b.one(m::CONNECTION_UP),
             sessions_started: b.one(m::SESSIONS_STARTED),
-            session_expiries: b.one(m::SESSION_EXPIRIES),
-            ping_failures: b.one(m::PING_FAILURES),
+            // McpProbeSessionExpiryStorm reads a rate held for 15 minutes.
+            session_expiries: b.event(m::SESSION_EXPIRIES),
+            ping_failures: b.event(m::PING_FAILURES),
             capable: b.one(m::LIST_CHANGED_CAPABLE),
             stream_up: b.one(m::STREAM_UP),
-            stream_reconnects: b.one(m::STREAM_RECONNECTS),
+            stream_reconnects: b.event(m::STREAM_RECONNECTS),
             list_changed: b.one(m::LIST_CHANGED),
             tools_list_requests: b.one(m::TOOLS_LIST_REQUESTS),
-            walks: b.block(m::WALKS, "trigger", triggers(&Trigger::ALL)),
+            walks: b.block(m::WALKS, "trigger", triggers(&Trigger::ALL), FirstEvent),
             pages: b.one(m::PAGES),
-            tools: b.block(m::TOOLS, "view", ["server", "cache"]),
-            cursor_errors: b.one(m::CURSOR_ERRORS),
-            loop_cap_hits: b.one(m::LOOP_CAP_HITS),
-            repeated_cursors: b.one(m::REPEATED_CURSORS),
+            tools: b.block(m::TOOLS, "view", ["server", "cache"], AtStart),
+            // McpProbeCursorErrors and McpProbePaginationLoop hold for 10 minutes.
+            cursor_errors: b.event(m::CURSOR_ERRORS),
+            loop_cap_hits: b.event(m::LOOP_CAP_HITS),
+            repeated_cursors: b.event(m::REPEATED_CURSORS),
+            // McpProbeDuplicateTools fires on the first two in 30 minutes.
             duplicate_tools: b.one(m::DUPLICATE_TOOLS),
-            long_names: b.one(m::LONG_NAMES),
-            fingerprint: b.block(m::FINGERPRINT, "view", ["server", "cache"]),
-            drift: b.block(m::DRIFT, "kind", DRIFT_KINDS),
-            tool_changes: b.block(m::TOOL_CHANGES, "change", CHANGE_KINDS),
+            long_names: b.event(m::LONG_NAMES),
+            fingerprint: b.block(m::FINGERPRINT, "view", ["server", "cache"], AtStart),
+            drift: b.block(m::DRIFT, "kind", DRIFT_KINDS, AtStart),
+            tool_changes: b.block(m::TOOL_CHANGES, "change", CHANGE_KINDS, FirstEvent),
             checks: b.one(m::CONSISTENCY_CHECKS),
-            check_failures: b.one(m::CONSISTENCY_CHECK_FAILURES),
+            check_failures: b.event(m::CONSISTENCY_CHECK_FAILURES),
+            // McpProbeUnannouncedToolChanges and McpProbeTtlPromiseBroken fire on the first.
             unannounced: b.one(m::UNANNOUNCED),
-            without_change: b.one(m::WITHOUT_CHANGE),
+            without_change: b.event(m::WITHOUT_CHANGE),
             ttl_violations: b.one(m::TTL_VIOLATIONS),
-            rejected_tools: b.one(m::REJECTED_TOOLS),
+            rejected_tools: b.event(m::REJECTED_TOOLS),
             listing_ttl: b.one(m::LISTING_TTL),
             listing_public: b.one(m::LISTING_PUBLIC),
-            scope_mixed: b.one(m::SCOPE_MIXED),
-            refreshes: b.block(m::REFRESHES, "trigger", triggers(&REFRESH_TRIGGERS)),
-            refresh_failures: b.block(m::REFRESH_FAILURES, "trigger", triggers(&REFRESH_TRIGGERS)),
+            scope_mixed: b.event(m::SCOPE_MIXED),
+            refreshes: b.block(m::REFRESHES, "trigger", refresh.clone(), FirstEvent),
+            // McpProbeCacheRefreshFailing holds for 10 minutes.
+            refresh_failures: b.block(m::REFRESH_FAILURES, "trigger", refresh, FirstEvent),
             last_refresh: b.one(m::LAST_REFRESH),
             legacy_path: b.absent(m::LEGACY_PATH),
             cache_stale: b.one(m::CACHE_STALE),
@@ -184,12 +228,9 @@ impl ConnSeries {
         let cells = layout()
             .rows
             .iter()
-            .map(|r| {
-                if r.absent {
-                    Cell::absent()
-                } else {
-                    Cell::default()
-                }
+            .map(|r| match r.birth {
+                Birth::FirstSet => Cell::absent(),
+                Birth::AtStart | Birth::FirstEvent => Cell::default(),
             })
             .collect();
         ConnSeries {
@@ -209,7 +250,11 @@ impl ConnSeries {
     pub(super) fn render(&self, out: &mut Exposition) {
         let l = &self.labels;
         for (row, cell) in layout().rows.iter().zip(self.cells.iter()) {
-            if let Some(v) = Value::of(row.kind, cell.raw()) {
+            let value = match row.birth {
+                Birth::FirstEvent => Value::from_first_event(cell),
+                Birth::AtStart | Birth::FirstSet => Value::of(row.kind, cell.raw()),
+            };
+            if let Some(v) = value {
                 let extra = row.extra.as_slice();
                 out.sample(row.slot, l, extra, v);
             }

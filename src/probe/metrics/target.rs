@@ -4,7 +4,7 @@
 //! Latency histograms and session failures by reason are per target, not per connection: at 13
 //! and 17 series they were most of the exposition's bytes per connection, the connections of one
 //! target measure the same server, and `mcp_probe_connection_up` still tells which connection is
-//! down. Everything a target owns disappears with it: `Telemetry::remove_target` drops this.
+//! down. Session failures are written from their first event (see `super::conn`). Everything a target owns disappears with it: `Telemetry::remove_target` drops this.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -87,7 +87,9 @@ pub struct TargetMetrics {
     labels: String,
     up: Cell,
     ready: Cell,
-    /// One per [`Reason::ALL`], all at 0 from the start, so alerts and dashboards see 0.
+    /// One per [`Reason::ALL`], each written from its first failure: no alert reads them (a
+    /// target whose sessions keep failing is `mcp_probe_up` 0), and at 0 they were 17 series
+    /// of every target.
     session_failures: [Cell; Reason::ALL.len()],
     conns: Vec<ConnSeries>,
     conn_up: Vec<AtomicBool>,
@@ -354,12 +356,9 @@ impl TargetMetrics {
         }
         let slot = m::slot(m::SESSION_FAILURES);
         for (reason, c) in Reason::ALL.iter().zip(&self.session_failures) {
-            out.sample(
-                slot,
-                l,
-                &[("reason", reason.as_str())],
-                Value::Count(c.raw()),
-            );
+            if let Some(v) = Value::from_first_event(c) {
+                out.sample(slot, l, &[("reason", reason.as_str())], v);
+            }
         }
         for c in &self.conns {
             c.render(out);
