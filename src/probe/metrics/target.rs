@@ -4,7 +4,8 @@
 //! Latency histograms and session failures by reason are per target, not per connection: at 13
 //! and 17 series they were most of the exposition's bytes per connection, the connections of one
 //! target measure the same server, and `mcp_probe_connection_up` still tells which connection is
-//! down. Session failures are written from their first event (see `super::conn`). Everything a target owns disappears with it: `Telemetry::remove_target` drops this.
+//! down. Session failures are written from their first event (see `super::conn`). Everything a
+//! target owns disappears with it: `Telemetry::remove_target` drops this.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -423,6 +424,55 @@ impl mcp_client::oauth::TokenEvents for TargetMetrics {
 #[cfg(test)]
 mod tests {
     use mcp_client::oauth::TokenEvents as _;
+
+    /// An anomaly counter is absent from a fresh connection and appears at its first event; a
+    /// counter an alert fires on at its first increase is there at 0 before any.
+    #[test]
+    fn anomaly_counters_appear_with_their_first_event() {
+        let telemetry = crate::telemetry::Telemetry::new();
+        let metrics = telemetry.add_target("t", 1, &[]);
+        let conn = metrics.connection(0);
+        let cursor_errors = "mcp_probe_tools_list_cursor_errors_total{";
+        let failures = "mcp_probe_session_failures_total{";
+        let text = telemetry.render();
+        assert!(!text.contains(cursor_errors), "{text}");
+        assert!(!text.contains(failures), "{text}");
+        for line in [
+            r#"mcp_probe_unannounced_changes_total{target="t",connection="0"} 0"#,
+            r#"mcp_probe_ttl_violations_total{target="t",connection="0"} 0"#,
+            r#"mcp_probe_tools_list_duplicate_tools_total{target="t",connection="0"} 0"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
+        }
+        let report = mcp_client::listing::walker::WalkReport {
+            result: Err(mcp_client::listing::walker::WalkError::LoopCap),
+            requests: 64,
+            answered: 64,
+            duplicates: 0,
+            long_names: 0,
+            rejected: 0,
+            bytes: 0,
+        };
+        conn.walk_finished(
+            crate::probe::Trigger::Audit,
+            &report,
+            std::time::Duration::ZERO,
+        );
+        conn.session_failed(mcp_client::mcp::Reason::Timeout);
+        let text = telemetry.render();
+        for line in [
+            r#"mcp_probe_tools_list_loop_cap_hits_total{target="t",connection="0"} 1"#,
+            r#"mcp_probe_tools_list_walks_total{target="t",connection="0",trigger="audit"} 0"#,
+            r#"mcp_probe_session_failures_total{target="t",reason="timeout"} 1"#,
+        ] {
+            let want = !line.ends_with(" 0");
+            assert_eq!(text.lines().any(|l| l == line), want, "{line}:\n{text}");
+        }
+        assert!(
+            !text.contains(cursor_errors),
+            "a loop cap is no cursor error: {text}"
+        );
+    }
 
     #[test]
     fn token_events_become_the_auth_token_series() {
