@@ -50,8 +50,13 @@ fn headers_for(body: &Value) -> Vec<(&'static str, String)> {
         ("MCP-Protocol-Version", V.to_string()),
         ("Mcp-Method", method.clone()),
     ];
-    if method == "tools/call" {
-        h.push(("Mcp-Name", body["params"]["name"].as_str().unwrap().into()));
+    let named = match method.as_str() {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(field) = named {
+        h.push(("Mcp-Name", body["params"][field].as_str().unwrap().into()));
     }
     h
 }
@@ -361,16 +366,19 @@ async fn listen_acknowledges_announces_changes_and_closes_gracefully() {
     assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
     assert_eq!(
         ack["params"]["notifications"],
-        json!({"toolsListChanged": true})
+        json!({"toolsListChanged": true, "promptsListChanged": true})
     );
     assert_eq!(ack["params"]["_meta"][SUB], "listen-1");
     lab.churn();
-    let changed = listen.next().await.expect("list_changed");
-    assert_eq!(
-        changed["method"], "notifications/tools/list_changed",
-        "{changed}"
-    );
-    assert_eq!(changed["params"]["_meta"][SUB], "listen-1");
+    // One notification per list asked for, the tools first; none for the resources, not asked.
+    for method in [
+        "notifications/tools/list_changed",
+        "notifications/prompts/list_changed",
+    ] {
+        let changed = listen.next().await.expect("list_changed");
+        assert_eq!(changed["method"], method, "{changed}");
+        assert_eq!(changed["params"]["_meta"][SUB], "listen-1");
+    }
     // The server ends the subscription: the listen request's result, then the end.
     lab.expire_sessions("kb");
     let done = listen.next().await.expect("the listen result");
@@ -628,4 +636,107 @@ async fn a_dual_era_endpoint_still_opens_legacy_sessions() {
     );
     assert_eq!(names(&v["result"]).len(), 8);
     assert_eq!(lab.modern_requests("kb"), 0);
+}
+
+#[tokio::test]
+async fn prompts_and_resources_are_listed_cached_and_retired_like_tools() {
+    let lab = lab(vec![("kb", Behaviour::default())]).await;
+    let url = lab.url("kb");
+    let (_, v) = call(&url, &body(json!(1), "server/discover", json!({}))).await;
+    for cap in ["tools", "prompts", "resources"] {
+        assert_eq!(v["result"]["capabilities"][cap]["listChanged"], true, "{v}");
+    }
+    // Every listing is a complete, cacheable result, paged alike.
+    let (status, p1) = call(&url, &body(json!(2), "resources/list", json!({}))).await;
+    assert_eq!(status, StatusCode::OK, "{p1}");
+    let p1 = &p1["result"];
+    assert_eq!(p1["resources"].as_array().unwrap().len(), 8, "{p1}");
+    assert_eq!(
+        (p1["ttlMs"].clone(), p1["resultType"].clone()),
+        (json!(60_000), json!("complete"))
+    );
+    let (_, p2) = call(
+        &url,
+        &body(
+            json!(3),
+            "resources/list",
+            json!({"cursor": p1["nextCursor"]}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        p2["result"]["resources"].as_array().unwrap().len(),
+        4,
+        "{p2}"
+    );
+    let (_, t) = call(&url, &body(json!(4), "resources/templates/list", json!({}))).await;
+    assert_eq!(
+        t["result"]["resourceTemplates"].as_array().unwrap().len(),
+        3,
+        "{t}"
+    );
+    assert_eq!(t["result"]["cacheScope"], "public", "{t}");
+    let (_, p) = call(&url, &body(json!(5), "prompts/list", json!({}))).await;
+    assert_eq!(p["result"]["prompts"][0]["name"], "summarize_legacy", "{p}");
+
+    // A listen stream that asks for every list hears a change of each, once per method.
+    let filter =
+        json!({"toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true});
+    let mut listen = Listen::open(&url, json!("all"), filter.clone()).await;
+    let ack = listen.next().await.unwrap();
+    assert_eq!(ack["params"]["notifications"], filter);
+    let methods: Vec<Value> = after_a_change(&lab, "kb", &mut listen)
+        .await
+        .iter()
+        .map(|m| m["method"].clone())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/tools/list_changed",
+            "notifications/prompts/list_changed",
+            "notifications/resources/list_changed"
+        ]
+    );
+
+    // Retired by the redeploy: unknown prompt, and resource not found, both -32602 in this era.
+    let (status, v) = call(
+        &url,
+        &body(json!(6), "prompts/get", json!({"name": "summarize_legacy"})),
+    )
+    .await;
+    assert_eq!((status, error_code(&v)), (StatusCode::BAD_REQUEST, -32602));
+    let (status, v) = call(
+        &url,
+        &body(
+            json!(7),
+            "resources/read",
+            json!({"uri": "kb://collections/legacy-index"}),
+        ),
+    )
+    .await;
+    assert_eq!((status, error_code(&v)), (StatusCode::BAD_REQUEST, -32602));
+    let (status, v) = call(
+        &url,
+        &body(
+            json!(8),
+            "resources/read",
+            json!({"uri": "kb://docs/faq.md"}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    assert_eq!(v["result"]["contents"][0]["mimeType"], "text/markdown");
+    assert_eq!(v["result"]["ttlMs"], 60_000, "a read result is cacheable");
+    // Mcp-Name must mirror the resource's URI.
+    let read = body(
+        json!(9),
+        "resources/read",
+        json!({"uri": "kb://docs/faq.md"}),
+    );
+    let mut wrong = headers_for(&read);
+    wrong.retain(|(k, _)| *k != "Mcp-Name");
+    wrong.push(("Mcp-Name", "kb://docs/other.md".into()));
+    let (status, _) = raw(&url, &read, &wrong).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
 }

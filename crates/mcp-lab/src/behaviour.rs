@@ -6,9 +6,15 @@ use std::time::Duration;
 /// What one profile (gateway) does.
 #[derive(Debug, Clone)]
 pub struct Behaviour {
-    /// Declare `capabilities.tools.listChanged: true`.
+    /// Declare `listChanged: true` on every list capability the profile declares.
     pub list_changed_capability: bool,
-    /// Forward `notifications/tools/list_changed` to clients (false: a lossy gateway drops them).
+    /// Serve prompts, resources and resource templates beside the tools (see
+    /// [`crate::kb_lists`]): declared, listed and announced as the tools are, with the same
+    /// faults where they apply (notifications lost or never declared, no stream, cursors,
+    /// instances). The backend failures after a redeploy (F5), the hot-fix insertion (F11) and
+    /// the schema changes (F13) are the tool list's.
+    pub prompts_and_resources: bool,
+    /// Forward `list_changed` notifications to clients (false: a lossy gateway drops them).
     pub deliver_list_changed: bool,
     /// Offer the GET stream (false: answer GET with 405).
     pub get_stream: bool,
@@ -170,6 +176,7 @@ impl Default for Behaviour {
     fn default() -> Self {
         Behaviour {
             list_changed_capability: true,
+            prompts_and_resources: true,
             deliver_list_changed: true,
             get_stream: true,
             page_size: 8,

@@ -4,6 +4,7 @@
 pub mod behaviour;
 pub mod demo_clients;
 pub mod kb;
+pub mod kb_lists;
 pub mod listing;
 pub mod modern;
 pub mod scenarios;

@@ -25,9 +25,10 @@ use serde_json::{Value, json};
 
 use super::behaviour::{Behaviour, Era, Instances};
 use super::state::{
-    Feed, KEEPALIVE, LEGACY_VERSIONS, LabState, MAX_LISTENS, capabilities, change_feed, reply,
-    rpc_error, rpc_result, server_info, status,
+    Feed, KEEPALIVE, LEGACY_VERSIONS, LabState, MAX_LISTENS, announcements, capabilities,
+    change_feed, reply, rpc_error, rpc_result, served, server_info, status,
 };
+use mcp_client::listing::list::List;
 
 /// The modern versions the lab serves.
 pub const MODERN_VERSIONS: [&str; 1] = ["2026-07-28"];
@@ -230,26 +231,37 @@ pub(super) async fn post(
             });
             reply(b, rpc_result(&id, complete(result, Some(b))))
         }
-        "tools/list" => match state
-            .tools_list(profile, b, instance, &params, b.empty_cursor)
-            .await
-        {
-            Ok(result) => reply(b, rpc_result(&id, complete(result, Some(b)))),
-            Err(Some(message)) => refuse(StatusCode::BAD_REQUEST, &id, INVALID_PARAMS, message),
-            Err(None) => status(StatusCode::SERVICE_UNAVAILABLE, "backend unavailable"),
-        },
         "tools/call" => match state.tools_call(b, instance, &params) {
             Ok(result) => reply(b, rpc_result(&id, complete(result, None))),
             Err((code, message)) => refuse(StatusCode::BAD_REQUEST, &id, code, &message),
         },
         "subscriptions/listen" => listen(state, profile, b, &id, &params),
-        // `ping` and `initialize` are gone in this era: unimplemented methods are 404.
-        _ => refuse(
-            StatusCode::NOT_FOUND,
-            &id,
-            METHOD_NOT_FOUND,
-            "Method not found",
-        ),
+        m => match List::of_method(m).filter(|l| served(b).any(|s| s == *l)) {
+            Some(list) => match state
+                .list(profile, b, list, instance, &params, b.empty_cursor)
+                .await
+            {
+                Ok(result) => reply(b, rpc_result(&id, complete(result, Some(b)))),
+                Err(Some(message)) => refuse(StatusCode::BAD_REQUEST, &id, INVALID_PARAMS, message),
+                Err(None) => status(StatusCode::SERVICE_UNAVAILABLE, "backend unavailable"),
+            },
+            // Resource not found became -32602 in this era.
+            None => match state.item_call(b, instance, m, &params, INVALID_PARAMS) {
+                // `resources/read` results are cacheable (ttlMs, cacheScope), prompts are not.
+                Some(Ok(result)) => {
+                    let cacheable = (m == "resources/read").then_some(b);
+                    reply(b, rpc_result(&id, complete(result, cacheable)))
+                }
+                Some(Err((code, message))) => refuse(StatusCode::BAD_REQUEST, &id, code, &message),
+                // `ping` and `initialize` are gone in this era: unimplemented methods are 404.
+                None => refuse(
+                    StatusCode::NOT_FOUND,
+                    &id,
+                    METHOD_NOT_FOUND,
+                    "Method not found",
+                ),
+            },
+        },
     }
 }
 
@@ -328,8 +340,15 @@ fn refusal(
             ));
         }
     }
-    if method == "tools/call" {
-        let body = params.get("name").and_then(Value::as_str).unwrap_or("");
+    // `Mcp-Name` mirrors `params.name` (`tools/call`, `prompts/get`) or `params.uri`
+    // (`resources/read`).
+    let named = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(field) = named {
+        let body = params.get(field).and_then(Value::as_str).unwrap_or("");
         match headers.get("mcp-name").map(header_text) {
             None => return Some(mismatch(id, "missing Mcp-Name header")),
             Some(Some(name)) if name == body => {}
@@ -349,8 +368,9 @@ fn refusal(
 }
 
 /// `subscriptions/listen`: an SSE stream that stays open. First the acknowledgement with the
-/// honoured subset of the filter (only `toolsListChanged`, and only when the profile declares
-/// `listChanged`), then `list_changed` as the change feed says, every message tagged with the
+/// honoured subset of the filter (`toolsListChanged`, and `promptsListChanged` and
+/// `resourcesListChanged` for a profile that serves those lists, each only when the profile
+/// declares `listChanged`), then a `list_changed` per honoured list as the change feed says, every message tagged with the
 /// listen request's id; when the server ends the subscription (session expiry's modern
 /// counterpart) the listen result, then the end. A profile without a notification channel
 /// (`get_stream: false`, F3) does not implement the method.
@@ -380,37 +400,40 @@ fn listen(
     let Some(open) = OpenListen::claim(&state.listens) else {
         return status(StatusCode::SERVICE_UNAVAILABLE, "too many listen streams");
     };
-    let tools = b.list_changed_capability && filter.get("toolsListChanged") == Some(&json!(true));
-    let honoured = if tools {
-        json!({"toolsListChanged": true})
-    } else {
-        json!({})
-    };
+    // The lists whose changes the filter asks for and the profile declares `listChanged` on.
+    let wanted: Vec<List> = served(b)
+        .filter(|l| {
+            b.list_changed_capability && filter.get(l.listen_filter()) == Some(&json!(true))
+        })
+        .collect();
+    let mut honoured = json!({});
+    for l in &wanted {
+        honoured[l.listen_filter()] = json!(true);
+    }
     let tag = json!({ SUBSCRIPTION_ID: id });
     let ack = json!({
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",
         "params": {"_meta": tag, "notifications": honoured},
     });
-    let changed = json!({
-        "jsonrpc": "2.0",
-        "method": "notifications/tools/list_changed",
-        "params": {"_meta": tag},
-    })
-    .to_string();
+    let changed = announcements(wanted.iter().copied(), Some(&json!({"_meta": tag})));
     let closed = rpc_result(id, json!({"resultType": "complete", "_meta": tag})).to_string();
     let mut ends = state.listen_ends[profile].subscribe();
     ends.borrow_and_update();
     let ended = async move {
         let _ = ends.changed().await;
     };
-    let feed = change_feed(state, b, tools && b.deliver_list_changed, ended).map(move |feed| {
+    let notify = !wanted.is_empty() && b.deliver_list_changed;
+    let feed = change_feed(state, b, notify, ended).flat_map(move |feed| {
         let _open = &open;
         let data = match feed {
             Feed::ListChanged => changed.clone(),
-            Feed::Ended => closed.clone(),
+            Feed::Ended => vec![closed.clone()],
         };
-        Ok::<_, Infallible>(Event::default().data(data))
+        futures_util::stream::iter(
+            data.into_iter()
+                .map(|d| Ok::<_, Infallible>(Event::default().data(d))),
+        )
     });
     let events = futures_util::stream::once(async move {
         Ok::<_, Infallible>(Event::default().data(ack.to_string()))

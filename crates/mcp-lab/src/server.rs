@@ -31,9 +31,10 @@ use tokio::sync::watch;
 use super::behaviour::{Behaviour, Era};
 use super::modern;
 use super::state::{
-    Feed, KEEPALIVE, LEGACY_VERSIONS, LIST_CHANGED, LabState, ResumeCounts, change_feed,
-    message_stream, origin_ok, reply, rpc_error, rpc_result, status,
+    Feed, KEEPALIVE, LEGACY_VERSIONS, LabState, ResumeCounts, announcements, change_feed,
+    message_stream, origin_ok, reply, rpc_error, rpc_result, served, status,
 };
+use mcp_client::listing::list::List;
 
 /// A running lab server.
 pub struct Lab {
@@ -270,9 +271,13 @@ async fn handle_post(
     tokio::time::sleep(b.answer_delay).await;
     let answer = match method {
         "ping" => rpc_result(&id, json!({})),
-        "tools/list" => {
-            match state
-                .tools_list(&profile, &b, session.instance, &params, false)
+        "tools/call" => match state.tools_call(&b, session.instance, &params) {
+            Ok(result) => rpc_result(&id, result),
+            Err((code, message)) => rpc_error(&id, code, &message),
+        },
+        m => match List::of_method(m).filter(|l| served(&b).any(|s| s == *l)) {
+            Some(list) => match state
+                .list(&profile, &b, list, session.instance, &params, false)
                 .await
             {
                 Ok(result) => rpc_result(&id, result),
@@ -280,13 +285,14 @@ async fn handle_post(
                 Err(None) => {
                     return status(StatusCode::SERVICE_UNAVAILABLE, "backend unavailable");
                 }
-            }
-        }
-        "tools/call" => match state.tools_call(&b, session.instance, &params) {
-            Ok(result) => rpc_result(&id, result),
-            Err((code, message)) => rpc_error(&id, code, &message),
+            },
+            // Resource not found is -32002 in the legacy era.
+            None => match state.item_call(&b, session.instance, m, &params, -32002) {
+                Some(Ok(result)) => rpc_result(&id, result),
+                Some(Err((code, message))) => rpc_error(&id, code, &message),
+                None => rpc_error(&id, -32601, "Method not found"),
+            },
         },
-        _ => rpc_error(&id, -32601, "Method not found"),
     };
     let mut announce = false;
     if b.sse_responses && b.list_changed_in_answers && b.list_changed_capability {
@@ -302,7 +308,7 @@ async fn handle_post(
     }
     let mut messages = Vec::new();
     if announce {
-        messages.push(LIST_CHANGED.to_string());
+        messages.extend(announcements(served(&b), None));
     }
     messages.push(answer.to_string());
     if b.resumable_posts {
@@ -348,10 +354,19 @@ async fn handle_get(
         }
     };
     let notify = b.list_changed_capability && b.deliver_list_changed;
-    // A legacy stream just ends with its session: no final message.
+    // A legacy stream just ends with its session: no final message. Each change is announced
+    // for every list served, the tools first.
+    let announced = announcements(served(&b), None);
     let events = change_feed(&state, &b, notify, ended)
         .take_while(|feed| std::future::ready(matches!(feed, Feed::ListChanged)))
-        .map(|_| Ok::<_, Infallible>(Event::default().event("message").data(LIST_CHANGED)));
+        .flat_map(move |_| {
+            futures_util::stream::iter(
+                announced
+                    .clone()
+                    .into_iter()
+                    .map(|m| Ok::<_, Infallible>(Event::default().event("message").data(m))),
+            )
+        });
     Sse::new(events.boxed())
         .keep_alive(KeepAlive::new().interval(KEEPALIVE))
         .into_response()

@@ -17,13 +17,12 @@ use tokio::sync::watch;
 
 use super::behaviour::{Behaviour, Instances};
 use super::listing::{self, ListState};
+use mcp_client::listing::list::List;
 
 /// Most sessions the lab keeps; beyond that `initialize` gets 503.
 const MAX_SESSIONS: usize = 20_000;
 /// Keep-alive comment period on long-lived streams (GET, `subscriptions/listen`).
 pub(super) const KEEPALIVE: Duration = Duration::from_secs(15);
-pub(super) const LIST_CHANGED: &str =
-    r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
 /// The legacy versions the lab speaks, newest first.
 pub(super) const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
 /// Most `subscriptions/listen` streams open at once; beyond that a listen request gets 503.
@@ -131,13 +130,46 @@ pub(super) fn server_info() -> Value {
     json!({"name": "kb-lab", "version": env!("CARGO_PKG_VERSION")})
 }
 
-/// The capabilities a profile declares, in both eras.
+/// The lists a profile serves: the tools, and the others with `prompts_and_resources`.
+pub(super) fn served(b: &Behaviour) -> impl Iterator<Item = List> + use<> {
+    let all = b.prompts_and_resources;
+    List::ALL
+        .into_iter()
+        .filter(move |l| all || *l == List::Tools)
+}
+
+/// The capabilities a profile declares, in both eras: one per list it serves, each with
+/// `listChanged` when the profile declares it.
 pub(super) fn capabilities(b: &Behaviour) -> Value {
-    let mut tools = json!({});
-    if b.list_changed_capability {
-        tools["listChanged"] = json!(true);
+    let mut caps = json!({});
+    for list in served(b) {
+        let mut cap = json!({});
+        if b.list_changed_capability {
+            cap["listChanged"] = json!(true);
+        }
+        caps[list.capability()] = cap;
     }
-    json!({"tools": tools})
+    caps
+}
+
+/// The notifications that announce a redeploy, one per notification method of the lists
+/// `wanted` (the resource lists share one), as JSON-RPC text with `params` (or none).
+pub(super) fn announcements(
+    wanted: impl Iterator<Item = List>,
+    params: Option<&Value>,
+) -> Vec<String> {
+    let mut methods: Vec<&'static str> = wanted.map(List::changed_notification).collect();
+    methods.dedup();
+    methods
+        .into_iter()
+        .map(|method| {
+            let mut msg = json!({"jsonrpc": "2.0", "method": method});
+            if let Some(p) = params {
+                msg["params"] = p.clone();
+            }
+            msg.to_string()
+        })
+        .collect()
 }
 
 pub(super) fn rpc_result(id: &Value, result: Value) -> Value {
@@ -401,19 +433,21 @@ impl LabState {
         resp
     }
 
-    /// Decide the per-request state of a `tools/list` answer for `profile`: a failure budget
-    /// (F5), the answering instance (F8/F12) and the hot-fix insertion (F11).
+    /// Decide the per-request state of a listing answer of `list` for `profile`: a failure
+    /// budget (F5, the tool list's), the answering instance (F8/F12) and the hot-fix insertion
+    /// (F11, the tool list's).
     fn list_state(
         &self,
         profile: &str,
         b: &Behaviour,
+        list: List,
         session_instance: u8,
         has_cursor: bool,
         empty_cursor: bool,
     ) -> Option<ListState> {
         let mut profiles = self.profile_state.lock().expect("lab lock");
         let ps = profiles.entry(profile.to_string()).or_default();
-        if ps.failing_lists > 0 {
+        if list == List::Tools && ps.failing_lists > 0 {
             ps.failing_lists -= 1;
             return None;
         }
@@ -425,7 +459,7 @@ impl LabState {
             }
             Instances::PinnedDivergent => session_instance,
         };
-        if b.insert_during_walk {
+        if b.insert_during_walk && list == List::Tools {
             ps.hotfix = has_cursor;
         }
         Some(ListState {
@@ -436,27 +470,48 @@ impl LabState {
         })
     }
 
-    /// Answer `tools/list` for `profile` in either era: the `ListToolsResult`, or `Err(None)` when
-    /// the backend fails (HTTP 503, F5), or `Err(Some(message))` for an invalid cursor (-32602).
-    /// `empty_cursor` says whether the empty string is a cursor here (modern era).
-    pub(super) async fn tools_list(
+    /// Answer the listing of `list` for `profile` in either era: the result page, or `Err(None)`
+    /// when the backend fails (HTTP 503, F5), or `Err(Some(message))` for an invalid cursor
+    /// (-32602). `empty_cursor` says whether the empty string is a cursor here (modern era).
+    /// The tool list's requests are counted (`tools_list_calls`, in flight) for the benches.
+    pub(super) async fn list(
         &self,
         profile: &str,
         b: &Behaviour,
+        list: List,
         instance: u8,
         params: &Value,
         empty_cursor: bool,
     ) -> Result<Value, Option<&'static str>> {
-        let now = self.tools_list_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
-        self.tools_list_max_in_flight
-            .fetch_max(now, Ordering::Relaxed);
+        let tools = list == List::Tools;
+        if tools {
+            let now = self.tools_list_in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+            self.tools_list_max_in_flight
+                .fetch_max(now, Ordering::Relaxed);
+        }
         tokio::time::sleep(b.page_delay).await;
         // The page is cut after the delay, so a redeploy during it shows in the answer.
-        self.tools_list_calls.fetch_add(1, Ordering::Relaxed);
         let cursor = params.get("cursor");
-        let list_state = self.list_state(profile, b, instance, cursor.is_some(), empty_cursor);
-        self.tools_list_in_flight.fetch_sub(1, Ordering::Relaxed);
-        listing::answer(b, list_state.ok_or(None)?, cursor).map_err(Some)
+        let list_state =
+            self.list_state(profile, b, list, instance, cursor.is_some(), empty_cursor);
+        if tools {
+            self.tools_list_calls.fetch_add(1, Ordering::Relaxed);
+            self.tools_list_in_flight.fetch_sub(1, Ordering::Relaxed);
+        }
+        listing::answer(b, list_state.ok_or(None)?, list, cursor).map_err(Some)
+    }
+
+    /// The deploy state a call answered on `instance` sees.
+    fn call_state(&self, b: &Behaviour, instance: u8) -> ListState {
+        ListState {
+            generation: *self.generation.borrow(),
+            instance: match b.instances {
+                Instances::PinnedDivergent => instance,
+                _ => 0,
+            },
+            hotfix: false,
+            empty_cursor: false,
+        }
     }
 
     /// Answer `tools/call` in either era: the `CallToolResult`, or a JSON-RPC error.
@@ -467,16 +522,29 @@ impl LabState {
         params: &Value,
     ) -> Result<Value, (i64, String)> {
         self.tools_calls.fetch_add(1, Ordering::Relaxed);
-        let st = ListState {
-            generation: *self.generation.borrow(),
-            instance: match b.instances {
-                Instances::PinnedDivergent => instance,
-                _ => 0,
-            },
-            hotfix: false,
-            empty_cursor: false,
-        };
-        listing::call(b, st, params)
+        listing::call(b, self.call_state(b, instance), params)
+    }
+
+    /// Answer `prompts/get` or `resources/read` (`not_found`: the era's "resource not found"
+    /// code) for a profile that serves them; `None` for a method that is neither, or a profile
+    /// that serves only tools.
+    pub(super) fn item_call(
+        &self,
+        b: &Behaviour,
+        instance: u8,
+        method: &str,
+        params: &Value,
+        not_found: i64,
+    ) -> Option<Result<Value, (i64, String)>> {
+        if !b.prompts_and_resources {
+            return None;
+        }
+        let st = self.call_state(b, instance);
+        match method {
+            "prompts/get" => Some(listing::get_prompt(b, st, params)),
+            "resources/read" => Some(listing::read_resource(b, st, params, not_found)),
+            _ => None,
+        }
     }
 
     /// The instance a modern-era request from `peer` lands on: TCP connections are pinned
