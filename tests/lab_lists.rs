@@ -61,15 +61,20 @@ impl Legacy {
         }
     }
 
+    /// A request of this session: its method, `Accept`, and the session's headers.
+    fn request(&self, method: reqwest::Method, accept: &str) -> reqwest::RequestBuilder {
+        self.http
+            .request(method, self.url.clone())
+            .header("Accept", accept)
+            .header("Mcp-Session-Id", &self.id)
+            .header("MCP-Protocol-Version", VERSION)
+    }
+
     /// One request's whole JSON-RPC answer.
     async fn call(&self, method: &str, params: Value) -> Value {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         let resp = self
-            .http
-            .post(self.url.clone())
-            .header("Accept", "application/json, text/event-stream")
-            .header("Mcp-Session-Id", &self.id)
-            .header("MCP-Protocol-Version", VERSION)
+            .request(reqwest::Method::POST, "application/json, text/event-stream")
             .json(&body);
         let resp = tokio::time::timeout(DEADLINE, resp.send())
             .await
@@ -124,11 +129,7 @@ async fn legacy_sessions_list_prompts_and_resources_and_hear_every_list_change()
 
     // The GET stream announces a redeploy once per notification method, the tools first.
     let stream = s
-        .http
-        .get(s.url.clone())
-        .header("Accept", "text/event-stream")
-        .header("Mcp-Session-Id", &s.id)
-        .header("MCP-Protocol-Version", VERSION)
+        .request(reqwest::Method::GET, "text/event-stream")
         .send()
         .await
         .expect("GET stream");
