@@ -65,10 +65,21 @@ HEALTHY = "kb_healthy|kb_modern"  # a regex: the dual-era healthy gateway and th
 HARD_DEADLINE = 540  # seconds for the whole run; the alert alone needs ~40 s + `for: 5m`
 POLL = 2  # seconds between polls of a condition
 
-# Referenced by dashboards or rules, but absent from a healthy demo's scrape, by design. Empty
-# now: mcp_probe_session_failures_total, the one that used to be here, exists at 0 for every
-# reason from a connection's start. A name added here must say why.
+# Referenced by dashboards or rules, but absent from the demo's scrape, by design. A name added here
+# must say why.
+_FIRST_EVENT = "written from its first event (docs/metrics.md), and the demo's targets never have one"
 KNOWN_ABSENT: dict = {
+    # Counters of anomalies appear with their first event (docs/scaling.md says why; tests/monitoring.rs
+    # holds every alert that reads one to holding for 10 minutes or more). The failure-mode tests
+    # assert each against the lab scenario that produces it.
+    "mcp_probe_session_failures_total": _FIRST_EVENT + " (tests/hostile.rs)",
+    "mcp_probe_session_expiries_total": _FIRST_EVENT + " (tests/failure_modes.rs, F6)",
+    "mcp_probe_ping_failures_total": _FIRST_EVENT + " (tests/failure_modes.rs, F15)",
+    "mcp_probe_notification_stream_reconnects_total": _FIRST_EVENT + " (tests/failure_modes.rs, F4)",
+    "mcp_probe_tools_list_cursor_errors_total": _FIRST_EVENT + " (tests/failure_modes.rs, F8)",
+    "mcp_probe_tools_list_repeated_cursors_total": _FIRST_EVENT + " (tests/failure_modes.rs, F9)",
+    "mcp_probe_tools_list_loop_cap_hits_total": _FIRST_EVENT + " (tests/failure_modes.rs, F10)",
+    "mcp_probe_list_changed_without_change_total": _FIRST_EVENT + " (tests/failure_modes.rs, F14)",
     # Per-target auth series exist only for targets with credentials (an auth block or a client
     # certificate); this run's demo targets have none. .ci/oauth_e2e.sh asserts all three against
     # a real OAuth-protected server.
