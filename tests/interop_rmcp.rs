@@ -275,11 +275,7 @@ async fn serve(registry: Registry) -> url::Url {
 fn v(s: &Scrape, name: &str, extra: &[(&str, &str)]) -> f64 {
     let mut labels = vec![T, C];
     labels.extend_from_slice(extra);
-    if name.ends_with("_total") {
-        s.count(name, &labels)
-    } else {
-        s.v(name, &labels)
-    }
+    s.value(name, &labels)
 }
 
 /// Assert one series of connection 0 of the rmcp target, with the scrape in the message.

@@ -156,6 +156,16 @@ impl Scrape {
         self.get(name, labels).unwrap_or(0.0)
     }
 
+    /// A series' value by its kind: a counter (`_total`) reads 0 while absent ([`Scrape::count`]),
+    /// a gauge must exist ([`Scrape::v`]).
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        if name.ends_with("_total") {
+            self.count(name, labels)
+        } else {
+            self.v(name, labels)
+        }
+    }
+
     /// The `target` label values of the samples of `metric`.
     pub fn targets(&self, metric: &str) -> std::collections::BTreeSet<String> {
         self.samples

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use super::behaviour::{Behaviour, Era, Instances};
 use super::state::{
     Feed, KEEPALIVE, LEGACY_VERSIONS, LabState, MAX_LISTENS, announcements, capabilities,
-    change_feed, reply, rpc_error, rpc_result, served, server_info, status,
+    change_feed, reply, rpc_error, rpc_result, served, served_listing, server_info, status,
 };
 use mcp_client::listing::list::List;
 
@@ -236,7 +236,7 @@ pub(super) async fn post(
             Err((code, message)) => refuse(StatusCode::BAD_REQUEST, &id, code, &message),
         },
         "subscriptions/listen" => listen(state, profile, b, &id, &params),
-        m => match List::of_method(m).filter(|l| served(b).any(|s| s == *l)) {
+        m => match served_listing(b, m) {
             Some(list) => match state
                 .list(profile, b, list, instance, &params, b.empty_cursor)
                 .await
@@ -370,8 +370,8 @@ fn refusal(
 /// `subscriptions/listen`: an SSE stream that stays open. First the acknowledgement with the
 /// honoured subset of the filter (`toolsListChanged`, and `promptsListChanged` and
 /// `resourcesListChanged` for a profile that serves those lists, each only when the profile
-/// declares `listChanged`), then a `list_changed` per honoured list as the change feed says, every message tagged with the
-/// listen request's id; when the server ends the subscription (session expiry's modern
+/// declares `listChanged`), then a `list_changed` per honoured list as the change feed says,
+/// every message tagged with the listen request's id; when the server ends the subscription (session expiry's modern
 /// counterpart) the listen result, then the end. A profile without a notification channel
 /// (`get_stream: false`, F3) does not implement the method.
 fn listen(

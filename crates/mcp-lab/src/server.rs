@@ -32,9 +32,8 @@ use super::behaviour::{Behaviour, Era};
 use super::modern;
 use super::state::{
     Feed, KEEPALIVE, LEGACY_VERSIONS, LabState, ResumeCounts, announcements, change_feed,
-    message_stream, origin_ok, reply, rpc_error, rpc_result, served, status,
+    message_stream, origin_ok, reply, rpc_error, rpc_result, served, served_listing, status,
 };
-use mcp_client::listing::list::List;
 
 /// A running lab server.
 pub struct Lab {
@@ -275,7 +274,7 @@ async fn handle_post(
             Ok(result) => rpc_result(&id, result),
             Err((code, message)) => rpc_error(&id, code, &message),
         },
-        m => match List::of_method(m).filter(|l| served(&b).any(|s| s == *l)) {
+        m => match served_listing(&b, m) {
             Some(list) => match state
                 .list(&profile, &b, list, session.instance, &params, false)
                 .await

@@ -138,6 +138,11 @@ pub(super) fn served(b: &Behaviour) -> impl Iterator<Item = List> + use<> {
         .filter(move |l| all || *l == List::Tools)
 }
 
+/// The list `method` lists, when the profile serves it.
+pub(super) fn served_listing(b: &Behaviour, method: &str) -> Option<List> {
+    List::of_method(method).filter(|l| served(b).any(|s| s == *l))
+}
+
 /// The capabilities a profile declares, in both eras: one per list it serves, each with
 /// `listChanged` when the profile declares it.
 pub(super) fn capabilities(b: &Behaviour) -> Value {
