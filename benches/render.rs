@@ -132,6 +132,7 @@ fn main() {
         version: "1.0.0".into(),
         tools: true,
         list_changed: true,
+        ..Default::default()
     };
     let mut handles = Vec::new();
     for t in 0..targets {

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use mcp_client::listing::changes::*;
-use mcp_client::listing::toolset::ToolSet;
+use mcp_client::listing::items::ItemSet;
 use mcp_lab::kb;
 
 /// A tool as the SDK peers define one (kb_catalog.py `Catalog.tool`, kb_catalog.mjs).
@@ -900,10 +900,10 @@ fn deep_schemas_are_unknown_below_the_depth_cap() {
     assert_eq!(c.findings[0].rule, "too_deep");
 }
 
-fn set(tools: &[Value], defs: &Definitions) -> ToolSet {
-    let mut s = ToolSet::new();
+fn set(tools: &[Value], defs: &Definitions) -> ItemSet {
+    let mut s = ItemSet::new();
     for t in tools {
-        let fp = mcp_client::listing::toolset::tool_fingerprint(t);
+        let fp = mcp_client::listing::items::definition_fingerprint(t);
         defs.keep(fp, t);
         s.insert(t["name"].as_str().unwrap().into(), fp);
     }
@@ -1034,7 +1034,7 @@ mod properties {
                 prop_assert!(f.after.as_ref().is_none_or(|s| s.len() <= paths::MAX_VALUE_BYTES));
             }
             // A difference between the two is found unless they are the same definition.
-            let same = mcp_client::listing::toolset::tool_fingerprint(&a) == mcp_client::listing::toolset::tool_fingerprint(&b);
+            let same = mcp_client::listing::items::definition_fingerprint(&a) == mcp_client::listing::items::definition_fingerprint(&b);
             if !same && a.is_object() && b.is_object() {
                 prop_assert!(c.class().is_some() || strip_meta(&a) == strip_meta(&b) || names_differ_only(&a, &b));
             }

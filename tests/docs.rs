@@ -146,7 +146,7 @@ fn every_label_value_is_documented() {
     let walk_reasons = [
         WalkError::RepeatedCursor,
         WalkError::LoopCap,
-        WalkError::TooManyTools,
+        WalkError::TooManyItems,
     ];
     let values = Reason::ALL
         .iter()

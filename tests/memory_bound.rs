@@ -37,7 +37,7 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// What a connection may keep of one complete listing (one `ToolSet`) under the default
+/// What a connection may keep of one complete listing (one `ItemSet`) under the default
 /// budget; a connection holds at most two (its cache and the server's last listing).
 const KEPT_BOUND: isize = 448 * 1024;
 /// What one walk may have allocated at its peak, pages included.
@@ -122,11 +122,11 @@ fn a_connection_keeps_at_most_the_documented_bytes_of_a_listing() {
         // The page texts (the "server") were there before and still are: what grew is the walk.
         let kept = LIVE.load(Ordering::Relaxed) - before;
         drop(pager);
-        let tools = report.result.as_ref().map(|w| w.tools.len()).unwrap_or(0);
+        let tools = report.result.as_ref().map(|w| w.items.len()).unwrap_or(0);
         let declared = report
             .result
             .as_ref()
-            .map(|w| w.tools.heap_bytes())
+            .map(|w| w.items.heap_bytes())
             .unwrap_or(0);
         println!(
             "names of {name_len} bytes: {pages} pages, {tools} tools, kept {kept} B \

@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
-use mcp_client::listing::toolset::{ToolSet, tool_fingerprint};
-use mcp_client::listing::walker::{MAX_TOOLS_PER_WALK, Pager, WalkError, walk};
+use mcp_client::listing::items::{ItemSet, definition_fingerprint};
+use mcp_client::listing::walker::{MAX_ITEMS_PER_WALK, Pager, WalkError, walk};
 use mcp_client::mcp::jsonrpc::{self, Incoming, RpcError};
 use mcp_client::mcp::{McpError, Reason};
 use proptest::prelude::*;
@@ -510,7 +510,7 @@ fn check_walk(script: &[PageSpec], tail: Tail, max_pages: u32) -> Result<(), Tes
         Ok(w) => {
             prop_assert_eq!(w.pages, report.requests);
             prop_assert!(last.result.is_ok() && last.next_cursor.is_none());
-            let names: Vec<&str> = w.tools.names().collect();
+            let names: Vec<&str> = w.items.names().collect();
             let expected: Vec<&str> = seen_names.iter().map(String::as_str).collect();
             prop_assert_eq!(names, expected);
             prop_assert!(!endless_unique);
@@ -533,8 +533,8 @@ fn check_walk(script: &[PageSpec], tail: Tail, max_pages: u32) -> Result<(), Tes
             prop_assert_eq!(e.is_cursor_error(), requests > 1);
             prop_assert_eq!(e.reason(), expected.reason.as_str());
         }
-        Err(WalkError::TooManyTools) => {
-            prop_assert!(seen_names.len() > MAX_TOOLS_PER_WALK);
+        Err(WalkError::TooManyItems) => {
+            prop_assert!(seen_names.len() > MAX_ITEMS_PER_WALK);
         }
         Err(WalkError::ListingTooLarge { .. }) => {
             prop_assert!(false, "these walks have no byte budget: {:?}", asked);
@@ -604,7 +604,7 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// toolset: fingerprints and the diff
+// items: fingerprints and the diff
 // ---------------------------------------------------------------------------------------------
 
 /// A JSON tree whose object members keep an explicit order, to be written out as text.
@@ -688,8 +688,8 @@ fn tool_entries() -> impl Strategy<Value = Vec<(usize, u64)>> {
     prop::collection::vec((0..8usize, 0u64..3), 0..12)
 }
 
-fn tool_set(entries: &[(usize, u64)]) -> (ToolSet, BTreeMap<String, u64>) {
-    let mut set = ToolSet::new();
+fn tool_set(entries: &[(usize, u64)]) -> (ItemSet, BTreeMap<String, u64>) {
+    let mut set = ItemSet::new();
     let mut model = BTreeMap::new();
     for &(n, fp) in entries {
         let name = format!("tool{n}");
@@ -713,7 +713,7 @@ proptest! {
         let a = parse(&tool_text(&members, seed_a));
         let b = parse(&tool_text(&members, seed_b));
         prop_assert_eq!(&a, &b);
-        prop_assert_eq!(tool_fingerprint(&a), tool_fingerprint(&b));
+        prop_assert_eq!(definition_fingerprint(&a), definition_fingerprint(&b));
     }
 
     #[test]
@@ -724,11 +724,11 @@ proptest! {
         seed_a in any::<u64>(),
         seed_b in any::<u64>(),
     ) {
-        let plain = tool_fingerprint(&parse(&tool_text(&members, seed_a)));
+        let plain = definition_fingerprint(&parse(&tool_text(&members, seed_a)));
         let with = |meta: &Tree, seed| {
             let mut m = members.clone();
             m.push(("_meta".into(), meta.clone()));
-            tool_fingerprint(&parse(&tool_text(&m, seed)))
+            definition_fingerprint(&parse(&tool_text(&m, seed)))
         };
         prop_assert_eq!(with(&meta_a, seed_a), plain);
         prop_assert_eq!(with(&meta_b, seed_b), plain);
@@ -737,15 +737,15 @@ proptest! {
     #[test]
     fn fingerprint_sees_a_new_member(members in tool_tree(), key in "[a-z]{1,6}", value in json_string()) {
         prop_assume!(!members.iter().any(|(k, _)| *k == key));
-        let before = tool_fingerprint(&parse(&tool_text(&members, 0)));
+        let before = definition_fingerprint(&parse(&tool_text(&members, 0)));
         let mut m = members.clone();
         m.push((key, Tree::Leaf(Value::String(value))));
-        prop_assert_ne!(tool_fingerprint(&parse(&tool_text(&m, 0))), before);
+        prop_assert_ne!(definition_fingerprint(&parse(&tool_text(&m, 0))), before);
     }
 
     #[test]
     fn fingerprints_fit_in_53_bits(value in json_value()) {
-        prop_assert!(tool_fingerprint(&value) < TWO_POW_53);
+        prop_assert!(definition_fingerprint(&value) < TWO_POW_53);
     }
 
     #[test]
@@ -759,14 +759,14 @@ proptest! {
     #[test]
     fn diff_with_itself_is_empty(entries in tool_entries()) {
         let (set, _) = tool_set(&entries);
-        prop_assert!(ToolSet::diff(&set, &set).is_empty());
+        prop_assert!(ItemSet::diff(&set, &set).is_empty());
     }
 
     #[test]
     fn diff_is_the_set_differences(server in tool_entries(), cache in tool_entries()) {
         let (s, sm) = tool_set(&server);
         let (c, cm) = tool_set(&cache);
-        let d = ToolSet::diff(&s, &c);
+        let d = ItemSet::diff(&s, &c);
         let s_names: BTreeSet<&String> = sm.keys().collect();
         let c_names: BTreeSet<&String> = cm.keys().collect();
         let missing: Vec<String> = s_names.difference(&c_names).map(|n| n.to_string()).collect();
@@ -849,7 +849,7 @@ fn generators_reach_every_outcome() {
             Err(WalkError::LoopCap) => "loop cap",
             Err(e) if e.is_cursor_error() => "cursor error",
             Err(WalkError::Request { .. }) => "first-page error",
-            Err(WalkError::TooManyTools) => "too many tools",
+            Err(WalkError::TooManyItems) => "too many tools",
             Err(WalkError::ListingTooLarge { .. }) => "listing too large",
         });
     }

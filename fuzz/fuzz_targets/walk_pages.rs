@@ -134,14 +134,14 @@ fuzz_target!(|data: &[u8]| {
     match &report.result {
         Ok(w) => {
             assert_eq!(w.pages, report.requests);
-            assert!(w.tools.len() <= NAMES.len());
+            assert!(w.items.len() <= NAMES.len());
         }
         Err(WalkError::LoopCap) => assert_eq!(report.requests, max_pages),
         Err(e @ WalkError::Request { .. }) => {
             assert_eq!(e.is_cursor_error(), report.requests > 1);
         }
         Err(WalkError::RepeatedCursor) => assert!(report.requests > 1),
-        Err(WalkError::TooManyTools) => panic!("at most {} distinct names", NAMES.len()),
+        Err(WalkError::TooManyItems) => panic!("at most {} distinct names", NAMES.len()),
         Err(WalkError::ListingTooLarge { .. }) => panic!("the byte budget is unbounded here"),
     }
 });

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::recorder::{classified, elapsed};
 use super::{Checker, Status};
 use mcp_client::channel::{ChannelEvent, ChannelKeeper};
-use mcp_client::listing::toolset::ToolSet;
+use mcp_client::listing::items::ItemSet;
 use mcp_client::mcp::{Client, Era, Inbox};
 
 impl Checker<'_> {
@@ -22,7 +22,7 @@ impl Checker<'_> {
     pub(super) async fn listen(
         &mut self,
         window: Duration,
-        first: Option<&ToolSet>,
+        first: Option<&ItemSet>,
         stream: Option<&Listener>,
     ) {
         let stream_gone = stream.is_none_or(|s| !*s.open.borrow());
@@ -106,11 +106,11 @@ impl Checker<'_> {
                 self.report.row(
                     Status::Pass,
                     "list_changed",
-                    format!("{heard}; re-walk: {} tools", walk.tools.len()),
+                    format!("{heard}; re-walk: {} tools", walk.items.len()),
                 );
                 return;
             };
-            let drift = ToolSet::diff(&walk.tools, first);
+            let drift = ItemSet::diff(&walk.items, first);
             self.saw_change |= !drift.is_empty();
             if drift.is_empty() && tokio::time::Instant::now() < deadline {
                 spurious += u32::from(matches!(woke, Woke::Notified));
@@ -123,8 +123,8 @@ impl Checker<'_> {
             };
             let mut detail = format!(
                 "{heard}; re-walk: {} tools; since the first walk: {}",
-                walk.tools.len(),
-                classified(first, &walk.tools, &self.definitions)
+                walk.items.len(),
+                classified(first, &walk.items, &self.definitions)
             );
             if status == Status::Warn {
                 detail.push_str(
@@ -200,13 +200,13 @@ impl Checker<'_> {
     /// When the channel ended during the window, the notification may have gone out on it:
     /// a correct client re-opens the stream and re-lists after the gap, as the exporter does,
     /// so it catches up — a warning (F4), not a failure.
-    async fn audit_silence(&mut self, first: Option<&ToolSet>, quiet: String, lost_stream: bool) {
+    async fn audit_silence(&mut self, first: Option<&ItemSet>, quiet: String, lost_stream: bool) {
         let audit = self.walk("audit").await;
         let (Some(first), Ok(walk)) = (first, &audit.report.result) else {
             self.report.row(Status::Info, "list_changed", quiet);
             return;
         };
-        let drift = ToolSet::diff(&walk.tools, first);
+        let drift = ItemSet::diff(&walk.items, first);
         if drift.is_empty() {
             self.report.row(
                 Status::Info,
@@ -253,7 +253,7 @@ impl Checker<'_> {
             "list_changed",
             format!(
                 "{quiet}, yet the list changed: {}; {why}",
-                classified(first, &walk.tools, &self.definitions)
+                classified(first, &walk.items, &self.definitions)
             ),
         );
     }

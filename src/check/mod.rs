@@ -40,7 +40,7 @@ use legacy::LegacyCheck;
 use listen::Listener;
 use mcp_client::channel::{ChannelEvent, ChannelKeeper};
 use mcp_client::listing::changes::Definitions;
-use mcp_client::listing::toolset::ToolSet;
+use mcp_client::listing::items::ItemSet;
 use mcp_client::mcp::{Client, Dialer, Era, Inbox, Responder};
 use recorder::{compare, elapsed, names};
 
@@ -337,7 +337,7 @@ impl Checker<'_> {
     }
 
     /// First walk, duplicates, names, second walk. Returns the first walk's tools if complete.
-    async fn listing(&mut self) -> Option<ToolSet> {
+    async fn listing(&mut self) -> Option<ItemSet> {
         let notified_before = self.inbox.list_changed_count();
         let first = self.walk("first").await;
         let (status, detail) = first.verdict(self.opts.max_pages);
@@ -385,7 +385,7 @@ impl Checker<'_> {
             );
             return None;
         };
-        let first_tools = first_walk.tools.clone();
+        let first_tools = first_walk.items.clone();
         self.param_headers = first_walk.param_headers.clone();
         self.contract_row(first_walk.cache.unwrap_or_default().hint.ttl);
         let second = self.walk("second").await;
@@ -442,7 +442,7 @@ impl Checker<'_> {
         }
     }
 
-    async fn call(&mut self, call: &Call, listed: Option<&ToolSet>) {
+    async fn call(&mut self, call: &Call, listed: Option<&ItemSet>) {
         let Some(listed) = listed else {
             self.report.row(
                 Status::Error,

@@ -12,13 +12,13 @@ use serde_json::Value;
 use super::recorder::{names, one_change};
 use super::{Checker, Options, Status, open};
 use mcp_client::listing::changes::{pin_change, pins};
-use mcp_client::listing::toolset::ToolSet;
+use mcp_client::listing::items::ItemSet;
 use mcp_client::listing::walker::{self, Pager, WalkLimits};
 use mcp_client::mcp::Responder;
 
 impl Checker<'_> {
     /// The `pins` row: the first walk against `--pins`.
-    pub(super) fn pins(&mut self, pinned: &pins::Pins, listed: Option<&ToolSet>) {
+    pub(super) fn pins(&mut self, pinned: &pins::Pins, listed: Option<&ItemSet>) {
         let Some(listed) = listed else {
             self.report.row(
                 Status::Error,

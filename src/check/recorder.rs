@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::{Checker, Status, WalkSummary};
 use crate::config::valid_tool_name;
 use mcp_client::listing::changes::{self, Definitions, ToolChange};
-use mcp_client::listing::toolset::{ToolSet, kept_name, tool_fingerprint};
+use mcp_client::listing::items::{ItemSet, definition_fingerprint, kept_name};
 use mcp_client::listing::walker::{self, Pager, WalkError, WalkReport};
 use mcp_client::mcp::{Client, McpError, truncate};
 
@@ -55,7 +55,7 @@ struct Recorder<'a> {
 
 /// At most this many (name, fingerprint) entries are kept per walk, duplicates included: the
 /// walker bounds distinct tools, this bounds a server that repeats one name a million times.
-const MAX_KEPT: usize = 2 * walker::MAX_TOOLS_PER_WALK;
+const MAX_KEPT: usize = 2 * walker::MAX_ITEMS_PER_WALK;
 
 /// What one page served.
 struct Page {
@@ -92,7 +92,7 @@ impl Pager for Recorder<'_> {
             served += 1;
             if self.kept < MAX_KEPT {
                 self.kept += 1;
-                tools.push((kept_name(name).0.into(), tool_fingerprint(t)));
+                tools.push((kept_name(name).0.into(), definition_fingerprint(t)));
             }
         }
         self.pages.push(Page { served, tools });
@@ -113,7 +113,7 @@ impl Recorded {
 
     pub(super) fn summary(&self, which: &'static str) -> WalkSummary {
         let tools = match &self.report.result {
-            Ok(w) => w.tools.len(),
+            Ok(w) => w.items.len(),
             Err(_) => self.pages.iter().map(|p| p.served).sum(),
         };
         WalkSummary {
@@ -142,7 +142,7 @@ impl Recorded {
                     "{} page(s) ({}), {} tools; cursors followed to the end",
                     w.pages,
                     self.page_counts(),
-                    w.tools.len()
+                    w.items.len()
                 ),
             ),
             Err(WalkError::RepeatedCursor) => (
@@ -218,11 +218,11 @@ pub(super) fn compare(
             Status::Pass,
             format!(
                 "second walk: the same {} tools in the same order with the same definitions",
-                w1.tools.len()
+                w1.items.len()
             ),
         );
     }
-    let drift = ToolSet::diff(&w2.tools, &w1.tools);
+    let drift = ItemSet::diff(&w2.items, &w1.items);
     if drift.is_empty() {
         let at = a.iter().zip(&b).position(|(x, y)| x != y).unwrap_or(0);
         let name = |s: &[&(String, u64)]| {
@@ -246,7 +246,7 @@ pub(super) fn compare(
             Status::Info,
             format!(
                 "the list changed between the walks, and list_changed was received: {}",
-                classified(&w1.tools, &w2.tools, definitions)
+                classified(&w1.items, &w2.items, definitions)
             ),
         )
     } else {
@@ -255,7 +255,7 @@ pub(super) fn compare(
             format!(
                 "two walks a moment apart differ and no list_changed arrived: {}; a client's \
                  cache is stale as soon as it is filled",
-                classified(&w1.tools, &w2.tools, definitions)
+                classified(&w1.items, &w2.items, definitions)
             ),
         )
     }
@@ -264,7 +264,7 @@ pub(super) fn compare(
 /// What changed from `before` to `after`, each changed definition with its class and the first
 /// paths that changed: "added a; removed b; changed c (breaking: required_added at
 /// $.inputSchema.required)".
-pub(super) fn classified(before: &ToolSet, after: &ToolSet, definitions: &Definitions) -> String {
+pub(super) fn classified(before: &ItemSet, after: &ItemSet, definitions: &Definitions) -> String {
     let all = changes::changes(before, after, definitions);
     if all.is_empty() {
         return "no change".into();
@@ -354,7 +354,7 @@ mod tests {
             .iter()
             .map(|p| p.iter().map(|(n, f)| (n.to_string(), *f)).collect())
             .collect();
-        let mut tools = ToolSet::new();
+        let mut tools = ItemSet::new();
         let mut duplicates = 0;
         for (n, f) in pages.iter().flatten() {
             if !tools.insert(n.as_str().into(), *f) {
@@ -363,7 +363,7 @@ mod tests {
         }
         let result = if complete {
             Ok(Walk {
-                tools,
+                items: tools,
                 pages: pages.len() as u32,
                 cache: None,
                 param_headers: Default::default(),

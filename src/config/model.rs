@@ -6,6 +6,7 @@
 
 use super::labels::Labels;
 use super::{HttpClientConfig, ProbeConfig, Secret, redact_url};
+use mcp_client::listing::list::ListSet;
 use mcp_client::mcp::version::ProtocolVersion;
 use std::fmt;
 use std::path::PathBuf;
@@ -56,6 +57,9 @@ pub struct TargetSettings {
     /// legacy (2025-11-25) session on the same URL and measures what 2025-era clients hear (see
     /// `crate::probe::legacy_watch`). One session and one idle GET stream per target.
     pub legacy_clients: bool,
+    /// `lists`: the lists the target's connections cache and audit, each where the server
+    /// declares it (the tool list always). Default: every list.
+    pub lists: ListSet,
 }
 
 impl Default for TargetSettings {
@@ -69,6 +73,7 @@ impl Default for TargetSettings {
             max_pages: 64,
             max_listing_bytes: DEFAULT_MAX_LISTING_BYTES,
             legacy_clients: true,
+            lists: ListSet::ALL,
         }
     }
 }

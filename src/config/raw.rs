@@ -144,6 +144,7 @@ pub(super) struct RawSettings {
     pub(super) max_pages: Option<i64>,
     pub(super) max_listing_bytes: Option<RawBytes>,
     pub(super) legacy_clients: Option<bool>,
+    pub(super) lists: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]

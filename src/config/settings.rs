@@ -7,6 +7,7 @@ use super::error::ConfigError;
 use super::model::TargetSettings;
 use super::raw::{RawBytes, RawSettings, parse_bytes};
 use super::validator::Validator;
+use mcp_client::listing::list::{List, ListSet};
 use std::time::Duration;
 
 const MAX_PAGES_LIMIT: i64 = 10_000;
@@ -83,8 +84,24 @@ impl Validator<'_> {
             max_pages,
             max_listing_bytes,
             legacy_clients: raw.legacy_clients.unwrap_or(base.legacy_clients),
+            lists: self.lists(p, raw.lists)?.unwrap_or(base.lists),
         };
         Ok((settings, timeout.unwrap_or(inherited_timeout)))
+    }
+
+    /// `lists`: names of the closed set; the tool list is watched whether named or not.
+    fn lists(&self, p: &str, raw: Option<Vec<String>>) -> Result<Option<ListSet>, ConfigError> {
+        let Some(names) = raw else {
+            return Ok(None);
+        };
+        let mut set = ListSet::TOOLS;
+        for (i, name) in names.iter().enumerate() {
+            let list = name
+                .parse::<List>()
+                .map_err(|why| self.err(format!("{p}.lists[{i}]"), why))?;
+            set = set.with(list);
+        }
+        Ok(Some(set))
     }
 
     fn max_listing_bytes(
@@ -192,13 +209,14 @@ mod tests {
             "expected one of `name`, `url`, `transport`, `command`, `args`, `env`, `cwd`, \
              `protocol_version`, `headers`, `header_files`, `connections`, `audit_interval`, \
              `ping_interval`, `request_timeout`, `notification_grace`, `max_pages`, \
-             `max_listing_bytes`, `legacy_clients`, `probes`, `labels`, `pins`, `authorization`",
+             `max_listing_bytes`, `legacy_clients`, `lists`, `probes`, `labels`, `pins`, \
+             `authorization`",
         );
         assert_has(
             &err("global:\n  nope: 1\n"),
             "expected one of `connections`, `audit_interval`, `ping_interval`, \
              `request_timeout`, `notification_grace`, `max_pages`, `max_listing_bytes`, \
-             `legacy_clients`, `authorization`",
+             `legacy_clients`, `lists`, `authorization`",
         );
     }
 

@@ -331,6 +331,7 @@ mod tests {
     use super::*;
     use crate::config::test_support::*;
     use crate::config::*;
+    use mcp_client::listing::list::{List, ListSet};
 
     #[test]
     fn defaults_match_the_documented_values() {
@@ -405,6 +406,36 @@ targets:
         assert!(c.targets[1].settings.legacy_clients, "the target's own");
         let e = err(&one_target("    legacy_clients: sometimes\n"));
         assert!(e.contains("legacy_clients"), "{e}");
+    }
+
+    #[test]
+    fn lists_default_to_every_list_and_always_hold_the_tools() {
+        let c = ok("global:
+  lists: [prompts]
+targets:
+  - name: a
+    url: http://a.example/mcp
+  - name: b
+    url: http://b.example/mcp
+    lists: []
+  - name: c
+    url: http://c.example/mcp
+    lists: [resources, resource_templates, tools]
+");
+        assert_eq!(Defaults::default().settings.lists, ListSet::ALL);
+        let lists = |i: usize| c.targets[i].settings.lists.iter().collect::<Vec<_>>();
+        assert_eq!(lists(0), [List::Tools, List::Prompts], "from global");
+        assert_eq!(lists(1), [List::Tools], "the tool list is always watched");
+        assert_eq!(
+            lists(2),
+            [List::Tools, List::Resources, List::ResourceTemplates]
+        );
+        let e = err(&one_target("    lists: [tools, templates]\n"));
+        assert!(
+            e.contains("targets[0].lists[1]: unknown list \"templates\"")
+                && e.contains("`resource_templates`"),
+            "{e}"
+        );
     }
 
     #[test]

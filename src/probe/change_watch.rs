@@ -18,7 +18,7 @@ use crate::config::TargetConfig;
 use crate::probe::metrics::TargetMetrics;
 use mcp_client::listing::changes::pins::{Mismatch, PinReport, Pins, compare};
 use mcp_client::listing::changes::{Definitions, ToolChange, pin_change};
-use mcp_client::listing::toolset::ToolSet;
+use mcp_client::listing::items::ItemSet;
 
 /// How often a pins file is checked for a change.
 pub const PINS_POLL: Duration = Duration::from_secs(2);
@@ -41,7 +41,7 @@ struct PinState {
     /// Why the last read failed, if it did.
     error: Option<String>,
     /// Connection 0's last complete listing.
-    listing: Option<ToolSet>,
+    listing: Option<ItemSet>,
     /// The last comparison.
     report: Option<PinReport>,
 }
@@ -139,7 +139,7 @@ impl TargetChanges {
     /// that and the listing before, and forgets the rest), the listing kept for the pins
     /// (connection 0 only) and the store's size published. Called after the change from the
     /// connection's previous listing was classified, though the store keeps that one anyway.
-    pub fn listing(&self, index: u16, tools: &ToolSet) {
+    pub fn listing(&self, index: u16, tools: &ItemSet) {
         self.definitions.listed(index, tools);
         self.metrics.definitions_bytes(self.definitions.bytes());
         if index != 0 || self.pins_path.is_none() {

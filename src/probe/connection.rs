@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! connect (era: detected or pinned) ──► open channel ──► walk (initial | reconnect) ──► loop {
-//!     list_changed          → walk(notification)      (single-flight: one more walk if mid-walk)
+//!     list_changed          → walk(notification) of the lists it announces
+//!                                                     (single-flight: one more walk if mid-walk)
 //!     channel ended         → re-open with backoff → walk(stream_gap)
 //!     audit tick            → walk(audit), diff against the cache, never written into it
 //!     liveness tick         → ping (legacy) | server/discover (modern); repeated failure → new session
@@ -10,6 +11,12 @@
 //!     probe due (conn. 0)   → side-effect guard → tools/call → judge (after the first walk)
 //! }
 //! ```
+//!
+//! Every list the connection watches goes through this one loop: the tools always, and each of
+//! prompts, resources and resource templates that the session's server declares and the target
+//! watches (`lists`). Each list has its own view ([`super::list_view`]: cache, server view,
+//! audit and TTL watches) and its own schedule; walks stay one at a time per connection (one
+//! request connection), the tool list's first.
 //!
 //! The channel is the legacy GET stream or a modern `subscriptions/listen` stream
 //! ([`mcp_client::channel`]); which walk runs next is [`super::schedule`]; whether a difference was
@@ -33,23 +40,23 @@ use tokio::time::MissedTickBehavior;
 use tracing::Instrument;
 
 use super::Trigger;
-use super::audit::{Audit, TtlWatch};
 use super::change_watch::TargetChanges;
-use super::contract::{Contract, Facts};
+use super::contract::Contract;
 use super::events::Events;
 use super::functional::{self, Failed, ProbeClock};
 use super::legacy_watch::{LegacyVerdict, LegacyWatch};
+use super::list_view::{ListView, Walked};
 use super::schedule::WalkSchedule;
 use super::status::ConnStatusHandle;
 use crate::config::{Endpoint, HttpTransportKind, ProbeConfig, Secret, TargetConfig};
 use crate::probe::metrics::ConnMetrics;
 use mcp_client::backoff::Backoff;
 use mcp_client::channel::{ChannelEvent, ChannelKeeper};
-use mcp_client::listing::toolset::{Drift, ToolSet};
+use mcp_client::listing::list::List;
 use mcp_client::listing::walker::{self, Pager, WalkLimits, WalkReport};
 use mcp_client::mcp::{
-    Client, Dialer, Era, HttpTransport, Inbox, Limits, McpError, Reason, Responder, SseEndpoint,
-    stdio,
+    Client, Dialer, Era, HttpTransport, Inbox, Limits, McpError, Reason, Responder, ServerInfo,
+    SseEndpoint, stdio,
 };
 use mcp_client::target_http::TargetHttp;
 use mcp_client::task::{Slot, poll_slot, sleep_opt};
@@ -59,8 +66,19 @@ const LIVENESS_FAILURES_BEFORE_RECONNECT: u32 = 3;
 
 /// A finished probe run: its index, how long it took, the verdict.
 type ProbeRun = (usize, Duration, Result<(), Failed>);
-/// A finished walk: its trigger, report, duration and when it was requested.
-type WalkRun = (Trigger, WalkReport, Duration, tokio::time::Instant);
+/// A finished walk: which of the connection's lists, its trigger, report, duration and when it
+/// was requested.
+type WalkRun = (usize, Trigger, WalkReport, Duration, tokio::time::Instant);
+
+/// A watched list's walks in the current session.
+struct ListSession {
+    schedule: WalkSchedule,
+    walking: Option<Walking>,
+    /// A notification arrived while a refresh walk of this list was running.
+    overlapped: bool,
+    /// The list's notification count last seen.
+    seen: u64,
+}
 
 /// The walk in flight, and the notifications it answers.
 #[derive(Clone, Copy)]
@@ -90,18 +108,13 @@ pub struct Connection {
     /// The functional probes this connection runs (connection 0 runs the target's probes).
     probes: Vec<ProbeConfig>,
     dialer: Dialer,
-    /// What a correct client holds: changed only by refresh walks.
-    cache: Option<Arc<ToolSet>>,
-    /// The last complete walk of any trigger. One copy with `cache` while the two agree.
-    server: Option<Arc<ToolSet>>,
+    /// The lists watched: the tools first, then those of the other lists the session's server
+    /// declares and the target watches.
+    lists: Vec<ListView>,
     /// Its tools' `x-mcp-header` parameters (mirrored into headers when a probe calls them).
     param_headers: walker::ParamHeaders,
-    audit: Audit,
-    ttl: TtlWatch,
-    /// The open session's era and whether it declares `tools.listChanged`.
-    declared: Option<(Era, bool)>,
-    /// `ttlMs` of the latest complete listing.
-    listing_ttl: Duration,
+    /// The open session's era and what its server declares.
+    declared: Option<(Era, ServerInfo)>,
     /// What a 2025-era client of this modern server hears (connection 0 of a modern session).
     legacy: Option<LegacyWatch>,
     sessions: u64,
@@ -114,14 +127,20 @@ pub struct Connection {
     changes: Option<Arc<TargetChanges>>,
 }
 
-/// Counts every `tools/list` page through the connection's metrics.
+/// Pages one list, counting every page through the connection's metrics.
 struct ClientPager {
+    list: List,
     client: Arc<Client>,
     metrics: Arc<ConnMetrics>,
+    /// Where tool definitions are kept to classify changes (the tool list only).
     changes: Option<Arc<TargetChanges>>,
 }
 
 impl Pager for ClientPager {
+    fn list(&self) -> List {
+        self.list
+    }
+
     fn drops_invalid_header_annotations(&self) -> bool {
         self.client.era() == Era::Modern
     }
@@ -137,11 +156,13 @@ impl Pager for ClientPager {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> Result<(serde_json::Value, usize), McpError> {
-        self.metrics.tools_list_request();
+        if self.list == List::Tools {
+            self.metrics.tools_list_request();
+        }
         timed(
             &self.metrics,
-            "tools/list",
-            self.client.tools_list_page(cursor, max_bytes),
+            self.list.method(),
+            self.client.list_page(self.list, cursor, max_bytes),
         )
         .await
     }
@@ -246,16 +267,15 @@ impl Connection {
         };
         Ok(Connection {
             events: Events::new(metrics, status, probes.len()),
-            audit: Audit::new(config.settings.notification_grace),
+            lists: vec![ListView::new(
+                List::Tools,
+                config.settings.notification_grace,
+            )],
             config,
             probes,
             dialer,
-            cache: None,
-            server: None,
             param_headers: Default::default(),
-            ttl: TtlWatch::default(),
             declared: None,
-            listing_ttl: Duration::ZERO,
             legacy: None,
             sessions: 0,
             alive: false,
@@ -334,7 +354,8 @@ impl Connection {
                             Trigger::Reconnect
                         };
                         self.events.session_opened(&client, trigger);
-                        self.declared = Some((client.era(), client.info().list_changed));
+                        self.declared = Some((client.era(), client.info().clone()));
+                        self.watch_declared_lists();
                         self.judge();
                         self.sessions += 1;
                         // Not up until this session answers a request after connecting.
@@ -396,7 +417,9 @@ impl Connection {
         shutdown: &mut watch::Receiver<bool>,
     ) -> SessionEnd {
         // A new session: whatever was announced between the last one and this was not heard.
-        self.ttl.channel_gap();
+        for view in &mut self.lists {
+            view.ttl.channel_gap();
+        }
         // The channel is opened before the first walk, so a change during the walk is heard.
         let mut channel = ChannelKeeper::new();
         let opened = channel.open_now(client, inbox).await;
@@ -408,14 +431,19 @@ impl Connection {
             return SessionEnd::Dead(e);
         }
 
-        let mut schedule = WalkSchedule::new(first);
+        let mut sessions: Vec<ListSession> = self
+            .lists
+            .iter()
+            .map(|view| ListSession {
+                schedule: WalkSchedule::new(first),
+                walking: None,
+                overlapped: false,
+                seen: inbox.changed_count(view.list),
+            })
+            .collect();
         let mut walk: Slot<WalkRun> = None;
-        let mut walking: Option<Walking> = None;
-        // A notification arrived while a refresh walk was running.
-        let mut overlapped = false;
         let mut liveness: Slot<Result<Duration, McpError>> = None;
         let mut liveness_failures = 0u32;
-        let mut seen_notifications = inbox.list_changed_count();
         let mut probes = ProbeClock::new(self.probes.len());
         // Connection 0 of a modern session: what does a 2025-era client hear here?
         self.legacy = match (&self.dialer, client.era()) {
@@ -448,68 +476,89 @@ impl Connection {
         let mut audit_tick = every(audit_at, self.config.settings.audit_interval);
 
         loop {
-            if walk.is_none()
-                && let Some(trigger) = schedule.next()
-            {
-                walk = Some(self.start_walk(client, trigger));
-                walking = Some(Walking {
-                    trigger,
-                    covers: inbox.list_changed_count(),
-                    noise_countable: !std::mem::take(&mut overlapped),
-                });
+            if walk.is_none() {
+                // The tool list's walks first: the lists are in that order.
+                let next = sessions
+                    .iter_mut()
+                    .enumerate()
+                    .find_map(|(i, s)| s.schedule.next().map(|t| (i, s, t)));
+                if let Some((i, session, trigger)) = next {
+                    walk = Some(self.start_walk(client, i, trigger));
+                    session.walking = Some(Walking {
+                        trigger,
+                        covers: inbox.changed_count(self.lists[i].list),
+                        noise_countable: !std::mem::take(&mut session.overlapped),
+                    });
+                }
             }
             // Probes start once a complete listing tells the guard what the tools are.
-            let probe_at = (probe.is_none() && self.server.is_some())
+            let probe_at = (probe.is_none() && self.tools().server.is_some())
                 .then(|| probes.next_at())
                 .flatten();
             // One timer for every deadline of the loop: a timer of its own each cost 120 bytes
             // of every idle connection's future, five times over.
-            let deadlines = [
-                schedule.retry_at(),
-                self.audit.deadline(),
-                self.ttl.deadline(),
-                self.ttl.broken_until(),
-                probe_at,
-            ];
-            let next_deadline = deadlines.into_iter().flatten().min();
+            let next_deadline = sessions
+                .iter()
+                .map(|s| s.schedule.retry_at())
+                .chain(self.lists.iter().flat_map(ListView::deadlines))
+                .chain([probe_at])
+                .flatten()
+                .min();
             tokio::select! {
                 _ = shutdown.changed() => return SessionEnd::Shutdown,
                 // The server's requests are answered here, not by a task of their own.
                 Some(()) = responder.next(client) => {}
                 _ = inbox.list_changed() => {
-                    let now = inbox.list_changed_count();
-                    self.events.list_changed(now - seen_notifications);
-                    seen_notifications = now;
-                    let refreshing = walking.filter(|w| w.trigger.refreshes_cache());
-                    match refreshing {
-                        // Received before the refresh in flight started: it answers them.
-                        Some(w) if now <= w.covers => {}
-                        // Coalesce: whatever walk is pending covers this notification too.
-                        Some(_) => {
-                            overlapped = true;
-                            schedule.notified();
+                    let mut counted = [false; 3];
+                    for (view, session) in self.lists.iter().zip(&mut sessions) {
+                        let now = inbox.changed_count(view.list);
+                        if now == session.seen {
+                            continue;
                         }
-                        None => schedule.notified(),
+                        // The resources notification announces both resource lists: counted once.
+                        let announced = List::announced_by(view.list.changed_notification());
+                        if !std::mem::replace(&mut counted[announced[0] as usize], true) {
+                            self.events.list_changed(view.list, now - session.seen);
+                        }
+                        session.seen = now;
+                        let refreshing = session.walking.filter(|w| w.trigger.refreshes_cache());
+                        match refreshing {
+                            // Received before the refresh in flight started: it answers them.
+                            Some(w) if now <= w.covers => {}
+                            // Coalesce: whatever walk is pending covers this notification too.
+                            Some(_) => {
+                                session.overlapped = true;
+                                session.schedule.notified();
+                            }
+                            None => session.schedule.notified(),
+                        }
                     }
                 }
-                (trigger, report, elapsed, requested) = poll_slot(&mut walk) => {
+                (i, trigger, report, elapsed, requested) = poll_slot(&mut walk) => {
                     walk = None;
-                    let walked = walking.take();
+                    let list = self.lists[i].list;
+                    let session = &mut sessions[i];
+                    let walked = session.walking.take();
                     let noise_countable = walked.is_none_or(|w| w.noise_countable);
-                    let heard_before = walked.map_or_else(|| inbox.list_changed_count(), |w| w.covers);
+                    let heard_now = inbox.changed_count(list);
+                    let heard_before = walked.map_or(heard_now, |w| w.covers);
                     let expired = report.result.as_ref().err()
                         .and_then(|e| e.mcp_error())
                         .is_some_and(|e| e.reason == Reason::SessionExpired);
                     if report.answered > 0 {
                         self.confirm_alive();
                     }
-                    let complete = self.on_walk(trigger, report, elapsed, requested, schedule.refresh_pending(), heard_before..inbox.list_changed_count(), noise_countable);
+                    let complete = self.on_walk(i, trigger, report, elapsed, requested, session.schedule.refresh_pending(), heard_before..heard_now, noise_countable);
                     if expired {
                         return SessionEnd::Expired;
                     }
-                    schedule.finished(trigger, complete);
+                    session.schedule.finished(trigger, complete);
                 }
-                _ = audit_tick.tick() => schedule.audit_due(),
+                _ = audit_tick.tick() => {
+                    for session in &mut sessions {
+                        session.schedule.audit_due();
+                    }
+                }
                 _ = liveness_tick.tick(), if liveness.is_none() => {
                     let c = client.clone();
                     let m = self.events.metrics.clone();
@@ -547,34 +596,46 @@ impl Connection {
                         return SessionEnd::Dead(e);
                     }
                     if matches!(event, ChannelEvent::Lost { .. }) {
-                        self.ttl.channel_gap();
+                        for view in &mut self.lists {
+                            view.ttl.channel_gap();
+                        }
                     }
                     if let ChannelEvent::Opened { after_gap: true, .. } = event {
                         // Notifications sent while the channel was down are lost: re-list.
-                        schedule.refresh(Trigger::StreamGap);
+                        for session in &mut sessions {
+                            session.schedule.refresh(Trigger::StreamGap);
+                        }
                     }
                 }
                 _ = sleep_opt(next_deadline) => {
                     let now = tokio::time::Instant::now();
                     let due = |at: Option<tokio::time::Instant>| at.is_some_and(|t| t <= now);
-                    if due(schedule.retry_at()) {
-                        schedule.retry_wait_over();
+                    for session in &mut sessions {
+                        if due(session.schedule.retry_at()) {
+                            session.schedule.retry_wait_over();
+                        }
                     }
-                    if due(self.audit.deadline())
-                        && self.audit.grace_over(inbox.list_changed_count())
-                    {
-                        self.events.unannounced(self.config.settings.notification_grace);
-                        self.judge();
+                    let grace = self.config.settings.notification_grace;
+                    let mut judge = false;
+                    for view in &mut self.lists {
+                        let heard = inbox.changed_count(view.list);
+                        if due(view.audit.deadline()) && view.audit.grace_over(heard) {
+                            self.events.unannounced(view.list, grace);
+                            judge = true;
+                        }
+                        if due(view.ttl.deadline())
+                            && let Some(ttl) = view.ttl.grace_over(heard)
+                        {
+                            self.events.ttl_violation(view.list, ttl);
+                            judge = true;
+                        }
+                        if due(view.ttl.broken_until()) {
+                            // Every client that held the broken promise has re-fetched by now.
+                            view.ttl.broken_over();
+                            judge = true;
+                        }
                     }
-                    if due(self.ttl.deadline())
-                        && let Some(ttl) = self.ttl.grace_over(inbox.list_changed_count())
-                    {
-                        self.events.ttl_violation(ttl);
-                        self.judge();
-                    }
-                    if due(self.ttl.broken_until()) {
-                        // Every client that held the broken promise has re-fetched by now.
-                        self.ttl.broken_over();
+                    if judge {
                         self.judge();
                     }
                     if due(probe_at)
@@ -582,7 +643,7 @@ impl Connection {
                     {
                         let p = self.probes[i].clone();
                         probes.ran(i, p.interval);
-                        match self.server.as_ref().map(|s| functional::guard(&p, s)) {
+                        match self.tools().server.as_ref().map(|s| functional::guard(&p, s)) {
                             Some(Err(refused)) => self.probe_done(i, Duration::ZERO, Err(refused)),
                             _ => {
                                 let annotated = self.param_headers.get(p.tool.as_str()).cloned().unwrap_or_default();
@@ -618,16 +679,57 @@ impl Connection {
         self.events.up();
     }
 
+    /// The tool list's view.
+    fn tools(&self) -> &ListView {
+        &self.lists[0]
+    }
+
+    /// After a session opened: watch the other lists its server declares and the target
+    /// watches, keeping the views of those still declared and dropping the rest.
+    fn watch_declared_lists(&mut self) {
+        let Some((_, info)) = &self.declared else {
+            return;
+        };
+        let watched = self.config.settings.lists;
+        let wanted: Vec<List> = List::ALL
+            .into_iter()
+            .filter(|l| *l == List::Tools || (watched.contains(*l) && info.declares(*l).is_some()))
+            .collect();
+        let grace = self.config.settings.notification_grace;
+        let mut views = std::mem::take(&mut self.lists).into_iter().peekable();
+        let mut kept = Vec::with_capacity(wanted.len());
+        for list in &wanted {
+            while views.next_if(|v| v.list < *list).is_some_and(|gone| {
+                self.events.list_watched(gone.list, false);
+                true
+            }) {}
+            match views.next_if(|v| v.list == *list) {
+                Some(view) => kept.push(view),
+                None => {
+                    self.events.list_watched(*list, true);
+                    kept.push(ListView::new(*list, grace));
+                }
+            }
+        }
+        for gone in views {
+            self.events.list_watched(gone.list, false);
+        }
+        self.lists = kept;
+    }
+
     fn start_walk(
         &self,
         client: &Arc<Client>,
+        index: usize,
         trigger: Trigger,
     ) -> Pin<Box<dyn Future<Output = WalkRun> + Send>> {
-        self.events.walk_started(trigger);
+        let list = self.lists[index].list;
+        self.events.walk_started(list, trigger);
         let mut pager = ClientPager {
+            list,
             client: client.clone(),
             metrics: self.events.metrics.clone(),
-            changes: self.changes.clone(),
+            changes: self.changes.clone().filter(|_| list == List::Tools),
         };
         let limits = WalkLimits {
             max_pages: self.config.settings.max_pages,
@@ -637,14 +739,15 @@ impl Connection {
             let requested = tokio::time::Instant::now();
             let t = Instant::now();
             let report = walker::walk(&mut pager, limits).await;
-            (trigger, report, t.elapsed(), requested)
+            (index, trigger, report, t.elapsed(), requested)
         })
     }
 
-    /// Apply a finished walk. Returns whether it completed.
+    /// Apply a finished walk of the list at `index`. Returns whether it completed.
     #[allow(clippy::too_many_arguments)]
     fn on_walk(
         &mut self,
+        index: usize,
         trigger: Trigger,
         report: WalkReport,
         elapsed: Duration,
@@ -653,96 +756,76 @@ impl Connection {
         heard: std::ops::Range<u64>,
         noise_countable: bool,
     ) -> bool {
-        self.events.walk_finished(trigger, &report, elapsed);
+        let list = self.lists[index].list;
+        self.events.walk_finished(list, trigger, &report, elapsed);
         let Ok(walk) = report.result else {
             return false;
         };
-        // One copy of a listing: equal to what a view holds already (the cache and the server
-        // view agree almost always), the walk's tools are dropped for a share of that.
-        let tools = [&self.server, &self.cache]
-            .into_iter()
-            .flatten()
-            .find(|held| ***held == walk.tools)
-            .cloned()
-            .unwrap_or_else(|| Arc::new(walk.tools));
         let ttl = walk.cache.unwrap_or_default().hint.ttl;
-        self.listing_ttl = ttl;
-        self.ttl.listing(
-            tools.fingerprint(),
-            requested,
+        let grace = self.config.settings.notification_grace;
+        let walked = Walked {
+            trigger,
+            items: walk.items,
             ttl,
-            heard.start,
-            heard.end,
-            self.config.settings.notification_grace,
-        );
-        if trigger.refreshes_cache() {
-            let unchanged = self.cache.as_ref() == Some(&tools);
-            self.events
-                .cache_replaced(trigger, &tools, unchanged && noise_countable);
-            self.cache = Some(tools.clone());
-        } else {
-            self.events.audited();
+            requested,
+            notified_meanwhile,
+            heard,
+            noise_countable,
+        };
+        let view = &mut self.lists[index];
+        let applied = view.apply(walked, grace);
+        let server = view
+            .server
+            .clone()
+            .expect("a complete walk sets the server view");
+        match applied.refreshed_unchanged {
+            Some(unchanged) => self
+                .events
+                .cache_replaced(list, trigger, &server, unchanged),
+            None => self.events.audited(list),
         }
-        if let (Some(before), Some(shared)) = (&self.server, &self.changes) {
-            let changes =
-                mcp_client::listing::changes::changes(before, &tools, &shared.definitions);
-            if !changes.is_empty() {
-                self.events.tool_changes(changes);
+        if list == List::Tools {
+            if let (Some(before), Some(shared)) = (&applied.before, &self.changes) {
+                let changes =
+                    mcp_client::listing::changes::changes(before, &server, &shared.definitions);
+                if !changes.is_empty() {
+                    self.events.tool_changes(changes);
+                }
             }
-        }
-        if let Some(shared) = &self.changes {
-            shared.listing(self.index, &tools);
-        }
-        let changed = self.server.as_ref().is_some_and(|s| *s != tools);
-        if let (true, Some(legacy)) = (changed, &mut self.legacy) {
-            legacy.change_seen();
-        }
-        self.server = Some(tools);
-        self.param_headers = walk.param_headers;
-        let drift = self.drift();
-        self.events.drift(&drift);
-        if drift.is_empty() {
-            self.audit.matched();
-        } else if trigger == Trigger::Audit && !notified_meanwhile {
-            let fp = self
-                .server
-                .as_ref()
-                .map(|s| s.fingerprint())
-                .unwrap_or_default();
-            if self.audit.diverged(fp, heard.end) {
-                self.events.diverged(&drift);
+            if let Some(shared) = &self.changes {
+                shared.listing(self.index, &server);
             }
+            let changed = applied.before.as_ref().is_some_and(|s| *s != server);
+            if let (true, Some(legacy)) = (changed, &mut self.legacy) {
+                legacy.change_seen();
+            }
+            self.param_headers = walk.param_headers;
+        }
+        self.events.drift(list, &applied.drift);
+        if applied.diverged {
+            self.events.diverged(list, &applied.drift);
         }
         self.judge();
         true
     }
 
-    /// Judge the connection by its server's contract: what it promises a caching client, and
+    /// Judge each list by its server's contract: what it promises a caching client, and
     /// whether a promise is broken now (see [`super::contract`]).
     fn judge(&mut self) {
-        let Some((era, announces)) = self.declared else {
+        let Some((era, info)) = &self.declared else {
             return;
         };
-        let contract = Contract::new(era, announces, self.listing_ttl);
-        let facts = Facts {
-            drift: !self.drift().is_empty(),
-            unannounced: self.audit.unannounced(),
-            ttl_broken: self.ttl.broken_until().is_some(),
-        };
-        self.events.judged(&contract, contract.stale(facts));
+        for view in &self.lists {
+            let announces = info.declares(view.list).unwrap_or(false);
+            let contract = Contract::new(*era, announces, view.listing_ttl);
+            self.events
+                .judged(view.list, &contract, contract.stale(view.facts()));
+        }
     }
 
     fn probe_done(&mut self, index: usize, elapsed: Duration, verdict: Result<(), Failed>) {
         let tool = &self.probes[index].tool;
         self.events.probe_done(index, tool, elapsed, verdict);
-    }
-
-    fn drift(&self) -> Drift {
-        match (&self.server, &self.cache) {
-            (Some(s), Some(c)) => ToolSet::diff(s, c),
-            (Some(s), None) => ToolSet::diff(s, &ToolSet::new()),
-            _ => Drift::default(),
-        }
     }
 }
 

@@ -9,8 +9,12 @@
 //! change of state, a `repeated=N` summary at most every 5 minutes, and at most
 //! [`super::repeats::LINES_PER_WINDOW`] lines per kind and window, however often the state
 //! changes. The macro is the only way this module writes a line (a test reads the source to
-//! make sure), so a new kind of event cannot log without a limiter: with the 11 kinds below, a
-//! connection writes at most 11 × 4 lines (plus one per functional probe) per 5 minutes.
+//! make sure), so a new kind of event cannot log without a limiter: with the 12 kinds below, a
+//! connection writes at most 12 × 4 lines (plus one per functional probe) per 5 minutes.
+//!
+//! Events of a list take the list: the tool list's go to its own series and the status page as
+//! they always did, the other lists' to the `list`-labelled series (see
+//! `crate::probe::metrics`), the status page's event log and one limiter for all of them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +28,8 @@ use super::status::{ConnState, ConnStatusHandle};
 use crate::probe::metrics::ConnMetrics;
 use mcp_client::channel::ChannelEvent;
 use mcp_client::listing::changes::ToolChange;
-use mcp_client::listing::toolset::{Drift, ToolSet};
+use mcp_client::listing::items::{Drift, ItemSet};
+use mcp_client::listing::list::List;
 use mcp_client::listing::walker::WalkReport;
 use mcp_client::mcp::{Client, McpError, Reason};
 
@@ -54,6 +59,8 @@ struct Logs {
     legacy: Repeats,
     stale: Repeats,
     promise: Repeats,
+    /// The lists other than the tools (their drift, unannounced changes and verdicts).
+    lists: Repeats,
     probes: Vec<Repeats>,
 }
 
@@ -64,6 +71,8 @@ pub struct Events {
     logs: Logs,
     /// The last verdict recorded: (promised, stale), so flips are logged once.
     judged: Option<(bool, bool)>,
+    /// The other lists' last verdicts (stale), by [`List`] order.
+    lists_stale: [Option<bool>; 4],
 }
 
 impl Events {
@@ -76,6 +85,7 @@ impl Events {
                 ..Logs::default()
             },
             judged: None,
+            lists_stale: [None; 4],
         }
     }
 
@@ -208,21 +218,45 @@ impl Events {
         }
     }
 
-    pub fn list_changed(&self, n: u64) {
+    /// A list other than the tools is watched from now on (`on`), or no longer.
+    pub fn list_watched(&self, list: List, on: bool) {
+        self.metrics.list_watched(list, on);
+    }
+
+    pub fn list_changed(&self, list: List, n: u64) {
+        if list != List::Tools {
+            return self.metrics.list_notifications(list, n);
+        }
         self.metrics.list_changed(n);
         self.status.list_changed(n);
     }
 
-    pub fn walk_started(&self, trigger: Trigger) {
+    pub fn walk_started(&self, list: List, trigger: Trigger) {
+        if list != List::Tools {
+            return;
+        }
         self.metrics.walk_started(trigger);
         self.status.walk_started(trigger);
     }
 
     /// A walk ended (its report is recorded whole; the caller applies the listing).
-    pub fn walk_finished(&mut self, trigger: Trigger, report: &WalkReport, elapsed: Duration) {
+    pub fn walk_finished(
+        &mut self,
+        list: List,
+        trigger: Trigger,
+        report: &WalkReport,
+        elapsed: Duration,
+    ) {
+        if list != List::Tools {
+            self.metrics.list_walk_finished(list, report);
+            if let Err(e) = &report.result {
+                limited!(self.logs.lists.failed(e.reason()), warn, repeated, list = list.as_str(), trigger = trigger.as_str(), reason = e.reason(), error = %e, "walk failed");
+            }
+            return;
+        }
         self.metrics.walk_finished(trigger, report, elapsed);
         let outcome = match &report.result {
-            Ok(w) => Ok((w.pages, w.tools.len())),
+            Ok(w) => Ok((w.pages, w.items.len())),
             Err(e) => Err((report.requests, e.to_string())),
         };
         self.status.walk_finished(trigger, outcome, elapsed);
@@ -257,7 +291,10 @@ impl Events {
         }
     }
 
-    pub fn cache_replaced(&self, trigger: Trigger, tools: &ToolSet, unchanged: bool) {
+    pub fn cache_replaced(&self, list: List, trigger: Trigger, tools: &ItemSet, unchanged: bool) {
+        if list != List::Tools {
+            return self.metrics.list_cache_view(list, tools);
+        }
         if trigger == Trigger::Notification && unchanged {
             self.metrics.list_changed_without_change();
         }
@@ -293,11 +330,16 @@ impl Events {
         self.status.tool_changes(changes);
     }
 
-    pub fn audited(&self) {
-        self.metrics.consistency_check(true);
+    pub fn audited(&self, list: List) {
+        if list == List::Tools {
+            self.metrics.consistency_check(true);
+        }
     }
 
-    pub fn drift(&mut self, drift: &Drift) {
+    pub fn drift(&mut self, list: List, drift: &Drift) {
+        if list != List::Tools {
+            return self.metrics.list_drift(list, drift);
+        }
         self.metrics.drift(drift);
         self.status.drift(drift);
         if drift.is_empty() {
@@ -312,11 +354,16 @@ impl Events {
     }
 
     /// An audit started a new divergence.
-    pub fn diverged(&mut self, drift: &Drift) {
+    pub fn diverged(&mut self, list: List, drift: &Drift) {
+        let log = match list {
+            List::Tools => &mut self.logs.drift,
+            _ => &mut self.logs.lists,
+        };
         limited!(
-            self.logs.drift.failed("drift"),
+            log.failed("drift"),
             info,
             repeated,
+            list = list.as_str(),
             missing = %name_list(&drift.missing),
             extra = %name_list(&drift.extra),
             changed = %name_list(&drift.changed),
@@ -324,19 +371,30 @@ impl Events {
         );
     }
 
-    pub fn unannounced(&mut self, grace: Duration) {
-        self.metrics.unannounced_change();
+    pub fn unannounced(&mut self, list: List, grace: Duration) {
+        let log = match list {
+            List::Tools => {
+                self.metrics.unannounced_change();
+                &mut self.logs.unannounced
+            }
+            _ => {
+                self.metrics.list_unannounced(list);
+                &mut self.logs.lists
+            }
+        };
         self.status.event(
             "unannounced_change",
             format!(
-                "the server's list changed and no list_changed arrived within {}",
+                "the server's {list} list changed and no {} arrived within {}",
+                list.changed_notification(),
                 humantime::format_duration(grace)
             ),
         );
         limited!(
-            self.logs.unannounced.failed("unannounced"),
+            log.failed("unannounced"),
             warn,
             repeated,
+            list = list.as_str(),
             "server list changed without list_changed within notification_grace"
         );
     }
@@ -360,7 +418,30 @@ impl Events {
 
     /// The connection judged by its server's contract: what is promised, and whether a promise
     /// is broken now (a correct client holds a stale list). Logged when either flips.
-    pub fn judged(&mut self, contract: &Contract, stale: bool) {
+    pub fn judged(&mut self, list: List, contract: &Contract, stale: bool) {
+        if list != List::Tools {
+            self.metrics.list_stale(list, stale);
+            let was = self.lists_stale[list as usize].replace(stale);
+            if was != Some(stale) && (stale || was.is_some()) {
+                let words = if stale {
+                    "a promise to caching clients is broken: correct clients hold a stale list"
+                } else {
+                    "no promise to caching clients about this list is broken any more"
+                };
+                self.status
+                    .event("list_cache_stale", format!("{list}: {words}"));
+                limited!(
+                    self.logs.lists.failed("stale"),
+                    warn,
+                    repeated,
+                    list = list.as_str(),
+                    stale,
+                    promise = contract.promise(),
+                    "{words}"
+                );
+            }
+            return;
+        }
         self.metrics.contract(contract.promised(), stale);
         self.status.contract(contract, stale);
         let now = (contract.promised(), stale);
@@ -392,12 +473,15 @@ impl Events {
         }
     }
 
-    pub fn ttl_violation(&self, ttl: Duration) {
-        self.metrics.ttl_violation();
+    pub fn ttl_violation(&self, list: List, ttl: Duration) {
+        match list {
+            List::Tools => self.metrics.ttl_violation(),
+            _ => self.metrics.list_ttl_violation(list),
+        }
         self.status.event(
             "ttl_violation",
             format!(
-                "the server's list changed while its previous listing promised freshness for {} (ttlMs), without list_changed",
+                "the server's {list} list changed while its previous listing promised freshness for {} (ttlMs), without list_changed",
                 humantime::format_duration(ttl)
             ),
         );
@@ -515,12 +599,14 @@ mod tests {
                 e.session_dead(&McpError::new(reason, "down"), Duration::from_secs(1));
                 e.up();
                 e.tool_changes(vec![change(&format!("t{i}"), "breaking")]);
-                e.diverged(&drift);
-                e.drift(&Drift::default());
-                e.unannounced(Duration::from_secs(5));
+                for list in [List::Tools, List::Prompts] {
+                    e.diverged(list, &drift);
+                    e.drift(list, &Drift::default());
+                    e.unannounced(list, Duration::from_secs(5));
+                    e.judged(list, if flip { &announce } else { &silent }, flip);
+                }
                 e.legacy_path(verdicts[i % 2]);
                 e.legacy_path(LegacyVerdict::Delivered);
-                e.judged(if flip { &announce } else { &silent }, flip);
                 let verdict = if flip {
                     Err((ProbeFailure::Timeout, "slow".to_string()))
                 } else {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::config::{Expect, ProbeConfig};
-use mcp_client::listing::toolset::ToolSet;
+use mcp_client::listing::items::ItemSet;
 use mcp_client::mcp::{McpError, Reason};
 
 /// The fixed `reason` label set of `mcp_probe_tool_probe_failures_total`.
@@ -99,7 +99,7 @@ impl ProbeClock {
 }
 
 /// Whether the probe may call its tool, judged on the server's latest full listing.
-pub fn guard(probe: &ProbeConfig, server: &ToolSet) -> Result<(), Failed> {
+pub fn guard(probe: &ProbeConfig, server: &ItemSet) -> Result<(), Failed> {
     if !server.contains(&probe.tool) {
         return Err((
             ProbeFailure::UnknownTool,
@@ -254,8 +254,8 @@ mod tests {
         }
     }
 
-    fn server() -> ToolSet {
-        let mut s = ToolSet::new();
+    fn server() -> ItemSet {
+        let mut s = ItemSet::new();
         s.insert_tool("kb_stats".into(), 1, true);
         s.insert_tool("kb_delete".into(), 2, false);
         s

@@ -4,7 +4,7 @@
 //! - [`walker`] follows cursors with caps and guards and yields fingerprints;
 //! - [`changes`] classifies definition changes (breaking, compatible, unknown) and checks
 //!   listings against pinned baselines;
-//! - [`toolset`] holds tool fingerprints, the tool sets a connection keeps and their diff;
+//! - [`items`] holds definition fingerprints, the item sets a connection keeps and their diff;
 //! - [`connection`] is the per-connection state machine (session, channel, walks, audit,
 //!   liveness, functional probes), sequencing small parts with one job each: [`channel`] keeps
 //!   the notification channel open, `schedule` picks the next walk, [`audit`] judges whether a
@@ -23,6 +23,7 @@ pub mod contract;
 mod events;
 pub mod functional;
 pub mod legacy_watch;
+mod list_view;
 pub mod metrics;
 pub mod repeats;
 mod schedule;

@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::upstream_tools::{Listing, listing_fingerprint};
-use mcp_client::listing::toolset::tool_fingerprint;
+use mcp_client::listing::items::definition_fingerprint;
 
 /// What healing keeps of one session: the list it last saw whole, and the last change it was
 /// told of.
@@ -29,7 +29,9 @@ impl Seen {
             // A page of a walk not seen from its start: it says nothing of the whole list.
             return;
         };
-        let sum = sum.wrapping_add(listing_fingerprint(tools.iter().map(tool_fingerprint)));
+        let sum = sum.wrapping_add(listing_fingerprint(
+            tools.iter().map(definition_fingerprint),
+        ));
         if last {
             self.walk = None;
             self.listing = Some(sum);
@@ -67,7 +69,7 @@ mod tests {
         let (a, b, c) = (tool("a"), tool("b"), tool("c"));
         let current = |tools: &[Value], generation| Listing {
             generation,
-            fingerprint: listing_fingerprint(tools.iter().map(tool_fingerprint)),
+            fingerprint: listing_fingerprint(tools.iter().map(definition_fingerprint)),
         };
         let mut s = Seen::default();
         assert!(

@@ -11,7 +11,7 @@
 //! It also learns from the clients' own listings ([`Catalog::saw_page`], [`Catalog::saw_walk`]):
 //! a server that cannot announce a change (no `listChanged`, a lossy gateway) still shows it to
 //! every client that re-lists, and that listing passes through the proxy. A page holding a tool
-//! whose fingerprint (the probe's [`tool_fingerprint`], under its name) the catalog does not have,
+//! whose fingerprint (the probe's [`definition_fingerprint`], under its name) the catalog does not have,
 //! or a complete walk of a session with another number of tools, asks for the same debounced,
 //! single-flight re-walk a `list_changed` does, so a call right after is judged against the
 //! freshest list any client has seen, not one up to `catalog_refresh_interval` old. Order is not
@@ -39,7 +39,7 @@ use tokio::sync::{Notify, watch};
 
 use crate::config::{Endpoint, Secret};
 use crate::proxy::metrics::ProxyMetrics;
-use mcp_client::listing::toolset::{kept_name, tool_fingerprint};
+use mcp_client::listing::items::{definition_fingerprint, kept_name};
 use mcp_client::listing::walker::{self, Pager, WalkLimits};
 use mcp_client::mcp::{Client, Era, Inbox, McpError};
 use mcp_client::target_http::TargetHttp;
@@ -133,7 +133,7 @@ pub struct Listing {
     pub fingerprint: u64,
 }
 
-/// An order-free fingerprint of a list, from each tool's [`tool_fingerprint`] (which covers its
+/// An order-free fingerprint of a list, from each tool's [`definition_fingerprint`] (which covers its
 /// name): the catalog's walk and a client's listing of the same tools give the same value.
 pub fn listing_fingerprint(tools: impl IntoIterator<Item = u64>) -> u64 {
     tools
@@ -396,7 +396,7 @@ impl Catalog {
             .iter()
             .filter_map(|t| {
                 let name = t.get("name").and_then(Value::as_str)?;
-                Some((kept_name(name).0, tool_fingerprint(t)))
+                Some((kept_name(name).0, definition_fingerprint(t)))
             })
             .collect();
         let digest = {
@@ -659,7 +659,7 @@ mod tests {
             .map(|t| {
                 (
                     t["name"].as_str().unwrap().into(),
-                    tool_fingerprint(t),
+                    definition_fingerprint(t),
                     None,
                 )
             })

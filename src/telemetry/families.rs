@@ -110,6 +110,20 @@ exposition::metric_families! {
         "Cache refreshes that failed, by trigger.";
     LAST_REFRESH = "mcp_probe_cache_last_refresh_timestamp_seconds", Gauge, ["target", "connection"],
         "Unix time of the last completed cache refresh.";
+    LIST_ITEMS = "mcp_probe_list_items", Gauge, ["target", "connection", "list", "view"],
+        "Items of a list other than the tools (prompts, resources, resource_templates) by view: server (last complete walk) and cache (what a correct client holds). Only for lists the server declares and the target watches (`lists`); the tool list's series are mcp_probe_tools and its siblings.";
+    LIST_DRIFT = "mcp_probe_list_cache_drift_items", Gauge, ["target", "connection", "list", "kind"],
+        "Items by which the cache of a list other than the tools differs from the server at the last check: missing, extra, changed.";
+    LIST_UNANNOUNCED = "mcp_probe_list_unannounced_changes_total", Counter, ["target", "connection", "list"],
+        "Changes to a list other than the tools not announced by its list_changed notification within notification_grace.";
+    LIST_TTL_VIOLATIONS = "mcp_probe_list_ttl_violations_total", Counter, ["target", "connection", "list"],
+        "Changes to a list other than the tools made while its previous listing's ttlMs still promised it fresh, without list_changed (2026-07-28 servers).";
+    LIST_CACHE_STALE = "mcp_probe_list_cache_stale", Gauge, ["target", "connection", "list"],
+        "1 while a correct client of the session's era, holding the server to what it promised, holds a stale copy of a list other than the tools (the verdict mcp_probe_tool_cache_stale gives the tool list). The verdict McpProbeListCacheStale reads.";
+    LIST_NOTIFICATIONS = "mcp_probe_list_notifications_total", Counter, ["target", "connection", "list"],
+        "list_changed notifications received for a list other than the tools (the resources notification counts for resources and resource_templates).";
+    LIST_WALK_FAILURES = "mcp_probe_list_walk_failures_total", Counter, ["target", "connection", "list", "reason"],
+        "Walks of a list other than the tools that did not complete, by reason.";
     TOOL_PROBE_SUCCESS = "mcp_probe_tool_probe_success", Gauge, ["target", "tool"],
         "1 when the last run of the functional probe (tools/call) of this tool passed; 0 after a failure, a skip, or while the session is down.";
     TOOL_PROBE_DURATION = "mcp_probe_tool_probe_duration_seconds", Gauge, ["target", "tool"],

@@ -159,7 +159,7 @@ impl Client {
             .await
             .result
             .map_err(|e| McpError::new(Reason::InvalidResponse, format!("walk: {}", e.reason())))?;
-        let names = walked.tools.names().map(str::to_string).collect();
+        let names = walked.items.names().map(str::to_string).collect();
         Ok((names, pager.search_v2))
     }
 

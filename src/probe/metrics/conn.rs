@@ -17,13 +17,15 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::TargetMetrics;
+use super::lists::ListSeries;
 use crate::probe::Trigger;
 use crate::telemetry::families as m;
 use exposition::Kind;
 use exposition::{self as expo, Exposition, Slot, Value};
 use exposition::{Cell, Lazy};
 use mcp_client::listing::changes::CHANGE_KINDS;
-use mcp_client::listing::toolset::{Drift, ToolSet};
+use mcp_client::listing::items::{Drift, ItemSet};
+use mcp_client::listing::list::List;
 use mcp_client::listing::walker::{WalkError, WalkReport};
 use mcp_client::mcp::{Era, Reason, ServerInfo};
 
@@ -221,6 +223,8 @@ pub(super) struct ConnSeries {
     requests: Lazy<&'static str, Cell>,
     request_failures: Lazy<(&'static str, &'static str), Cell>,
     walk_failures: Lazy<(&'static str, &'static str), Cell>,
+    /// The other lists' series (see [`super::lists`]).
+    lists: ListSeries,
 }
 
 impl ConnSeries {
@@ -240,6 +244,7 @@ impl ConnSeries {
             requests: Lazy::default(),
             request_failures: Lazy::default(),
             walk_failures: Lazy::default(),
+            lists: ListSeries::default(),
         }
     }
 
@@ -276,6 +281,7 @@ impl ConnSeries {
             let extra = [("trigger", trigger), ("reason", reason)];
             out.sample(walk_failures, l, &extra, Value::Count(c.raw()))
         });
+        self.lists.render(l, out);
     }
 }
 
@@ -387,9 +393,9 @@ impl ConnMetrics {
             Ok(walk) => {
                 self.target.walk_duration(elapsed);
                 self.cell(l.pages).set(f64::from(walk.pages));
-                self.cell(l.tools).set(walk.tools.len() as f64);
+                self.cell(l.tools).set(walk.items.len() as f64);
                 self.cell(l.fingerprint)
-                    .set(walk.tools.fingerprint() as f64);
+                    .set(walk.items.fingerprint() as f64);
                 let cache = walk.cache.unwrap_or_default();
                 self.cell(l.listing_ttl).set(cache.hint.ttl.as_secs_f64());
                 self.cell(l.listing_public).set_flag(cache.hint.public);
@@ -414,7 +420,7 @@ impl ConnMetrics {
         }
     }
 
-    pub fn cache_view(&self, cache: &ToolSet) {
+    pub fn cache_view(&self, cache: &ItemSet) {
         let l = layout();
         self.cell(l.tools + 1).set(cache.len() as f64);
         self.cell(l.fingerprint + 1).set(cache.fingerprint() as f64);
@@ -467,6 +473,45 @@ impl ConnMetrics {
 
     pub fn list_changed_without_change(&self) {
         self.cell(layout().without_change).add(1);
+    }
+
+    /// Watch `list` (a list other than the tools): its series appear, or disappear when `on` is
+    /// false.
+    pub fn list_watched(&self, list: List, on: bool) {
+        self.series().lists.watch(list, on);
+    }
+
+    /// Notifications announcing a change to `list` (the tools' are [`Self::list_changed`]).
+    pub fn list_notifications(&self, list: List, n: u64) {
+        self.series().lists.with(list, |c| c.notifications(n));
+    }
+
+    /// A walk of `list` ended.
+    pub fn list_walk_finished(&self, list: List, report: &WalkReport) {
+        self.series().lists.with(list, |c| match &report.result {
+            Ok(walk) => c.server_view(&walk.items),
+            Err(e) => c.walk_failed(e.reason()),
+        });
+    }
+
+    pub fn list_cache_view(&self, list: List, cache: &ItemSet) {
+        self.series().lists.with(list, |c| c.cache_view(cache));
+    }
+
+    pub fn list_drift(&self, list: List, drift: &Drift) {
+        self.series().lists.with(list, |c| c.drift(drift));
+    }
+
+    pub fn list_unannounced(&self, list: List) {
+        self.series().lists.with(list, |c| c.unannounced());
+    }
+
+    pub fn list_ttl_violation(&self, list: List) {
+        self.series().lists.with(list, |c| c.ttl_violation());
+    }
+
+    pub fn list_stale(&self, list: List, stale: bool) {
+        self.series().lists.with(list, |c| c.stale(stale));
     }
 
     pub fn cache_refresh(&self, trigger: Trigger, ok: bool) {

@@ -8,6 +8,7 @@
 //! a removed target's `TargetMetrics` is what makes its series disappear.
 
 mod conn;
+mod lists;
 mod target;
 
 use std::sync::Arc;

@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::history::{Ring, Weigh};
 use super::{CHANGES_PER_CONNECTION, MAX_DRIFT_NAMES, MAX_NAME, keep};
 use mcp_client::listing::changes::ToolChange;
-use mcp_client::listing::toolset::Drift;
+use mcp_client::listing::items::Drift;
 
 /// Where a connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

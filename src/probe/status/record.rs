@@ -19,7 +19,7 @@ use crate::probe::Trigger;
 use crate::probe::contract::Contract;
 use crate::probe::legacy_watch::LegacyVerdict;
 use mcp_client::listing::changes::ToolChange;
-use mcp_client::listing::toolset::{Drift, ToolSet};
+use mcp_client::listing::items::{Drift, ItemSet};
 use mcp_client::mcp::{Era, ServerInfo};
 use mcp_client::text;
 
@@ -194,7 +194,7 @@ impl ConnStatusHandle {
         });
     }
 
-    pub fn cache_replaced(&self, trigger: Trigger, tools: &ToolSet) {
+    pub fn cache_replaced(&self, trigger: Trigger, tools: &ItemSet) {
         self.with(|s| {
             s.cache = CacheStatus {
                 tools: Some(tools.len()),

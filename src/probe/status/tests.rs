@@ -3,7 +3,7 @@ use std::time::Duration;
 use super::*;
 use crate::config::{Endpoint, Expect, ProbeConfig, ProtocolChoice, TargetConfig};
 use crate::probe::Trigger;
-use mcp_client::listing::toolset::{Drift, ToolSet};
+use mcp_client::listing::items::{Drift, ItemSet};
 use mcp_client::mcp::{Era, ServerInfo};
 use mcp_client::text::is_hostile;
 
@@ -45,6 +45,7 @@ fn info(list_changed: bool) -> ServerInfo {
         version: "0.1.0".into(),
         tools: true,
         list_changed,
+        ..Default::default()
     }
 }
 
@@ -59,7 +60,7 @@ fn healthy_declaring(c: &ConnStatusHandle, list_changed: bool) {
     c.state(ConnState::Up); // the connection confirms it
     c.stream(true, "GET stream open");
     c.walk_finished(Trigger::Initial, Ok((2, 14)), Duration::from_millis(3));
-    c.cache_replaced(Trigger::Initial, &ToolSet::new());
+    c.cache_replaced(Trigger::Initial, &ItemSet::new());
     c.drift(&Drift::default());
 }
 
@@ -172,6 +173,7 @@ pub(crate) fn hostile_board() -> StatusBoard {
         version: evil("version"),
         tools: true,
         list_changed: true,
+        ..Default::default()
     };
     c.session_opened(Era::Legacy, &server, Trigger::Initial);
     c.state(ConnState::Up); // the connection confirms it
@@ -258,7 +260,7 @@ fn severity_orders_targets_worst_first_and_says_why() {
     np.session_opened(Era::Modern, &info(false), Trigger::Initial);
     np.state(ConnState::Up);
     np.walk_finished(Trigger::Initial, Ok((2, 14)), Duration::from_millis(3));
-    np.cache_replaced(Trigger::Initial, &ToolSet::new());
+    np.cache_replaced(Trigger::Initial, &ItemSet::new());
     np.drift(&stale_drift());
     np.contract(
         &crate::probe::contract::Contract::new(Era::Modern, false, Duration::ZERO),
@@ -346,7 +348,7 @@ fn causes_name_failed_relists_and_unannounced_changes() {
     );
     // The re-list succeeds: healthy again.
     c.walk_finished(Trigger::Notification, Ok((2, 14)), Duration::ZERO);
-    c.cache_replaced(Trigger::Notification, &ToolSet::new());
+    c.cache_replaced(Trigger::Notification, &ItemSet::new());
     assert_eq!(snap_target(&board, "kb").severity, Severity::Healthy);
 
     // The list changes without a notification; the grace period runs out.

@@ -108,6 +108,56 @@ impl List {
     }
 }
 
+/// A set of lists, as a configuration names the lists a target watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct ListSet(u8);
+
+impl ListSet {
+    /// Every list.
+    pub const ALL: ListSet = ListSet(0b1111);
+    /// The tool list alone.
+    pub const TOOLS: ListSet = ListSet(1);
+
+    fn bit(list: List) -> u8 {
+        1 << (list as u8)
+    }
+
+    /// The set with `list` in it too.
+    pub fn with(self, list: List) -> ListSet {
+        ListSet(self.0 | ListSet::bit(list))
+    }
+
+    pub fn contains(self, list: List) -> bool {
+        self.0 & ListSet::bit(list) != 0
+    }
+
+    /// Its lists, in [`List::ALL`] order.
+    pub fn iter(self) -> impl Iterator<Item = List> {
+        List::ALL.into_iter().filter(move |l| self.contains(*l))
+    }
+}
+
+impl FromIterator<List> for ListSet {
+    fn from_iter<I: IntoIterator<Item = List>>(lists: I) -> ListSet {
+        lists.into_iter().fold(ListSet::default(), ListSet::with)
+    }
+}
+
+impl std::str::FromStr for List {
+    type Err = String;
+
+    /// A list by its label value.
+    fn from_str(s: &str) -> Result<List, String> {
+        List::ALL
+            .into_iter()
+            .find(|l| l.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<_> = List::ALL.iter().map(|l| format!("`{l}`")).collect();
+                format!("unknown list {s:?}; expected one of {}", names.join(", "))
+            })
+    }
+}
+
 impl std::fmt::Display for List {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -126,6 +176,24 @@ mod tests {
         }
         assert_eq!(List::of_method("tools/call"), None);
         assert!(List::announced_by("notifications/message").is_empty());
+    }
+
+    #[test]
+    fn a_set_holds_what_was_put_in_and_lists_parse_by_label() {
+        let set: ListSet = [List::Prompts, List::ResourceTemplates]
+            .into_iter()
+            .collect();
+        assert_eq!(
+            set.iter().collect::<Vec<_>>(),
+            [List::Prompts, List::ResourceTemplates]
+        );
+        assert!(!set.contains(List::Tools) && ListSet::TOOLS.contains(List::Tools));
+        assert_eq!(ListSet::ALL.iter().count(), 4);
+        for list in List::ALL {
+            assert_eq!(list.as_str().parse::<List>(), Ok(list));
+        }
+        let e = "templates".parse::<List>().unwrap_err();
+        assert!(e.contains("`resource_templates`"), "{e}");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The tool listing as a correct client keeps it: walked page by page ([`walker`]), held as
-//! fingerprints ([`toolset`]), and compared across listings and against approved baselines
+//! The lists a correct client caches: walked page by page ([`walker`]), held as
+//! fingerprints ([`items`]), and compared across listings and against approved baselines
 //! ([`changes`]), with the definitions that takes shared across targets ([`interner`]).
 //!
 //! Which list is cached is a value ([`list::List`]): tools, prompts, resources and resource
@@ -10,6 +10,6 @@
 
 pub mod changes;
 pub mod interner;
+pub mod items;
 pub mod list;
-pub mod toolset;
 pub mod walker;

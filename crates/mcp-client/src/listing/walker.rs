@@ -1,15 +1,19 @@
-//! The cursor walk: `tools/list` page by page, as a correct client must, with the guards a
-//! careless one lacks.
+//! The cursor walk: a list (`tools/list`, `prompts/list`, `resources/list`,
+//! `resources/templates/list`; see [`List`]) page by page, as a correct client must, with the
+//! guards a careless one lacks. One walk for every list: only the result's array and the field
+//! that keys an item differ, and the tool list's own rules (the 128-character name limit, the
+//! read-only hint, `x-mcp-header` annotations) apply to tools alone.
 //!
 //! - follows `nextCursor` until it is absent (an empty string is a cursor, not the end);
 //! - stops at `max_pages` (F10) and on a cursor seen before in this walk (F9);
-//! - counts names that appear twice (F11) and keeps the first definition;
+//! - counts keys that appear twice (F11) and keeps the first definition;
 //! - an error on a request that carried a cursor is a cursor error (F8);
 //! - holds the whole listing to a byte budget (`max_listing_bytes`): each page is asked for with
 //!   what is left of it, so an oversized page is refused before it is parsed, and what one walk
 //!   reads and keeps is bounded by bytes, not only by pages (each tool is charged at least what
 //!   a connection keeps of it);
-//! - keeps names over the spec's 128 characters shortened (see [`kept_name`]) and counts them.
+//! - keeps keys over 128 characters shortened (see [`kept_name`]), and counts the tool names
+//!   among them (the spec's limit is the tools').
 //!
 //! The walker knows nothing about HTTP: it drives a [`Pager`], which is how the property tests
 //! feed it arbitrary page sequences.
@@ -18,19 +22,25 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::toolset::{BYTES_PER_TOOL, ToolSet, kept_name, read_only_hinted, tool_fingerprint};
+use super::items::{BYTES_PER_ITEM, ItemSet, definition_fingerprint, kept_name, read_only_hinted};
+use super::list::List;
 use crate::mcp::http::MAX_BODY_BYTES;
 use crate::mcp::modern::CacheHint;
 use crate::mcp::param_headers::{self, HeaderParam};
 use crate::mcp::{McpError, Reason};
 
-/// Hard cap on tools in one walk, whatever `max_pages` allows: bounds memory per connection.
-pub const MAX_TOOLS_PER_WALK: usize = 10_000;
+/// Hard cap on items in one walk, whatever `max_pages` allows: bounds memory per connection.
+pub const MAX_ITEMS_PER_WALK: usize = 10_000;
 /// Hard cap on the length of a cursor kept for the repeat check.
 const MAX_CURSOR_BYTES: usize = 4096;
 
-/// Fetches one page of `tools/list`.
+/// Fetches one page of a list.
 pub trait Pager {
+    /// The list it pages (tools unless said otherwise).
+    fn list(&self) -> List {
+        List::Tools
+    }
+
     /// The page at `cursor`, and the bytes its answer took. An answer over `max_bytes` (what is
     /// left of the walk's listing budget) must fail with [`Reason::BodyTooLarge`] without being
     /// read whole.
@@ -46,7 +56,7 @@ pub trait Pager {
         false
     }
 
-    /// Sees each listed tool's definition with its fingerprint, before the page is dropped:
+    /// Sees each listed item's definition with its fingerprint, before the page is dropped:
     /// where a caller keeps definitions (see [`super::changes::Definitions`]). Nothing by default.
     fn definition(&mut self, _fingerprint: u64, _tool: &Value) {}
 }
@@ -56,14 +66,14 @@ pub trait Pager {
 pub struct WalkLimits {
     /// Most pages (`max_pages`).
     pub max_pages: u32,
-    /// Most bytes of `tools/list` answers across all pages (`max_listing_bytes`).
+    /// Most bytes of the list's answers across all pages (`max_listing_bytes`).
     pub max_bytes: usize,
 }
 
 /// A complete walk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Walk {
-    pub tools: ToolSet,
+    pub items: ItemSet,
     pub pages: u32,
     /// What the pages promised about caching (2026-07-28): the shortest `ttlMs` of any page and
     /// the scope. `None` when no page carried cache fields (legacy servers).
@@ -113,8 +123,8 @@ pub enum WalkError {
     RepeatedCursor,
     /// `max_pages` pages and still a `nextCursor`.
     LoopCap,
-    /// More than [`MAX_TOOLS_PER_WALK`] tools.
-    TooManyTools,
+    /// More than [`MAX_ITEMS_PER_WALK`] items.
+    TooManyItems,
     /// The pages together are over `max_listing_bytes` (the page that crossed it was not read
     /// whole).
     ListingTooLarge { max_bytes: usize },
@@ -127,7 +137,7 @@ impl WalkError {
             WalkError::Request { error, .. } => error.reason.as_str(),
             WalkError::RepeatedCursor => "repeated_cursor",
             WalkError::LoopCap => "loop_cap",
-            WalkError::TooManyTools => "too_many_tools",
+            WalkError::TooManyItems => "too_many_items",
             WalkError::ListingTooLarge { .. } => "listing_too_large",
         }
     }
@@ -161,13 +171,13 @@ impl std::fmt::Display for WalkError {
                 } else {
                     "the first page"
                 };
-                write!(f, "tools/list failed on {page}: {error}")
+                write!(f, "listing failed on {page}: {error}")
             }
             WalkError::RepeatedCursor => f.write_str("server repeated a cursor; walk aborted"),
             WalkError::LoopCap => {
                 f.write_str("max_pages reached and the server still sent nextCursor")
             }
-            WalkError::TooManyTools => write!(f, "more than {MAX_TOOLS_PER_WALK} tools"),
+            WalkError::TooManyItems => write!(f, "more than {MAX_ITEMS_PER_WALK} items"),
             WalkError::ListingTooLarge { max_bytes } => write!(
                 f,
                 "the listing is over max_listing_bytes ({max_bytes} bytes across its pages)"
@@ -180,24 +190,25 @@ impl std::fmt::Display for WalkError {
 #[derive(Debug, Clone, PartialEq)]
 pub struct WalkReport {
     pub result: Result<Walk, WalkError>,
-    /// `tools/list` requests sent (one per page attempted).
+    /// Listing requests sent (one per page attempted).
     pub requests: u32,
-    /// Pages the server answered with a well-formed `ListToolsResult`.
+    /// Pages the server answered with a well-formed result.
     pub answered: u32,
-    /// Tool names that appeared more than once.
+    /// Keys that appeared more than once.
     pub duplicates: u32,
     /// Tool names over the spec's 128 characters (kept shortened).
     pub long_names: u32,
     /// Tools dropped for invalid `x-mcp-header` annotations (2026-07-28 Streamable HTTP).
     pub rejected: u32,
     /// Bytes charged to the listing budget: each page's answer, and at least
-    /// [`BYTES_PER_TOOL`] per tool it listed.
+    /// [`BYTES_PER_ITEM`] per item it listed.
     pub bytes: usize,
 }
 
 /// Walk the whole list.
 pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
-    let mut tools = ToolSet::new();
+    let list = pager.list();
+    let mut items = ItemSet::new();
     let mut seen_cursors: HashSet<String> = HashSet::new();
     let mut cursor: Option<String> = None;
     let mut cache: Option<ListingCache> = None;
@@ -235,18 +246,18 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
             }
             Err(error) => return done(report, request_error(error)),
         };
-        let room = MAX_TOOLS_PER_WALK - tools.len();
-        let parsed = match parse_page(&page, room, drop_invalid, &mut |fp, t| {
+        let room = MAX_ITEMS_PER_WALK - items.len();
+        let parsed = match parse_page(list, &page, room, drop_invalid, &mut |fp, t| {
             pager.definition(fp, t)
         }) {
             Ok(p) => p,
             Err(PageFault::Invalid(error)) => return done(report, request_error(error)),
-            Err(PageFault::TooManyTools) => return done(report, Err(WalkError::TooManyTools)),
+            Err(PageFault::TooManyItems) => return done(report, Err(WalkError::TooManyItems)),
         };
         drop(page);
-        // A tool costs what the connection keeps of it even when its JSON is tiny, so the
+        // An item costs what the connection keeps of it even when its JSON is tiny, so the
         // budget bounds memory, not only the wire: many one-letter tools cannot slip past it.
-        report.bytes += bytes.max(parsed.tools.len() * BYTES_PER_TOOL);
+        report.bytes += bytes.max(parsed.items.len() * BYTES_PER_ITEM);
         if report.bytes > limits.max_bytes {
             let max_bytes = limits.max_bytes;
             return done(report, Err(WalkError::ListingTooLarge { max_bytes }));
@@ -256,12 +267,12 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
         if let Some(hint) = parsed.cache {
             cache = Some(ListingCache::add(cache, hint));
         }
-        for tool in parsed.tools {
-            report.long_names += u32::from(tool.shortened);
-            if !tool.param_headers.is_empty() && !tools.contains(&tool.name) {
-                param_headers.insert(tool.name.clone(), tool.param_headers.into());
+        for item in parsed.items {
+            report.long_names += u32::from(item.shortened && list == List::Tools);
+            if !item.param_headers.is_empty() && !items.contains(&item.key) {
+                param_headers.insert(item.key.clone(), item.param_headers.into());
             }
-            if !tools.insert_tool(tool.name, tool.fingerprint, tool.read_only) {
+            if !items.insert_tool(item.key, item.fingerprint, item.read_only) {
                 report.duplicates += 1;
             }
         }
@@ -269,7 +280,7 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
             None => {
                 let pages = report.requests;
                 let walk = Walk {
-                    tools,
+                    items,
                     pages,
                     cache,
                     param_headers,
@@ -290,10 +301,10 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
     }
 }
 
-/// One tool as a page lists it, reduced to what a connection keeps.
-struct PageTool {
-    name: Box<str>,
-    /// Its `x-mcp-header` parameters (modern Streamable HTTP only).
+/// One item as a page lists it, reduced to what a connection keeps.
+struct PageItem {
+    key: Box<str>,
+    /// A tool's `x-mcp-header` parameters (modern Streamable HTTP only).
     param_headers: Vec<HeaderParam>,
     shortened: bool,
     fingerprint: u64,
@@ -301,7 +312,7 @@ struct PageTool {
 }
 
 struct Page {
-    tools: Vec<PageTool>,
+    items: Vec<PageItem>,
     /// Tools left out for invalid `x-mcp-header` annotations.
     rejected: u32,
     next_cursor: Option<String>,
@@ -311,12 +322,13 @@ struct Page {
 enum PageFault {
     Invalid(McpError),
     /// More tools than the walk has room left for.
-    TooManyTools,
+    TooManyItems,
 }
 
-/// Read one `ListToolsResult` holding at most `room` tools; with `drop_invalid`, tools with
+/// Read one page of `list` holding at most `room` items; with `drop_invalid`, tools with
 /// invalid `x-mcp-header` annotations are left out (and counted).
 fn parse_page(
+    list: List,
     result: &Value,
     room: usize,
     drop_invalid: bool,
@@ -325,29 +337,31 @@ fn parse_page(
     let bad = |what: &str| {
         PageFault::Invalid(McpError::new(
             Reason::InvalidResponse,
-            format!("ListToolsResult: {what}"),
+            format!("{} result: {what}", list.method()),
         ))
     };
-    let list = result
-        .get("tools")
+    let (array, key_field) = (list.result_key(), list.key_field());
+    let listed = result
+        .get(array)
         .and_then(Value::as_array)
-        .ok_or_else(|| bad("no tools array"))?;
-    let mut tools = Vec::with_capacity(list.len().min(room));
+        .ok_or_else(|| bad(&format!("no {array} array")))?;
+    let mut items = Vec::with_capacity(listed.len().min(room));
     let mut rejected = 0u32;
-    for tool in list {
-        let name = tool
-            .get("name")
+    let tools = list == List::Tools;
+    for item in listed {
+        let key = item
+            .get(key_field)
             .and_then(Value::as_str)
-            .ok_or_else(|| bad("a tool without a string name"))?;
-        if tools.len() == room {
+            .ok_or_else(|| bad(&format!("an item without a string {key_field}")))?;
+        if items.len() == room {
             // Past the cap the walk fails anyway; reading on would only cost memory.
-            return Err(PageFault::TooManyTools);
+            return Err(PageFault::TooManyItems);
         }
-        let annotated = if drop_invalid {
-            match param_headers::annotations(tool) {
+        let annotated = if drop_invalid && tools {
+            match param_headers::annotations(item) {
                 Ok(annotated) => annotated,
                 Err(why) => {
-                    tracing::debug!(tool = %crate::text::bounded(name, 160), why, "tool dropped from the listing: invalid x-mcp-header annotation");
+                    tracing::debug!(tool = %crate::text::bounded(key, 160), why, "tool dropped from the listing: invalid x-mcp-header annotation");
                     rejected += 1;
                     continue;
                 }
@@ -355,15 +369,15 @@ fn parse_page(
         } else {
             Vec::new()
         };
-        let (name, shortened) = kept_name(name);
-        let fingerprint = tool_fingerprint(tool);
-        keep(fingerprint, tool);
-        tools.push(PageTool {
+        let (key, shortened) = kept_name(key);
+        let fingerprint = definition_fingerprint(item);
+        keep(fingerprint, item);
+        items.push(PageItem {
             param_headers: annotated,
-            name,
+            key,
             shortened,
             fingerprint,
-            read_only: read_only_hinted(tool),
+            read_only: tools && read_only_hinted(item),
         });
     }
     let next_cursor = match result.get("nextCursor") {
@@ -373,7 +387,7 @@ fn parse_page(
     };
     let cached = result.get("ttlMs").is_some() || result.get("cacheScope").is_some();
     Ok(Page {
-        tools,
+        items,
         rejected,
         next_cursor,
         cache: cached.then(|| CacheHint::of(result)),
@@ -392,9 +406,14 @@ mod tests {
         asked: Vec<Option<String>>,
         /// Speaks as a 2026-07-28 Streamable HTTP client (drops invalid header annotations).
         modern: bool,
+        list: List,
     }
 
     impl Pager for Script {
+        fn list(&self) -> List {
+            self.list
+        }
+
         fn drops_invalid_header_annotations(&self) -> bool {
             self.modern
         }
@@ -438,7 +457,69 @@ mod tests {
             pages: pages.into(),
             asked: vec![],
             modern: false,
+            list: List::Tools,
         }
+    }
+
+    /// Every list is walked by its own array and key; the tool list's own rules (the read-only
+    /// hint, the 128-character limit, header annotations) stay the tools'.
+    #[tokio::test]
+    async fn other_lists_are_walked_by_their_array_and_key() {
+        let long = format!("kb://docs/{}", "x".repeat(200));
+        let annotated = json!({"type": "number", "x-mcp-header": "N"});
+        let cases = [
+            (
+                List::Prompts,
+                json!({"prompts": [
+                {"name": "summarize", "arguments": [{"name": "document_id", "required": true}]},
+                {"name": "triage", "annotations": {"readOnlyHint": true},
+                 "inputSchema": {"properties": {"n": annotated}}}],
+                "nextCursor": "2"}),
+                json!({"prompts": [{"name": "summarize", "arguments": []}]}),
+            ),
+            (
+                List::Resources,
+                json!({"resources": [
+                {"uri": "kb://a", "name": "a", "mimeType": "text/plain"},
+                {"uri": long, "name": "long"}], "nextCursor": "2"}),
+                json!({"resources": [{"uri": "kb://a", "name": "again"}]}),
+            ),
+            (
+                List::ResourceTemplates,
+                json!({"resourceTemplates": [
+                {"uriTemplate": "kb://search/{q}", "name": "search"},
+                {"uriTemplate": "kb://doc/{id}", "name": "doc"}], "nextCursor": "2"}),
+                json!({"resourceTemplates": [{"uriTemplate": "kb://doc/{id}", "name": "doc"}]}),
+            ),
+        ];
+        for (list, first, second) in cases {
+            let mut s = script(vec![Ok(first), Ok(second)]);
+            s.list = list;
+            s.modern = true;
+            let r = walk(&mut s, pages(8)).await;
+            assert_eq!(
+                (r.requests, r.duplicates, r.long_names, r.rejected),
+                (2, 1, 0, 0),
+                "{list}"
+            );
+            let w = r.result.unwrap();
+            assert_eq!(w.items.len(), 2, "{list}");
+            assert!(w.param_headers.is_empty(), "{list}");
+            assert!(w.items.names().all(|n| !w.items.is_read_only(n)), "{list}");
+        }
+        // A page of another list is no page of this one.
+        let mut s = script(vec![Ok(json!({"tools": []}))]);
+        s.list = List::Prompts;
+        let e = walk(&mut s, pages(8)).await.result.unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("prompts/list result: no prompts array"),
+            "{e}"
+        );
+        let mut s = script(vec![Ok(json!({"resources": [{"name": "no uri"}]}))]);
+        s.list = List::Resources;
+        let e = walk(&mut s, pages(8)).await.result.unwrap_err();
+        assert!(e.to_string().contains("without a string uri"), "{e}");
     }
 
     #[tokio::test]
@@ -453,15 +534,15 @@ mod tests {
         let r = walk(&mut modern, pages(8)).await;
         assert_eq!(r.rejected, 1);
         let w = r.result.unwrap();
-        assert_eq!(w.tools.len(), 1);
-        assert!(w.tools.contains("good") && !w.tools.contains("bad"));
+        assert_eq!(w.items.len(), 1);
+        assert!(w.items.contains("good") && !w.items.contains("bad"));
         // The valid annotation is kept for calls to mirror into `Mcp-Param-Region`.
         let kept: Vec<&str> = w.param_headers["good"].iter().map(|p| &*p.name).collect();
         assert_eq!(kept, ["Region"]);
         // The annotation means nothing to a legacy client: both kept.
         let r = walk(&mut script(vec![page()]), pages(8)).await;
         let w = r.result.unwrap();
-        assert_eq!((r.rejected, w.tools.len()), (0, 2));
+        assert_eq!((r.rejected, w.items.len()), (0, 2));
         assert!(w.param_headers.is_empty());
     }
 
@@ -475,7 +556,7 @@ mod tests {
         let r = walk(&mut s, pages(64)).await;
         let w = r.result.unwrap();
         assert_eq!(w.pages, 3);
-        assert_eq!(w.tools.len(), 4);
+        assert_eq!(w.items.len(), 4);
         assert_eq!(r.requests, 3);
         // An empty cursor is a cursor, and is sent back verbatim.
         assert_eq!(s.asked, vec![None, Some("p2".into()), Some("".into())]);
@@ -515,7 +596,7 @@ mod tests {
         ]);
         let r = walk(&mut s, pages(64)).await;
         assert_eq!(r.duplicates, 1);
-        assert_eq!(r.result.unwrap().tools.len(), 3);
+        assert_eq!(r.result.unwrap().items.len(), 3);
     }
 
     #[tokio::test]
@@ -546,7 +627,7 @@ mod tests {
         let first = page(&["a", "b"], Some("2"));
         let second = page(&["c", "d"], None);
         // Each page is charged its bytes, and at least what the connection keeps of its tools.
-        let charge = |p: &Value| p.to_string().len().max(2 * BYTES_PER_TOOL);
+        let charge = |p: &Value| p.to_string().len().max(2 * BYTES_PER_ITEM);
         let (b1, b2) = (charge(&first), charge(&second));
         let within = |max_bytes| WalkLimits {
             max_pages: 64,
@@ -557,7 +638,7 @@ mod tests {
         let r = walk(&mut s, within(b1 + b2)).await;
         assert_eq!(r.bytes, b1 + b2);
         assert_eq!(r.answered, 2);
-        assert_eq!(r.result.unwrap().tools.len(), 4);
+        assert_eq!(r.result.unwrap().items.len(), 4);
         // One byte short: the second page is refused, the walk fails as listing_too_large.
         let mut s = script(vec![Ok(first), Ok(second)]);
         let r = walk(&mut s, within(b1 + b2 - 1)).await;
@@ -577,11 +658,11 @@ mod tests {
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let page = json!({"tools": names.iter().map(|n| json!({"name": n})).collect::<Vec<_>>()});
         let wire = page.to_string().len();
-        assert!(wire < 100 * BYTES_PER_TOOL, "the wire alone would pass");
+        assert!(wire < 100 * BYTES_PER_ITEM, "the wire alone would pass");
         let mut s = script(vec![Ok(page)]);
         let limits = WalkLimits {
             max_pages: 64,
-            max_bytes: 100 * BYTES_PER_TOOL - 1,
+            max_bytes: 100 * BYTES_PER_ITEM - 1,
         };
         let r = walk(&mut s, limits).await;
         assert_eq!(r.result.unwrap_err().reason(), "listing_too_large");
@@ -598,18 +679,18 @@ mod tests {
         let r = walk(&mut s, pages(64)).await;
         assert_eq!(r.long_names, 2);
         let w = r.result.unwrap();
-        assert_eq!(w.tools.len(), 4, "distinct long names stay distinct");
-        assert!(w.tools.contains(&ok) && w.tools.contains("short"));
+        assert_eq!(w.items.len(), 4, "distinct long names stay distinct");
+        assert!(w.items.contains(&ok) && w.items.contains("short"));
         assert!(
-            w.tools.names().all(|n| n.len() <= 128 + 30),
+            w.items.names().all(|n| n.len() <= 128 + 30),
             "{:?}",
-            w.tools
+            w.items
         );
     }
 
     #[tokio::test]
     async fn a_page_past_the_tool_cap_fails_without_keeping_it() {
-        let names: Vec<String> = (0..=MAX_TOOLS_PER_WALK).map(|i| format!("t{i}")).collect();
+        let names: Vec<String> = (0..=MAX_ITEMS_PER_WALK).map(|i| format!("t{i}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let mut s = script(vec![Ok(json!({"tools": tools(&names)}))]);
         let limits = WalkLimits {
@@ -617,7 +698,7 @@ mod tests {
             max_bytes: 64 << 20,
         };
         let r = walk(&mut s, limits).await;
-        assert_eq!(r.result, Err(WalkError::TooManyTools));
+        assert_eq!(r.result, Err(WalkError::TooManyItems));
     }
 
     #[tokio::test]

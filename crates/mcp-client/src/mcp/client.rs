@@ -16,6 +16,7 @@ use super::modern::{self, Detected, ModernClient};
 use super::session::{ServerInfo, Session};
 use super::version::{Era, ProtocolVersion};
 use super::{legacy_sse, stdio};
+use crate::listing::list::List;
 
 /// How long a program started for a stdio session has to answer its `initialize`, when that is
 /// longer than the request timeout. Its first line waits for the program to load (an interpreter
@@ -274,11 +275,21 @@ impl Client {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> Result<(Value, usize), McpError> {
+        self.list_page(List::Tools, cursor, max_bytes).await
+    }
+
+    /// One page of `list`'s listing method, in either era.
+    pub async fn list_page(
+        &self,
+        list: List,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
         match self {
-            Client::Legacy(s) => s.tools_list_page(cursor, max_bytes).await,
+            Client::Legacy(s) => s.list_page(list, cursor, max_bytes).await,
             Client::Modern(c) => {
                 let params = cursor.map(|c| serde_json::json!({ "cursor": c }));
-                c.request_within("tools/list", params, max_bytes).await
+                c.request_within(list.method(), params, max_bytes).await
             }
         }
     }

@@ -1,7 +1,8 @@
 //! Where server-initiated messages land, from whichever stream carried them.
 //!
-//! A `notifications/tools/list_changed` can arrive on the GET stream or interleaved in the SSE
-//! answer to any POST (fastmcp does the latter). Both readers put it here. The inbox coalesces:
+//! A `notifications/tools/list_changed` (or a prompts or resources one) can arrive on the GET
+//! stream or interleaved in the SSE answer to any POST (fastmcp does the latter). Both readers
+//! put it here, counted by the notification. The inbox coalesces:
 //! a flood of notifications costs one atomic add each and wakes the connection task once, so a
 //! hostile server cannot grow a queue. Server requests wait in a [`Requests`] queue of at most
 //! [`SERVER_REQUEST_QUEUE`]; it allocates nothing until one arrives, because servers rarely send
@@ -16,9 +17,19 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::jsonrpc::Incoming;
+use crate::listing::list::List;
 
 /// How many server requests may wait for an answer before further ones are dropped.
 const SERVER_REQUEST_QUEUE: usize = 16;
+
+/// Where a list's notification is counted: one counter per notification method.
+fn notification_index(list: List) -> usize {
+    match list {
+        List::Tools => 0,
+        List::Prompts => 1,
+        List::Resources | List::ResourceTemplates => 2,
+    }
+}
 
 /// A request the server sent us; the connection answers it.
 #[derive(Debug, Clone, PartialEq)]
@@ -30,7 +41,8 @@ pub struct ServerRequest {
 /// Shared between the stream readers (writers) and the connection task (reader).
 #[derive(Debug)]
 pub struct Inbox {
-    list_changed: AtomicU64,
+    /// `list_changed` received, by notification (see [`notification_index`]).
+    list_changed: [AtomicU64; 3],
     other_notifications: AtomicU64,
     dropped_requests: AtomicU64,
     wake: Notify,
@@ -109,7 +121,7 @@ impl Inbox {
         let queue = Arc::new(Queue::default());
         (
             Inbox {
-                list_changed: AtomicU64::new(0),
+                list_changed: Default::default(),
                 other_notifications: AtomicU64::new(0),
                 dropped_requests: AtomicU64::new(0),
                 wake: Notify::new(),
@@ -140,14 +152,15 @@ impl Inbox {
     /// Count or queue `msg`; whether it was a `list_changed` (the connection wants waking).
     fn file(&self, msg: Incoming) -> bool {
         match msg {
-            Incoming::Notification { method, .. } => {
-                if method == "notifications/tools/list_changed" {
-                    self.list_changed.fetch_add(1, Ordering::Relaxed);
+            Incoming::Notification { method, .. } => match List::announced_by(&method).first() {
+                Some(list) => {
+                    self.list_changed[notification_index(*list)].fetch_add(1, Ordering::Relaxed);
                     return true;
-                } else {
+                }
+                None => {
                     self.other_notifications.fetch_add(1, Ordering::Relaxed);
                 }
-            }
+            },
             Incoming::Request { id, method, .. } => {
                 if !self.requests.offer(ServerRequest { id, method }) {
                     self.dropped_requests.fetch_add(1, Ordering::Relaxed);
@@ -162,7 +175,13 @@ impl Inbox {
 
     /// Total `notifications/tools/list_changed` received so far.
     pub fn list_changed_count(&self) -> u64 {
-        self.list_changed.load(Ordering::Relaxed)
+        self.changed_count(List::Tools)
+    }
+
+    /// Total notifications so far that announced a change to `list` (the resources one counts
+    /// for both resource lists).
+    pub fn changed_count(&self, list: List) -> u64 {
+        self.list_changed[notification_index(list)].load(Ordering::Relaxed)
     }
 
     /// Total other notifications received (logging, progress …).
@@ -170,7 +189,8 @@ impl Inbox {
         self.other_notifications.load(Ordering::Relaxed)
     }
 
-    /// Wait until a list_changed notification arrives (returns at once if one came since the last wait).
+    /// Wait until a list_changed notification of any list arrives (returns at once if one came
+    /// since the last wait).
     pub async fn list_changed(&self) {
         self.wake.notified().await
     }
@@ -222,6 +242,30 @@ mod tests {
         }
         inbox.list_changed().await; // the stored permit
         assert_eq!(inbox.list_changed_count(), 10_000);
+    }
+
+    #[tokio::test]
+    async fn each_list_is_counted_by_its_notification_and_wakes() {
+        let (inbox, _rx) = Inbox::new();
+        for method in [
+            "notifications/prompts/list_changed",
+            "notifications/resources/list_changed",
+            "notifications/resources/list_changed",
+            "notifications/message",
+        ] {
+            inbox.deliver(Incoming::Notification {
+                method: method.into(),
+                params: None,
+            });
+        }
+        inbox.list_changed().await;
+        let counts = List::ALL.map(|l| inbox.changed_count(l));
+        assert_eq!(
+            counts,
+            [0, 1, 2, 2],
+            "templates are announced by resources'"
+        );
+        assert_eq!(inbox.other_notification_count(), 1);
     }
 
     #[tokio::test]

@@ -23,6 +23,7 @@ use super::inbox::Inbox;
 use super::jsonrpc::{self, RpcError};
 use super::session::{ServerInfo, deadline};
 use super::version::{Era, ProtocolVersion, SUPPORTED};
+use crate::listing::list::List;
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -232,11 +233,19 @@ impl ModernClient {
         .await
     }
 
-    /// Open a `subscriptions/listen` stream for tool list changes, waiting at most the client
-    /// timeout for its acknowledgement.
+    /// Open a `subscriptions/listen` stream for changes to tool list and to every other list
+    /// the server declares (prompts, resources), waiting at most the client timeout for its
+    /// acknowledgement.
     pub async fn listen(&self) -> Result<Listening, McpError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let params = json!({"notifications": {"toolsListChanged": true}});
+        let mut filter = Map::new();
+        filter.insert(List::Tools.listen_filter().into(), Value::Bool(true));
+        for list in [List::Prompts, List::Resources] {
+            if self.info.declares(list).is_some() {
+                filter.insert(list.listen_filter().into(), Value::Bool(true));
+            }
+        }
+        let params = json!({ "notifications": filter });
         let headers = self.headers("subscriptions/listen", None);
         let body = jsonrpc::request(
             id,

@@ -33,6 +33,26 @@ pub struct ServerInfo {
     pub tools: bool,
     /// `capabilities.tools.listChanged` is true.
     pub list_changed: bool,
+    /// The other lists the server declares: `capabilities.prompts` and `capabilities.resources`
+    /// (which covers resource templates too), and whether each declares `listChanged`.
+    pub prompts: Option<ListChanged>,
+    pub resources: Option<ListChanged>,
+}
+
+/// Whether a declared list's capability says `listChanged: true`.
+pub type ListChanged = bool;
+
+impl ServerInfo {
+    /// Whether the server declares `list` and, if it does, whether it announces its changes
+    /// (`listChanged`): `None` when the capability is absent.
+    pub fn declares(&self, list: crate::listing::list::List) -> Option<ListChanged> {
+        use crate::listing::list::List;
+        match list {
+            List::Tools => self.tools.then_some(self.list_changed),
+            List::Prompts => self.prompts,
+            List::Resources | List::ResourceTemplates => self.resources,
+        }
+    }
 }
 
 /// What a session's messages travel on.
@@ -213,8 +233,19 @@ impl Session {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> Result<(Value, usize), McpError> {
+        self.list_page(crate::listing::list::List::Tools, cursor, max_bytes)
+            .await
+    }
+
+    /// One page of `list`'s listing method.
+    pub async fn list_page(
+        &self,
+        list: crate::listing::list::List,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
         let params = cursor.map(|c| json!({ "cursor": c }));
-        self.request_within("tools/list", params, max_bytes).await
+        self.request_within(list.method(), params, max_bytes).await
     }
 
     /// Send a notification.
@@ -329,6 +360,14 @@ impl ServerInfo {
     /// From a capabilities object and an `Implementation` (name, version), in either era.
     pub(crate) fn read(protocol_version: &str, caps: &Value, server: Option<&Value>) -> ServerInfo {
         let tools = caps.get("tools");
+        let declared = |capability: &str| {
+            let c = caps.get(capability).filter(|c| c.is_object())?;
+            Some(
+                c.get("listChanged")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+            )
+        };
         let text = |v: Option<&Value>| {
             v.and_then(Value::as_str)
                 .map(|s| truncate(s, 64))
@@ -343,6 +382,8 @@ impl ServerInfo {
                 .and_then(|t| t.get("listChanged"))
                 .and_then(Value::as_bool)
                 .unwrap_or(false),
+            prompts: declared("prompts"),
+            resources: declared("resources"),
         }
     }
 }
@@ -350,6 +391,7 @@ impl ServerInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::listing::list::List;
 
     #[test]
     fn reads_capabilities_and_server_info() {
@@ -367,6 +409,16 @@ mod tests {
             .unwrap();
         assert!(!bare.tools && !bare.list_changed);
         assert_eq!(bare.name, "");
+        assert!(List::ALL.iter().all(|l| bare.declares(*l).is_none()));
+
+        let lists = parse_initialize(&json!({"protocolVersion": "2025-11-25", "capabilities": {
+            "tools": {}, "prompts": {"listChanged": true}, "resources": {"subscribe": true}}}))
+        .unwrap();
+        let declared = List::ALL.map(|l| lists.declares(l));
+        assert_eq!(
+            declared,
+            [Some(false), Some(true), Some(false), Some(false)]
+        );
     }
 
     #[test]

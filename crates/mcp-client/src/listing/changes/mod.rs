@@ -1,7 +1,7 @@
 //! Tool definition changes: what changed between two listings and whether old callers break
 //! ([`classify`], with JSON [`paths`]), and what was approved ([`pins`]).
 //!
-//! A connection keeps fingerprints, not definitions (see [`super::toolset`]). To say *how* a
+//! A connection keeps fingerprints, not definitions (see [`super::items`]). To say *how* a
 //! definition changed, both definitions are needed, so each target keeps one [`Definitions`]
 //! store shared by its connections: keyed by fingerprint, so N connections seeing the same
 //! listing store it once, not N times; and each text is shared with every other target that
@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::toolset::ToolSet;
+use super::items::ItemSet;
 pub use classify::{Class, Classification, Finding, classify};
 
 /// The `change` label values of `mcp_probe_tool_changes_total`, in exposition order.
@@ -90,8 +90,8 @@ fn is_zero(n: &usize) -> bool {
 
 /// Every change from the listing `before` to `after`, classified with the definitions in
 /// `defs`: added and removed by name, changed ones by [`classify`].
-pub fn changes(before: &ToolSet, after: &ToolSet, defs: &Definitions) -> Vec<ToolChange> {
-    let drift = ToolSet::diff(after, before);
+pub fn changes(before: &ItemSet, after: &ItemSet, defs: &Definitions) -> Vec<ToolChange> {
+    let drift = ItemSet::diff(after, before);
     let mut out = Vec::with_capacity(drift.missing.len() + drift.extra.len() + drift.changed.len());
     let plain = |tool: &String, kind: ChangeKind| ToolChange {
         tool: tool.clone(),
@@ -317,7 +317,7 @@ impl Definitions {
     /// its current listing, the one before its last change as its previous, and what no
     /// connection lists now or just before is forgotten once no walk in flight can still need
     /// it (see the module docs).
-    pub fn listed(&self, connection: u16, tools: &ToolSet) {
+    pub fn listed(&self, connection: u16, tools: &ItemSet) {
         let mut fps: Vec<u64> = tools.entries().map(|(_, fp)| fp).collect();
         fps.sort_unstable();
         fps.dedup();
@@ -451,7 +451,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::listing::toolset::tool_fingerprint;
+    use crate::listing::items::definition_fingerprint;
     use serde_json::json;
 
     fn tool(name: &str, description: &str) -> Value {
@@ -459,10 +459,10 @@ mod tests {
     }
 
     /// A walk reading `tools` into `defs`, as the walker does, and the listing it completes.
-    fn walk(defs: &Definitions, tools: &[Value]) -> ToolSet {
-        let mut set = ToolSet::new();
+    fn walk(defs: &Definitions, tools: &[Value]) -> ItemSet {
+        let mut set = ItemSet::new();
         for t in tools {
-            let fp = tool_fingerprint(t);
+            let fp = definition_fingerprint(t);
             defs.keep(fp, t);
             set.insert(t["name"].as_str().unwrap().into(), fp);
         }
@@ -470,7 +470,7 @@ mod tests {
     }
 
     fn kept(defs: &Definitions, t: &Value) -> bool {
-        defs.get(tool_fingerprint(t)).is_some()
+        defs.get(definition_fingerprint(t)).is_some()
     }
 
     #[test]
@@ -478,7 +478,7 @@ mod tests {
         let a = Definitions::for_target(256 << 10, 1);
         let b = Definitions::for_target(256 << 10, 2);
         let t = tool("search", "shared across targets");
-        let fp = tool_fingerprint(&t);
+        let fp = definition_fingerprint(&t);
         a.keep(fp, &t);
         // Another server's key order and `_meta`: the same definition, the same text.
         b.keep(
@@ -618,8 +618,8 @@ mod tests {
         let defs = Definitions::for_target(256 << 10, 1);
         let before = walk(&defs, &[tool("t", "1")]);
         let after = {
-            let mut s = ToolSet::new();
-            s.insert("t".into(), tool_fingerprint(&tool("t", "2")));
+            let mut s = ItemSet::new();
+            s.insert("t".into(), definition_fingerprint(&tool("t", "2")));
             s
         };
         let c = changes(&before, &after, &defs);

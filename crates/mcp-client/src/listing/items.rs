@@ -1,8 +1,10 @@
-//! Tool and list fingerprints, and the diff between what a client caches and what a server serves.
+//! Item and list fingerprints, and the diff between what a client caches and what a server serves.
 //!
-//! A connection stores fingerprints, not definitions: a name and 8 bytes per tool keep memory per
-//! connection in kilobytes while still catching a changed `inputSchema` (F13). Fingerprints are
-//! truncated to 53 bits so a list fingerprint is exact as a Prometheus float gauge.
+//! A connection stores fingerprints, not definitions: a key (a tool's or prompt's name, a
+//! resource's URI, a template's URI template; see [`super::list::List::key_field`]) and 8 bytes per
+//! item keep memory per connection in kilobytes while still catching a changed `inputSchema` (F13).
+//! Fingerprints are truncated to 53 bits so a list fingerprint is exact as a Prometheus float
+//! gauge.
 
 use std::collections::BTreeMap;
 
@@ -13,7 +15,7 @@ use sha2::{Digest, Sha256};
 const FINGERPRINT_MASK: u64 = (1 << 53) - 1;
 
 /// The fingerprint of one tool definition: SHA-256 of its canonical JSON without `_meta`.
-pub fn tool_fingerprint(tool: &Value) -> u64 {
+pub fn definition_fingerprint(tool: &Value) -> u64 {
     let mut hasher = Sha256::new();
     match tool {
         Value::Object(map) => {
@@ -128,15 +130,15 @@ struct Kept {
 
 /// Heap bytes one kept tool costs beyond its name: the B-tree slot (key and value) and the
 /// name's allocation header, rounded up. Used to account what a connection holds.
-pub const BYTES_PER_TOOL: usize = 64;
+pub const BYTES_PER_ITEM: usize = 64;
 
 /// A tool list as name → definition fingerprint, plus which tools are hinted read-only.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ToolSet {
+pub struct ItemSet {
     tools: BTreeMap<Box<str>, Kept>,
 }
 
-impl ToolSet {
+impl ItemSet {
     pub fn new() -> Self {
         Self::default()
     }
@@ -147,7 +149,7 @@ impl ToolSet {
         self.insert_tool(name, fingerprint, false)
     }
 
-    /// [`ToolSet::insert`], recording whether the definition is hinted read-only.
+    /// [`ItemSet::insert`], recording whether the definition is hinted read-only.
     pub fn insert_tool(&mut self, name: Box<str>, fingerprint: u64, read_only: bool) -> bool {
         match self.tools.entry(name) {
             std::collections::btree_map::Entry::Occupied(_) => false,
@@ -161,10 +163,10 @@ impl ToolSet {
         }
     }
 
-    /// Heap bytes this set holds: names plus [`BYTES_PER_TOOL`] each. Bounded by the walker's
+    /// Heap bytes this set holds: names plus [`BYTES_PER_ITEM`] each. Bounded by the walker's
     /// caps (tools per walk, name length), so it bounds what one connection keeps.
     pub fn heap_bytes(&self) -> usize {
-        self.tools.keys().map(|n| n.len() + BYTES_PER_TOOL).sum()
+        self.tools.keys().map(|n| n.len() + BYTES_PER_ITEM).sum()
     }
 
     pub fn len(&self) -> usize {
@@ -210,7 +212,7 @@ impl ToolSet {
     }
 
     /// How `cache` differs from `server`.
-    pub fn diff(server: &ToolSet, cache: &ToolSet) -> Drift {
+    pub fn diff(server: &ItemSet, cache: &ItemSet) -> Drift {
         let mut drift = Drift::default();
         for (name, kept) in &server.tools {
             match cache.tools.get(name) {
@@ -258,24 +260,24 @@ mod tests {
         let a = json!({"name": "search", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}});
         let b = json!({"inputSchema": {"properties": {"q": {"type": "string"}}, "type": "object"}, "name": "search", "_meta": {"x": 1}});
         let c = json!({"name": "search", "inputSchema": {"type": "object", "properties": {"q": {"type": "integer"}}}});
-        assert_eq!(tool_fingerprint(&a), tool_fingerprint(&b));
-        assert_ne!(tool_fingerprint(&a), tool_fingerprint(&c));
-        assert!(tool_fingerprint(&a) <= FINGERPRINT_MASK);
+        assert_eq!(definition_fingerprint(&a), definition_fingerprint(&b));
+        assert_ne!(definition_fingerprint(&a), definition_fingerprint(&c));
+        assert!(definition_fingerprint(&a) <= FINGERPRINT_MASK);
     }
 
     #[test]
     fn nested_meta_is_part_of_the_definition() {
         let a = json!({"name": "t", "inputSchema": {"_meta": 1}});
         let b = json!({"name": "t", "inputSchema": {"_meta": 2}});
-        assert_ne!(tool_fingerprint(&a), tool_fingerprint(&b));
+        assert_ne!(definition_fingerprint(&a), definition_fingerprint(&b));
     }
 
     #[test]
     fn list_fingerprint_is_order_independent_and_exact_as_float() {
-        let mut x = ToolSet::new();
+        let mut x = ItemSet::new();
         x.insert("a".into(), 1);
         x.insert("b".into(), 2);
-        let mut y = ToolSet::new();
+        let mut y = ItemSet::new();
         y.insert("b".into(), 2);
         y.insert("a".into(), 1);
         assert_eq!(x.fingerprint(), y.fingerprint());
@@ -287,26 +289,26 @@ mod tests {
 
     #[test]
     fn duplicates_keep_the_first_definition() {
-        let mut s = ToolSet::new();
+        let mut s = ItemSet::new();
         assert!(s.insert("a".into(), 1));
         assert!(!s.insert("a".into(), 2));
         assert_eq!(s.len(), 1);
-        let mut t = ToolSet::new();
+        let mut t = ItemSet::new();
         t.insert("a".into(), 1);
-        assert!(ToolSet::diff(&s, &t).is_empty());
+        assert!(ItemSet::diff(&s, &t).is_empty());
     }
 
     #[test]
     fn diff_names_missing_extra_and_changed() {
-        let mut server = ToolSet::new();
+        let mut server = ItemSet::new();
         server.insert("search_v2".into(), 1);
         server.insert("ticket".into(), 5);
         server.insert("export".into(), 7);
-        let mut cache = ToolSet::new();
+        let mut cache = ItemSet::new();
         cache.insert("search_legacy".into(), 2);
         cache.insert("ticket".into(), 6);
         cache.insert("export".into(), 7);
-        let d = ToolSet::diff(&server, &cache);
+        let d = ItemSet::diff(&server, &cache);
         assert_eq!(d.missing, vec!["search_v2"]);
         assert_eq!(d.extra, vec!["search_legacy"]);
         assert_eq!(d.changed, vec!["ticket"]);
