@@ -10,7 +10,8 @@ alerts/mcp_exporter.rules.yml loaded, both on loopback ports picked free, then p
       makes kb_flaky_relist fail a re-list, and rate()/increase() need two scrapes of a series.
       Variables are set as an operator would for the whole fleet: job = the scraped job, target and
       connection = `.*` (All), so a panel passes when it has data for at least one demo target;
-  (b) McpProbeToolCacheStale reaches firing for kb_lossy_gateway (drift after ~40 s plus `for: 5m`)
+  (b) McpProbeToolCacheStale reaches firing for kb_lossy_gateway (drift after ~40 s plus `for: 5m`),
+      and McpProbeListCacheStale for its prompts,
       and is never pending or firing for kb_healthy or kb_modern (the 2026-07-28-only gateway),
       and no alert fires for either;
       McpProbeToolVanished reaches firing for kb_lossy_gateway (its probe of search_legacy fails
@@ -56,6 +57,7 @@ RULES = os.path.join(ROOT, "alerts", "mcp_exporter.rules.yml")
 DASHBOARDS = os.path.join(ROOT, "dashboards")
 JOB = "mcp_exporter"
 STALE_ALERT = "McpProbeToolCacheStale"
+LIST_STALE_ALERT = "McpProbeListCacheStale"
 VANISHED_ALERT = "McpProbeToolVanished"
 # The health-layer alerts (readiness, functional probes).
 HEALTH_ALERTS = ("McpProbeTargetNotReady", "McpProbeToolProbeFailing", VANISHED_ALERT, "McpProbeToolProbeRefused")
@@ -321,6 +323,17 @@ def check_stale_alert(prom):
     log(f"ok: no alert fires for {HEALTHY}")
 
 
+def check_list_stale_alert(prom):
+    """(b) The other lists: McpProbeListCacheStale fires for the lossy target's prompts (the
+    gateway drops their notification too); never pending or firing for the healthy one."""
+    firing = f'ALERTS{{alertname="{LIST_STALE_ALERT}",alertstate="firing",target="{LOSSY}",list="prompts"}}'
+    wait_for(f"{LIST_STALE_ALERT} firing for {LOSSY} prompts", lambda: prom.query(firing), remaining() - 10)
+    healthy = f'max_over_time(ALERTS{{alertname="{LIST_STALE_ALERT}",target=~"{HEALTHY}"}}[1h])'
+    if prom.query(healthy):
+        raise Failed(f"{LIST_STALE_ALERT} was pending or firing for {HEALTHY}: {prom.query(healthy)}")
+    log(f"ok: {LIST_STALE_ALERT} firing for {LOSSY} prompts, never for {HEALTHY}")
+
+
 def check_health_alerts(prom):
     """(b) The vanished tool fires for the lossy target, once; nothing for the healthy one."""
     firing = f'ALERTS{{alertname="{VANISHED_ALERT}",alertstate="firing",target="{LOSSY}",tool="search_legacy"}}'
@@ -435,6 +448,7 @@ def run(binary, work):
     check_promtool_metrics(exporter_port, work)
     check_proxy_clients(prom)
     check_stale_alert(prom)
+    check_list_stale_alert(prom)
     check_health_alerts(prom)
     alive()
     log("ok: again, now that every rule has seen real data for minutes: " + check_rules_loaded(prom))

@@ -38,7 +38,12 @@
 //! cargo bench --bench scale -- --connections 10000 --targets 1000 --seconds 60 --audit 30s
 //! cargo bench --bench scale -- --connections 200 --exporter /tmp/old/mcp_exporter  # before/after
 //! cargo bench --bench scale -- --connections 1000 --storm 1000 --storms 5 --soak-minutes 10
+//! cargo bench --bench scale -- --connections 1000 --tools-only  # servers without other lists
 //! ```
+//!
+//! The fleet's servers (the lab) list prompts, resources and resource templates beside their
+//! tools, and every connection walks and audits each; `--tools-only` serves the tools alone, as
+//! the figures before those lists were watched were measured.
 //!
 //! The labs run in this process; each exporter and the floor are processes of their own, so
 //! their RSS and CPU are their own. On a shared box run before/after side by side and read
@@ -80,6 +85,9 @@ struct Args {
     /// `legacy_clients` for every target (the default, true: connection 0 of a modern target
     /// also keeps a legacy session and its GET stream).
     legacy_clients: bool,
+    /// The fleet's servers list tools only (`--tools-only`); by default they also declare and
+    /// list prompts, resources and resource templates, which every connection then walks.
+    tools_only: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -100,6 +108,7 @@ fn parse_args() -> Result<Args, String> {
         soak_change: Duration::from_secs(30),
         soak_sample: Duration::from_secs(60),
         legacy_clients: true,
+        tools_only: false,
     };
     let mut it = common::bench_args();
     while let Some(flag) = it.next() {
@@ -129,6 +138,7 @@ fn parse_args() -> Result<Args, String> {
             "--soak-change" => a.soak_change = duration(value()?)?,
             "--soak-sample" => a.soak_sample = duration(value()?)?,
             "--no-legacy-clients" => a.legacy_clients = false,
+            "--tools-only" => a.tools_only = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -165,7 +175,7 @@ async fn run(args: Args) {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let http = reqwest::Client::new();
     println!(
-        "# scale: {} connections ({} targets x {}), audit {:?}, ping {:?}, storm {} targets x {}, soak {:?} (a change every {:?}), legacy_clients {}, exporter {}\n",
+        "# scale: {} connections ({} targets x {}), audit {:?}, ping {:?}, storm {} targets x {}, soak {:?} (a change every {:?}), legacy_clients {}, tools_only {}, exporter {}\n",
         args.connections,
         args.targets,
         args.connections / args.targets,
@@ -176,6 +186,7 @@ async fn run(args: Args) {
         args.soak,
         args.soak_change,
         args.legacy_clients,
+        args.tools_only,
         args.exporter.display()
     );
     let side = side_by_side(&args, &dir, &http).await;
@@ -441,10 +452,11 @@ impl Fleet {
             if group.is_empty() {
                 continue;
             }
-            let profiles = group
-                .iter()
-                .map(|n| (n.clone(), Behaviour::default()))
-                .collect();
+            let served = Behaviour {
+                prompts_and_resources: !args.tools_only,
+                ..Behaviour::default()
+            };
+            let profiles = group.iter().map(|n| (n.clone(), served.clone())).collect();
             labs.push(Lab::start(loopback(), profiles).await.expect("lab starts"));
         }
         let config = dir.join("scale.yml");

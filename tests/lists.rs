@@ -83,8 +83,9 @@ async fn every_cache_follows_announced_changes(era: LabEra) {
     lab.churn();
     let s = h
         .until("every list re-listed after its notification", |s| {
-            of(s, "mcp_probe_list_notifications_total", "kb", "prompts") >= 1.0
-                && of(s, "mcp_probe_list_notifications_total", "kb", "resources") >= 1.0
+            OTHERS
+                .iter()
+                .all(|l| of(s, "mcp_probe_list_notifications_total", "kb", l) >= 1.0)
                 && OTHERS.iter().all(|l| drift(s, "kb", l, "missing") == 0.0)
         })
         .await;
@@ -173,6 +174,18 @@ async fn lost_notifications_leave_every_list_stale(era: LabEra) {
         );
     }
     assert_eq!(counter(&s, "mcp_probe_tool_cache_stale", "lossy"), 1.0);
+    // The status page names the retired items a client still offers.
+    let snapshot = serde_json::to_value(h.supervisor.status().snapshot()).unwrap();
+    let lists = &snapshot["targets"][0]["connections"][0]["lists"];
+    let extra = |i: usize| lists[i]["drift"]["extra"].clone();
+    assert_eq!(lists[0]["list"], "prompts", "{lists}");
+    assert_eq!(extra(0), serde_json::json!(["summarize_legacy"]), "{lists}");
+    assert_eq!(
+        extra(1),
+        serde_json::json!(["kb://collections/legacy-index"])
+    );
+    assert_eq!(extra(2), serde_json::json!(["kb://search/legacy{?q}"]));
+    assert_eq!(lists[0]["stale"], true);
     // The stale caches stay stale: audits never repair them, and count each change once.
     let later = checks(&s, "lossy") + 2.0;
     let s = h

@@ -509,17 +509,13 @@ impl Connection {
                 // The server's requests are answered here, not by a task of their own.
                 Some(()) = responder.next(client) => {}
                 _ = inbox.list_changed() => {
-                    let mut counted = [false; 3];
                     for (view, session) in self.lists.iter().zip(&mut sessions) {
                         let now = inbox.changed_count(view.list);
                         if now == session.seen {
                             continue;
                         }
-                        // The resources notification announces both resource lists: counted once.
-                        let announced = List::announced_by(view.list.changed_notification());
-                        if !std::mem::replace(&mut counted[announced[0] as usize], true) {
-                            self.events.list_changed(view.list, now - session.seen);
-                        }
+                        // The resources notification announces both resource lists: each counts it.
+                        self.events.list_changed(view.list, now - session.seen);
                         session.seen = now;
                         let refreshing = session.walking.filter(|w| w.trigger.refreshes_cache());
                         match refreshing {

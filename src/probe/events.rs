@@ -220,7 +220,10 @@ impl Events {
 
     /// A list other than the tools is watched from now on (`on`), or no longer.
     pub fn list_watched(&self, list: List, on: bool) {
-        self.metrics.list_watched(list, on);
+        if !on {
+            self.metrics.list_unwatched(list);
+        }
+        self.status.list_watched(list, on);
     }
 
     pub fn list_changed(&self, list: List, n: u64) {
@@ -249,6 +252,9 @@ impl Events {
     ) {
         if list != List::Tools {
             self.metrics.list_walk_finished(list, report);
+            if let Ok(w) = &report.result {
+                self.status.list_walked(list, w.items.len(), None);
+            }
             if let Err(e) = &report.result {
                 limited!(self.logs.lists.failed(e.reason()), warn, repeated, list = list.as_str(), trigger = trigger.as_str(), reason = e.reason(), error = %e, "walk failed");
             }
@@ -293,6 +299,8 @@ impl Events {
 
     pub fn cache_replaced(&self, list: List, trigger: Trigger, tools: &ItemSet, unchanged: bool) {
         if list != List::Tools {
+            self.status
+                .list_walked(list, tools.len(), Some(tools.len()));
             return self.metrics.list_cache_view(list, tools);
         }
         if trigger == Trigger::Notification && unchanged {
@@ -338,6 +346,7 @@ impl Events {
 
     pub fn drift(&mut self, list: List, drift: &Drift) {
         if list != List::Tools {
+            self.status.list_drift(list, drift);
             return self.metrics.list_drift(list, drift);
         }
         self.metrics.drift(drift);
@@ -421,6 +430,7 @@ impl Events {
     pub fn judged(&mut self, list: List, contract: &Contract, stale: bool) {
         if list != List::Tools {
             self.metrics.list_stale(list, stale);
+            self.status.list_judged(list, contract.promise(), stale);
             let was = self.lists_stale[list as usize].replace(stale);
             if was != Some(stale) && (stale || was.is_some()) {
                 let words = if stale {

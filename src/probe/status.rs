@@ -38,7 +38,8 @@ pub use board::{StatusBoard, TargetStatus};
 use mcp_client::text;
 pub use model::{
     CacheStatus, Capabilities, ConnState, ConnStatus, ContractStatus, DriftCounts, DriftStatus,
-    Event, LegacyClientsStatus, ProbeStatus, SessionStatus, ToolChangeStatus, WalkStatus,
+    Event, LIST_DRIFT_NAMES, LegacyClientsStatus, ListStatus, ProbeStatus, SessionStatus,
+    ToolChangeStatus, WalkStatus,
 };
 pub use record::ConnStatusHandle;
 pub use snapshot::{Snapshot, TargetSnapshot};

@@ -14,7 +14,9 @@ use std::fmt::Write;
 use std::time::SystemTime;
 
 use crate::probe::status::verdict::ago;
-use crate::probe::status::{ConnStatus, MAX_RESPONSE_BYTES, ProbeStatus, Snapshot, TargetSnapshot};
+use crate::probe::status::{
+    ConnStatus, ListStatus, MAX_RESPONSE_BYTES, ProbeStatus, Snapshot, TargetSnapshot,
+};
 
 /// Seconds between automatic reloads of the page.
 const REFRESH_SECONDS: u32 = 10;
@@ -470,6 +472,9 @@ fn connection(p: &mut Page, c: &ConnStatus, generated_at: &str, now: SystemTime)
             names(&c.drift.changed, c.drift.counts.changed)
         ),
     );
+    for l in &c.lists {
+        row(&format!("List: {}", l.list), list_cell(l));
+    }
     if !c.last_events.is_empty() {
         let mut latest: Vec<_> = c.last_events.values().collect();
         latest.sort_by(|a, b| b.at.cmp(&a.at));
@@ -492,6 +497,33 @@ fn connection(p: &mut Page, c: &ConnStatus, generated_at: &str, now: SystemTime)
             c.events.iter().rev().map(event_row),
         ),
     );
+}
+
+/// Another list of a connection in one cell: listed and cached items, the drift by kind (its
+/// extra items first: what clients still offer), the promise and whether it is broken.
+fn list_cell(l: &ListStatus) -> String {
+    let count = |n: Option<usize>| n.map_or("?".to_string(), |n| n.to_string());
+    let d = &l.drift;
+    let drift = if d.is_empty() {
+        "<span class=\"ok\">cache matches the server</span>".to_string()
+    } else {
+        format!(
+            "<span class=\"bad\">extra {}</span> · missing {} · changed {}",
+            names(&d.extra, d.counts.extra),
+            names(&d.missing, d.counts.missing),
+            names(&d.changed, d.counts.changed)
+        )
+    };
+    let promise = match (l.promise, l.stale) {
+        (None, _) => String::new(),
+        (Some(p), true) => format!(" · promise {p}: <span class=\"warn\">broken</span>"),
+        (Some(p), false) => format!(" · promise {p}"),
+    };
+    format!(
+        "{} listed, {} cached · {drift}{promise}",
+        count(l.server),
+        count(l.cache)
+    )
 }
 
 fn event_row(e: &crate::probe::status::Event) -> String {

@@ -475,10 +475,10 @@ impl ConnMetrics {
         self.cell(layout().without_change).add(1);
     }
 
-    /// Watch `list` (a list other than the tools): its series appear, or disappear when `on` is
-    /// false.
-    pub fn list_watched(&self, list: List, on: bool) {
-        self.series().lists.watch(list, on);
+    /// `list` (a list other than the tools) is no longer watched: its series disappear. They
+    /// appear with its first listing that holds an item.
+    pub fn list_unwatched(&self, list: List) {
+        self.series().lists.unwatch(list);
     }
 
     /// Notifications announcing a change to `list` (the tools' are [`Self::list_changed`]).
@@ -488,7 +488,11 @@ impl ConnMetrics {
 
     /// A walk of `list` ended.
     pub fn list_walk_finished(&self, list: List, report: &WalkReport) {
-        self.series().lists.with(list, |c| match &report.result {
+        let lists = &self.series().lists;
+        if report.result.as_ref().is_ok_and(|w| !w.items.is_empty()) {
+            lists.listed(list);
+        }
+        lists.with(list, |c| match &report.result {
             Ok(walk) => c.server_view(&walk.items),
             Err(e) => c.walk_failed(e.reason()),
         });

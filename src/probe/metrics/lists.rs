@@ -1,10 +1,13 @@
 //! The series of a connection's other lists (prompts, resources, resource templates), labelled
 //! by `list`. The tool list keeps its own families, unchanged since before the other lists were
-//! watched; these exist only for a list the server declares and the target watches, from the
-//! session that first declares it, so a tools-only server costs nothing here.
+//! watched; these exist only for a list the server declares and the target watches, from its
+//! first listing that holds an item: a tools-only server costs nothing here, and neither does
+//! one that declares every capability and lists nothing else (fastmcp's and the Python SDK's
+//! `FastMCP` defaults), while its empty lists are still walked and audited.
 //!
-//! A watched list's drift, unannounced changes, TTL violations and verdict are at 0 from the
-//! start (the alert on the verdict, and any on the counters, must see their first increase);
+//! Born then, a list's drift, unannounced changes, TTL violations and verdict start at their
+//! values of that moment, before any change of them can be announced or go unannounced (a change
+//! is judged a grace after the walk that found it), so an alert still sees the first increase;
 //! notifications and walk failures are written from their first event.
 
 use std::sync::Mutex;
@@ -42,15 +45,19 @@ fn index(list: List) -> Option<usize> {
 }
 
 impl ListSeries {
-    /// Watch `list` (its series appear, at 0) or stop (they disappear). Nothing for the tools.
-    pub(super) fn watch(&self, list: List, on: bool) {
+    /// `list` has listed an item: its series appear (at 0), if they had not.
+    pub(super) fn listed(&self, list: List) {
         let Some(i) = index(list) else { return };
-        let mut cells = self.lists[i].lock().expect("metrics lock poisoned");
-        match (on, cells.is_some()) {
-            (true, false) => *cells = Some(Box::default()),
-            (false, true) => *cells = None,
-            _ => {}
-        }
+        self.lists[i]
+            .lock()
+            .expect("metrics lock poisoned")
+            .get_or_insert_with(Box::default);
+    }
+
+    /// `list` is no longer watched: its series disappear.
+    pub(super) fn unwatch(&self, list: List) {
+        let Some(i) = index(list) else { return };
+        *self.lists[i].lock().expect("metrics lock poisoned") = None;
     }
 
     /// Record on `list`'s cells, when it is watched.
@@ -70,7 +77,7 @@ impl ListSeries {
             let cells = cells.lock().expect("metrics lock poisoned");
             let Some(c) = cells.as_deref() else { continue };
             let l = ("list", list.as_str());
-            let gauge = |c: &Cell| Value::Float(f64::from_bits(c.raw()));
+            let gauge = Value::of_gauge;
             for (view, cell) in VIEWS.iter().zip(&c.items) {
                 out.sample(
                     m::slot(m::LIST_ITEMS),
@@ -146,5 +153,67 @@ impl ListCells {
 
     pub(super) fn walk_failed(&self, reason: &'static str) {
         self.walk_failures.get(reason).add(1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use mcp_client::listing::items::ItemSet;
+    use mcp_client::listing::list::List;
+    use mcp_client::listing::walker::{Walk, WalkReport};
+
+    fn listed(names: &[&str]) -> WalkReport {
+        let mut items = ItemSet::new();
+        for (i, n) in names.iter().enumerate() {
+            items.insert((*n).into(), i as u64);
+        }
+        let walk = Walk {
+            items,
+            pages: 1,
+            cache: None,
+            param_headers: Default::default(),
+        };
+        WalkReport {
+            result: Ok(walk),
+            requests: 1,
+            answered: 1,
+            duplicates: 0,
+            long_names: 0,
+            rejected: 0,
+            bytes: 0,
+        }
+    }
+
+    /// A declared list that lists nothing (fastmcp's default prompts and resources) has no
+    /// series; they appear at its first item, at 0 but for what that walk found, and go when
+    /// the list is no longer watched. The tools never get any.
+    #[test]
+    fn a_list_has_series_from_its_first_item_until_it_is_unwatched() {
+        let telemetry = crate::telemetry::Telemetry::new();
+        let conn = telemetry.add_target("t", 1, &[]).connection(0);
+        conn.list_walk_finished(List::Prompts, &listed(&[]));
+        conn.list_stale(List::Prompts, false);
+        conn.list_walk_finished(List::Tools, &listed(&["a"]));
+        assert!(
+            !telemetry.render().contains("list=\""),
+            "no list series yet"
+        );
+        conn.list_walk_finished(List::Prompts, &listed(&["summarize", "triage"]));
+        let text = telemetry.render();
+        for line in [
+            r#"mcp_probe_list_items{target="t",connection="0",list="prompts",view="server"} 2"#,
+            r#"mcp_probe_list_items{target="t",connection="0",list="prompts",view="cache"} 0"#,
+            r#"mcp_probe_list_unannounced_changes_total{target="t",connection="0",list="prompts"} 0"#,
+            r#"mcp_probe_list_cache_stale{target="t",connection="0",list="prompts"} 0"#,
+        ] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
+        assert!(
+            !text.contains("mcp_probe_list_notifications_total{"),
+            "{text}"
+        );
+        assert!(!text.contains("list=\"resources\"") && !text.contains("list=\"tools\""));
+        conn.list_unwatched(List::Prompts);
+        assert!(!telemetry.render().contains("list=\""));
     }
 }

@@ -132,7 +132,7 @@ impl DriftStatus {
     }
 
     /// Keep at most `n` names per kind (the counts stay).
-    fn cut(&mut self, n: usize) {
+    pub(super) fn cut(&mut self, n: usize) {
         for names in [&mut self.missing, &mut self.extra, &mut self.changed] {
             names.truncate(n);
         }
@@ -218,6 +218,10 @@ pub struct ConnStatus {
     pub legacy_clients: Option<LegacyClientsStatus>,
     /// Refresh walks (every trigger but `audit`) that failed since the cache was last replaced.
     pub refresh_failures: u32,
+    /// The other lists the connection watches (prompts, resources, resource templates), in
+    /// [`mcp_client::listing::list::List`] order; absent for a tools-only server.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lists: Vec<ListStatus>,
     /// The newest tool changes between two listings, with their classified differences
     /// (oldest first, at most [`CHANGES_PER_CONNECTION`] and the connection's share of the
     /// history bytes).
@@ -245,6 +249,7 @@ impl ConnStatus {
             contract: ContractStatus::default(),
             legacy_clients: None,
             refresh_failures: 0,
+            lists: Vec::new(),
             changes: Ring::default(),
             last_events: BTreeMap::new(),
             events: Ring::default(),
@@ -261,6 +266,9 @@ impl ConnStatus {
     pub(super) fn trim(&mut self, events: usize, names: usize) {
         self.events.keep_newest(events);
         self.drift.cut(names);
+        for l in &mut self.lists {
+            l.drift.cut(names.min(LIST_DRIFT_NAMES));
+        }
         self.changes.keep_newest(names.min(CHANGES_PER_CONNECTION));
     }
 
@@ -269,6 +277,38 @@ impl ConnStatus {
     pub(super) fn fit(&mut self, share: usize) {
         self.events.fit(share / 2);
         self.changes.fit(share - share / 2);
+    }
+}
+
+/// Names each drift kind of another list keeps: the page says which items, the metrics how many.
+pub const LIST_DRIFT_NAMES: usize = 10;
+
+/// Another list a connection watches, as the status page shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListStatus {
+    /// `prompts`, `resources` or `resource_templates`.
+    pub list: &'static str,
+    /// Items of the server's latest complete listing.
+    pub server: Option<usize>,
+    /// Items a correct client holds (after its last refresh).
+    pub cache: Option<usize>,
+    pub drift: DriftStatus,
+    /// What the server promises about this list (`announce`, `ttl`, `announce_ttl`, `none`).
+    pub promise: Option<&'static str>,
+    /// A promise broken now: a correct client holds a stale copy.
+    pub stale: bool,
+}
+
+impl ListStatus {
+    pub(super) fn new(list: &'static str) -> Self {
+        ListStatus {
+            list,
+            server: None,
+            cache: None,
+            drift: DriftStatus::default(),
+            promise: None,
+            stale: false,
+        }
     }
 }
 

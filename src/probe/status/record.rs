@@ -12,14 +12,15 @@ use std::time::Duration;
 use super::board::lock;
 use super::{
     CHANGES_PER_CONNECTION, CacheStatus, Capabilities, ConnState, ConnStatus, DriftStatus,
-    EVENTS_PER_CONNECTION, Event, LegacyClientsStatus, MAX_DETAIL, MAX_LABEL, MAX_NAME,
-    SessionStatus, TargetStatus, ToolChangeStatus, WalkStatus, keep, now,
+    EVENTS_PER_CONNECTION, Event, LIST_DRIFT_NAMES, LegacyClientsStatus, ListStatus, MAX_DETAIL,
+    MAX_LABEL, MAX_NAME, SessionStatus, TargetStatus, ToolChangeStatus, WalkStatus, keep, now,
 };
 use crate::probe::Trigger;
 use crate::probe::contract::Contract;
 use crate::probe::legacy_watch::LegacyVerdict;
 use mcp_client::listing::changes::ToolChange;
 use mcp_client::listing::items::{Drift, ItemSet};
+use mcp_client::listing::list::List;
 use mcp_client::mcp::{Era, ServerInfo};
 use mcp_client::text;
 
@@ -64,6 +65,55 @@ impl ConnStatusHandle {
         };
         s.last_events.insert(kind, e.clone());
         s.events.push(e, EVENTS_PER_CONNECTION);
+    }
+
+    /// Watch another list (`on`), or stop: its entry appears or goes.
+    pub fn list_watched(&self, list: List, on: bool) {
+        self.with(|s| {
+            let at = s.lists.iter().position(|l| l.list == list.as_str());
+            match (on, at) {
+                (true, None) => {
+                    s.lists.push(ListStatus::new(list.as_str()));
+                    s.lists.sort_by_key(|l| l.list.parse::<List>().ok());
+                }
+                (false, Some(i)) => {
+                    s.lists.remove(i);
+                }
+                _ => {}
+            }
+        });
+    }
+
+    /// Record on another list's entry, when it is watched.
+    fn with_list(&self, list: List, f: impl FnOnce(&mut ListStatus)) {
+        self.with(|s| {
+            if let Some(l) = s.lists.iter_mut().find(|l| l.list == list.as_str()) {
+                f(l);
+            }
+        });
+    }
+
+    /// A complete walk of another list (`cache`: it refreshed the cache too).
+    pub fn list_walked(&self, list: List, server: usize, cache: Option<usize>) {
+        self.with_list(list, |l| {
+            l.server = Some(server);
+            if cache.is_some() {
+                l.cache = cache;
+            }
+        });
+    }
+
+    pub fn list_drift(&self, list: List, drift: &Drift) {
+        let mut d = DriftStatus::from(drift);
+        d.cut(LIST_DRIFT_NAMES);
+        self.with_list(list, |l| l.drift = d);
+    }
+
+    pub fn list_judged(&self, list: List, promise: &'static str, stale: bool) {
+        self.with_list(list, |l| {
+            l.promise = Some(promise);
+            l.stale = stale;
+        });
     }
 
     /// Append a timeline entry.

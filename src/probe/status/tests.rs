@@ -7,7 +7,7 @@ use mcp_client::listing::items::{Drift, ItemSet};
 use mcp_client::mcp::{Era, ServerInfo};
 use mcp_client::text::is_hostile;
 
-fn target() -> TargetConfig {
+pub(crate) fn target() -> TargetConfig {
     TargetConfig {
         name: "kb".into(),
         endpoint: Endpoint::http("https://user:pw@kb.example/mcp?key=k".parse().unwrap()),

@@ -55,3 +55,46 @@ fn a_stale_ready_target_is_never_green() {
     assert!(row.contains("cache behind the server"), "{row}");
     assert!(row.contains(" UTC<br><small>0 s ago</small>"), "{row}");
 }
+
+/// Another list a connection watches has a row of its own: counts, the drift by name (escaped,
+/// at most [`crate::probe::status::LIST_DRIFT_NAMES`] of each kind) and the promise's state; it
+/// goes when the list is no longer watched.
+#[test]
+fn other_lists_show_their_counts_drift_and_verdict() {
+    use crate::probe::status::StatusBoard;
+    use mcp_client::listing::items::Drift;
+    use mcp_client::listing::list::List;
+    let board = StatusBoard::default();
+    let c = board
+        .add(&crate::probe::status::tests::target())
+        .connection(0);
+    c.list_watched(List::Resources, true);
+    c.list_watched(List::Prompts, true);
+    c.list_walked(List::Prompts, 10, Some(10));
+    c.list_walked(List::Prompts, 10, None);
+    c.list_drift(
+        List::Prompts,
+        &Drift {
+            extra: (0..25).map(|i| format!("<p{i}>")).collect(),
+            ..Drift::default()
+        },
+    );
+    c.list_judged(List::Prompts, "announce", true);
+    let page = render(&board.snapshot());
+    let prompts = page
+        .lines()
+        .find(|l| l.contains("<th>List: prompts</th>"))
+        .expect("a prompts row");
+    assert!(prompts.contains("10 listed, 10 cached"), "{prompts}");
+    assert!(prompts.contains("<code>&lt;p0&gt;</code>"), "{prompts}");
+    assert!(prompts.contains("… and 15 more"), "{prompts}");
+    assert!(prompts.contains("promise announce: <span class=\"warn\">broken</span>"));
+    let order: Vec<_> = page.match_indices("<th>List: ").map(|(i, _)| i).collect();
+    assert_eq!(order.len(), 2);
+    assert!(
+        page.find("List: prompts") < page.find("List: resources"),
+        "List order"
+    );
+    c.list_watched(List::Prompts, false);
+    assert!(!render(&board.snapshot()).contains("List: prompts"));
+}
