@@ -1,7 +1,8 @@
 //! The answer side of an exchange's accounting: each message the upstream sends back (in a JSON
 //! body, an SSE answer, or an HTTP+SSE session's GET stream), read with the request it answers:
 //! its duration, a `tools/list` page's cursor and walk (and what the catalog learns from it), an
-//! upstream's "no such tool", a `list_changed`.
+//! upstream's "no such tool", a `list_changed`; the other lists' pages and notifications, per
+//! list.
 //!
 //! It exists apart from [`super::requests`] because it runs as the body passes (called by
 //! [`super::relay`]'s observer), long after the request was settled, and on streams whose
@@ -14,6 +15,7 @@ use serde_json::Value;
 use super::Shared;
 use super::exchange::Exchange;
 use super::observe::Asked;
+use mcp_client::listing::list::List;
 use mcp_client::mcp::jsonrpc::{self, Incoming};
 
 impl Shared {
@@ -60,6 +62,7 @@ impl Shared {
                     Asked::ToolsList { cursor } => {
                         self.on_listing(ex, cursor.is_some(), outcome, now)
                     }
+                    Asked::List { list, .. } => self.on_other_listing(ex, *list, &outcome, now),
                     Asked::ToolsCall { tool, .. }
                         if super::unknown_tool::says_unknown(tool, &outcome) =>
                     {
@@ -71,6 +74,18 @@ impl Shared {
                         }
                     }
                     _ => {}
+                }
+            }
+            Incoming::Notification { method, .. }
+                if method != "notifications/tools/list_changed"
+                    && !List::announced_by(&method).is_empty() =>
+            {
+                // Prompts or resources: the catalog walks them too; sessions that listed them
+                // owe a re-list.
+                self.catalog.refresh_soon();
+                let mut table = self.sessions.lock().expect("sessions lock");
+                if let Some(s) = ex.key.as_deref().and_then(|k| table.get_mut(k)) {
+                    s.other_lists.list_changed(List::announced_by(&method), now);
                 }
             }
             Incoming::Notification { method, .. }
@@ -92,6 +107,34 @@ impl Shared {
 }
 
 impl Shared {
+    /// A page of another list (prompts, resources, resource templates) on its way to the client:
+    /// the session's cursor for that list, and a page holding an item the catalog does not
+    /// list asks the catalog for a walk (as a tool listing does).
+    fn on_other_listing(
+        &self,
+        ex: &Exchange,
+        list: List,
+        outcome: &Result<Value, jsonrpc::RpcError>,
+        now: Instant,
+    ) {
+        let Ok(result) = outcome else {
+            return;
+        };
+        let next = result
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(super::observe::cursor_digest);
+        {
+            let mut table = self.sessions.lock().expect("sessions lock");
+            if let Some(s) = ex.key.as_deref().and_then(|k| table.get_mut(k)) {
+                s.other_lists.page(list, next, now);
+            }
+        }
+        if let Some(items) = result.get(list.result_key()).and_then(Value::as_array) {
+            self.catalog.saw_list_page(list, items, ex.started);
+        }
+    }
+
     /// A `tools/list` page (or its error) on its way to the client: the session's cursor and
     /// walk are accounted, and the catalog learns from a page or a complete walk that differs
     /// from it (see [`super::upstream_tools`]).

@@ -17,6 +17,7 @@ use crate::telemetry::{Group, Series, Telemetry};
 use exposition::{self as expo, Exposition, Value};
 use exposition::{Cell, Histogram, Lazy};
 use m::slot;
+use mcp_client::listing::list::List;
 
 /// Why a tracked client session ended: the `reason` of `mcp_proxy_sessions_ended_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,6 +115,29 @@ pub enum ClientEvent {
 
 const EVENTS: usize = 9;
 
+/// What a client did with one of the other lists (prompts, resources, resource templates): the
+/// `mcp_proxy_*` families with a `list` label, counted per client and list from the first event
+/// (a client that never uses these lists costs no line).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListEvent {
+    /// `prompts/get` or `resources/read` of an item the upstream no longer produces.
+    StaleCall,
+    /// A `nextCursor` of the list not followed.
+    FirstPageOnly,
+    /// A `list_changed` of a list the session had listed, and no re-list of it.
+    WithoutRelist,
+}
+
+impl ListEvent {
+    fn family(self) -> &'static str {
+        match self {
+            ListEvent::StaleCall => m::PROXY_STALE_LIST_CALLS,
+            ListEvent::FirstPageOnly => m::PROXY_LIST_FIRST_PAGE_ONLY,
+            ListEvent::WithoutRelist => m::PROXY_LIST_WITHOUT_RELIST,
+        }
+    }
+}
+
 /// Per-tool counters of one client (stale calls), bounded by the caller's tool labels.
 type ToolCounts = Mutex<BTreeMap<Box<str>, u64>>;
 
@@ -133,6 +157,8 @@ pub struct ClientSeries {
     flattened: Option<[Cell; 2]>,
     /// Healing: notifications sent, calls refused (rendered only for a proxy with `heal`).
     heal: [Cell; 2],
+    /// Per list (not tools), from the first event: at most 3 events × 3 lists.
+    other_lists: Lazy<(ListEvent, List), Cell>,
 }
 
 impl ClientSeries {
@@ -181,6 +207,11 @@ impl ClientSeries {
         self.heal[1].add(1);
     }
 
+    /// One more `event` for `list` (never [`List::Tools`], whose series are their own).
+    pub fn list_event(&self, event: ListEvent, list: List) {
+        self.other_lists.get((event, list)).add(1);
+    }
+
     pub fn flattened(&self, ok: bool) {
         if let Some(f) = &self.flattened {
             f[usize::from(!ok)].add(1);
@@ -216,6 +247,11 @@ pub struct ProxyMetrics {
     durations: Lazy<&'static str, Histogram>,
     cursor_age: Histogram,
     relist_lag: Histogram,
+    /// Re-list lag of the other lists, by list, from the first re-list timed: one histogram per
+    /// list and proxy, not per client (a histogram is 13 lines).
+    list_relist_lag: Lazy<List, Histogram>,
+    /// Items of the other lists in the catalog's last complete walk (lists the upstream declares).
+    upstream_lists: RwLock<Vec<(List, usize)>>,
     clients: RwLock<Vec<Arc<ClientSeries>>>,
     /// The proxy heals (`heal: true`): its clients' heal series are rendered.
     heal: AtomicBool,
@@ -233,6 +269,8 @@ impl ProxyMetrics {
             durations: Lazy::default(),
             cursor_age: Histogram::default(),
             relist_lag: Histogram::default(),
+            list_relist_lag: Lazy::default(),
+            upstream_lists: RwLock::new(Vec::new()),
             clients: RwLock::new(Vec::new()),
             heal: AtomicBool::new(false),
         }
@@ -269,6 +307,7 @@ impl ProxyMetrics {
             unknown_tool: Mutex::default(),
             flattened: flatten.then(Default::default),
             heal: Default::default(),
+            other_lists: Lazy::default(),
         });
         clients.push(c.clone());
         c
@@ -297,6 +336,16 @@ impl ProxyMetrics {
         if let Some(n) = tools {
             self.upstream_tools.set(n as f64);
         }
+    }
+
+    /// The catalog's other lists after a complete walk (a list no longer declared disappears).
+    pub fn upstream_lists(&self, counts: Vec<(List, usize)>) {
+        *self.upstream_lists.write().expect("metrics lock poisoned") = counts;
+    }
+
+    /// A session re-listed `list` (not tools) this long after its `list_changed`.
+    pub fn list_relist_lag(&self, list: List, d: Duration) {
+        self.list_relist_lag.get(list).record(d.as_secs_f64());
     }
 
     pub fn ended(&self, why: Ended) {
@@ -363,6 +412,27 @@ impl ProxyMetrics {
             &[],
             &self.relist_lag.snapshot(),
         );
+        self.list_relist_lag.each(|list, h| {
+            out.histogram(
+                slot(m::PROXY_LIST_RELIST_LAG),
+                l,
+                &[("list", list.as_str())],
+                &h.snapshot(),
+            );
+        });
+        for (list, n) in self
+            .upstream_lists
+            .read()
+            .expect("metrics lock poisoned")
+            .iter()
+        {
+            out.sample(
+                slot(m::PROXY_UPSTREAM_LIST_ITEMS),
+                l,
+                &[("list", list.as_str())],
+                Value::Float(*n as f64),
+            );
+        }
         let clients = self.clients.read().expect("metrics lock poisoned").clone();
         let heal = self.heal.load(Ordering::Relaxed);
         for c in clients {
@@ -430,6 +500,14 @@ fn render_client(c: &ClientSeries, heal: bool, out: &mut Exposition<'_>) {
             out.sample(slot(family), l, &[("tool", tool)], Value::Count(*n));
         }
     }
+    c.other_lists.each(|(event, list), cell| {
+        out.sample(
+            slot(event.family()),
+            l,
+            &[("list", list.as_str())],
+            Value::Count(cell.raw()),
+        );
+    });
     if heal {
         for (family, cell) in [m::PROXY_HEAL_NOTIFICATIONS, m::PROXY_HEAL_REFUSED]
             .iter()

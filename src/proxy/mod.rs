@@ -1,4 +1,5 @@
-//! Passive mode: an MCP-aware reverse proxy that sees every real client's tool cache.
+//! Passive mode: an MCP-aware reverse proxy that sees every real client's cached lists (tools,
+//! prompts, resources and resource templates).
 //!
 //! The probe proves what a *correct* client would see; only the server side of real traffic
 //! shows which clients are stale: calls to tools no longer listed, cursors never followed, no
@@ -21,8 +22,11 @@
 //! - [`observe`]: decoding what passes (the wire's own `jsonrpc` and SSE line framer);
 //! - [`sessions`]: per-session state, bounded in number and size, idle expiry, LRU eviction;
 //! - [`labels`]: the bounded, safe `client` label;
-//! - [`catalog`]: the proxy's own walk of the upstream (the probe's walker), for stale calls,
-//!   re-walked at once when a client's listing shows a change it does not know;
+//! - [`upstream_tools`]: the proxy's own walk of the upstream (the probe's walker), for stale
+//!   calls, re-walked at once when a client's listing shows a change it does not know;
+//! - [`catalog_lists`]: the same walk's prompts, resources and resource templates, and the rule
+//!   that makes a `prompts/get` or `resources/read` stale;
+//! - [`list_track`]: what a session did with those lists (cursors, re-lists), per list;
 //! - [`unknown_tool`]: the upstream's own "no such tool" answers, in each SDK's shape;
 //! - [`schema`]: whether arguments fit an `inputSchema` (stale-schema calls);
 //! - [`flatten`]: `flatten_pages`, all pages merged into one for chosen clients;
@@ -38,12 +42,14 @@
 
 mod answers;
 pub mod budget;
+pub mod catalog_lists;
 mod exchange;
 mod flatten;
 mod forward;
 pub mod forwarded_paths;
 pub mod heal;
 pub mod labels;
+mod list_track;
 pub mod metrics;
 pub mod observe;
 pub mod page;

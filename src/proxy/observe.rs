@@ -9,6 +9,7 @@
 use bytes::Bytes;
 use serde_json::Value;
 
+use mcp_client::listing::list::List;
 use mcp_client::mcp::jsonrpc::{self, Incoming};
 use mcp_client::mcp::sse_lines::LineFramer;
 
@@ -225,6 +226,19 @@ pub enum Asked {
         tool: String,
         arguments: Value,
     },
+    /// A listing of another list (`prompts/list`, `resources/list`,
+    /// `resources/templates/list`); `cursor`: the cursor it carried.
+    List {
+        list: List,
+        cursor: Option<String>,
+    },
+    /// A use of an item of `list`: `prompts/get` of a name (prompts), `resources/read` of a URI
+    /// (resources); `key` is `None` when it names none or one over
+    /// [`super::catalog_lists::MAX_KEY_BYTES`] (not judged).
+    Use {
+        list: List,
+        key: Option<String>,
+    },
     Initialize,
     Other,
 }
@@ -250,7 +264,29 @@ impl Asked {
                     .unwrap_or(Value::Object(Default::default())),
             },
             "initialize" => Asked::Initialize,
-            _ => Asked::Other,
+            "prompts/get" | "resources/read" => {
+                let (list, field) = if method == "prompts/get" {
+                    (List::Prompts, "name")
+                } else {
+                    (List::Resources, "uri")
+                };
+                let key = params
+                    .and_then(|p| p.get(field))
+                    .and_then(Value::as_str)
+                    .filter(|k| k.len() <= super::catalog_lists::MAX_KEY_BYTES)
+                    .map(str::to_string);
+                Asked::Use { list, key }
+            }
+            _ => match List::of_method(method) {
+                Some(list) if list != List::Tools => Asked::List {
+                    list,
+                    cursor: params
+                        .and_then(|p| p.get("cursor"))
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                },
+                _ => Asked::Other,
+            },
         }
     }
 }

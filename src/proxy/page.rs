@@ -32,6 +32,33 @@ async fn json(State(proxies): State<Arc<Proxies>>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
+/// A session's other lists in one cell: `prompts: 1 stale, first page only; resources: ok`.
+fn other_lists(rows: &[super::status::ListRow]) -> String {
+    if rows.is_empty() {
+        return "none".into();
+    }
+    let cell: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let mut what = Vec::new();
+            if r.stale_calls > 0 {
+                what.push(format!(
+                    "<span class=\"bad\">{} stale</span>",
+                    r.stale_calls
+                ));
+            }
+            if r.first_page_only {
+                what.push("<span class=\"bad\">first page only</span>".to_string());
+            }
+            if what.is_empty() {
+                what.push("ok".into());
+            }
+            format!("{}: {}", r.list, what.join(", "))
+        })
+        .collect();
+    cell.join("; ")
+}
+
 async fn html(State(proxies): State<Arc<Proxies>>) -> Html<String> {
     let mut h = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>mcp_exporter proxies</title>\
@@ -51,11 +78,16 @@ async fn html(State(proxies): State<Arc<Proxies>>) -> Html<String> {
     for p in proxies {
         let _ = write!(
             h,
-            "<h2>{}</h2><p>listening on <code>{}</code>, upstream <code>{}</code>, {} tools in its catalog, {} sessions tracked (showing {})</p>",
+            "<h2>{}</h2><p>listening on <code>{}</code>, upstream <code>{}</code>, {} in its catalog, {} sessions tracked (showing {})</p>",
             escape(&p.name),
             escape(&p.listen),
             escape(&p.upstream),
-            p.upstream_tools.map_or("no".to_string(), |n| n.to_string()),
+            p.upstream_tools.map_or("no".to_string(), |n| n.to_string())
+                + " tools"
+                + &p.upstream_lists
+                    .iter()
+                    .map(|(l, n)| format!(", {n} {}", l.replace('_', " ")))
+                    .collect::<String>(),
             p.sessions_tracked,
             p.sessions.len()
         );
@@ -66,11 +98,11 @@ async fn html(State(proxies): State<Arc<Proxies>>) -> Html<String> {
                 escape(why)
             );
         }
-        h.push_str("<table><tr><th>client</th><th>age</th><th>idle</th><th>tools/list</th><th>pages</th><th>cursor outstanding</th><th>followed</th><th>first page only</th><th>cursor errors</th><th>calls</th><th>stale tool</th><th>stale schema</th><th>unknown-tool answers</th><th>last list_changed</th><th>re-list due</th><th>called before listing</th></tr>");
+        h.push_str("<table><tr><th>client</th><th>age</th><th>idle</th><th>tools/list</th><th>pages</th><th>cursor outstanding</th><th>followed</th><th>first page only</th><th>cursor errors</th><th>calls</th><th>stale tool</th><th>stale schema</th><th>unknown-tool answers</th><th>last list_changed</th><th>re-list due</th><th>called before listing</th><th>other lists</th></tr>");
         for r in &p.sessions {
             let _ = write!(
                 h,
-                "<tr><td>{}</td><td>{}s</td><td>{}s</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}s</td><td>{}s</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(&r.client),
                 r.age_seconds,
                 r.idle_seconds,
@@ -88,6 +120,7 @@ async fn html(State(proxies): State<Arc<Proxies>>) -> Html<String> {
                     .map_or("never".to_string(), |s| format!("{s}s ago")),
                 yes(r.relist_due, true),
                 yes(r.reconnect_without_list, true),
+                other_lists(&r.lists),
             );
         }
         h.push_str("</table>");

@@ -35,7 +35,7 @@ impl Kind {
             mcp_client::mcp::http::ContentKind::EventStream => Kind::Sse(SseReader::default()),
             mcp_client::mcp::http::ContentKind::Json => {
                 let asked = |f: fn(&Asked) -> bool| exchange.requests.iter().any(|r| f(&r.asked));
-                let keep = if asked(|a| matches!(a, Asked::ToolsList { .. })) {
+                let keep = if asked(|a| matches!(a, Asked::ToolsList { .. } | Asked::List { .. })) {
                     super::observe::MAX_OBSERVED_BYTES
                 } else if asked(|a| matches!(a, Asked::ToolsCall { .. })) {
                     super::observe::MAX_CALL_ANSWER_BYTES

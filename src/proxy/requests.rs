@@ -1,6 +1,7 @@
 //! The request side of an exchange's accounting: who sent it and what it asked, and what the
 //! upstream's status settles (sessions begun, ended or unknown; each request counted; a
-//! `tools/call` handed to the stale-call judge).
+//! `tools/call`, `prompts/get` or `resources/read` handed to the stale-call judge; the other
+//! lists' listings tracked per list, see [`super::list_track`]).
 //!
 //! It exists apart from [`super::forward`] because flattening settles the exchanges it answers
 //! itself (see [`super::flatten`]) through the same `settle`, and because what a request means
@@ -148,7 +149,12 @@ impl Shared {
         for n in &ex.notifications {
             ex.client.series.request(n);
         }
-        let key = match (&ex.key, status.is_success()) {
+        // A 2026-07-28 server answers a JSON-RPC error (an unknown prompt, tool or resource:
+        // -32602) with HTTP 400: the request was made and answered, so it is accounted (and
+        // judged) like one answered 200.
+        let answered =
+            status.is_success() || (ex.modern && status == reqwest::StatusCode::BAD_REQUEST);
+        let key = match (&ex.key, answered) {
             (Some(k), true) => k.clone(),
             _ => {
                 for r in &ex.requests {
@@ -215,11 +221,63 @@ impl Shared {
                         ex.started,
                     );
                 }
+                Asked::List { list, cursor } => {
+                    let digest = cursor.as_deref().map(super::observe::cursor_digest);
+                    if let Some(lag) = session.other_lists.listing(*list, digest, now, &ex.client) {
+                        self.metrics.list_relist_lag(*list, lag);
+                    }
+                }
+                Asked::Use { list, key: item } => {
+                    session.other_lists.used(*list, &ex.client);
+                    if let Some(item) = item {
+                        self.judge_use_later(
+                            key.clone(),
+                            ex.client.clone(),
+                            *list,
+                            item.clone(),
+                            ex.started,
+                        );
+                    }
+                }
                 Asked::Initialize | Asked::Other => {}
             }
         }
         self.wake_if_dropped(&table);
         ex
+    }
+
+    /// Decide off the request path whether a `prompts/get` or `resources/read` of `item` is
+    /// stale (the catalog may walk first), within the same permits as tool calls.
+    fn judge_use_later(
+        self: &Shared,
+        session: String,
+        client: Arc<Client>,
+        list: mcp_client::listing::list::List,
+        item: String,
+        at: Instant,
+    ) {
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        let Ok(permit) = self.judging.clone().try_acquire_owned() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let _permit = permit;
+            let stale = me
+                .catalog
+                .judge_list(list, &item, at, std::time::Duration::from_secs(5))
+                .await;
+            if stale != Some(true) {
+                return;
+            }
+            client
+                .series
+                .list_event(crate::proxy::metrics::ListEvent::StaleCall, list);
+            if let Some(s) = me.sessions.lock().expect("sessions lock").get_mut(&session) {
+                s.other_lists.stale(list);
+            }
+        });
     }
 
     /// Have the sweeper end at the upstream the sessions this exchange made the table drop.

@@ -57,6 +57,9 @@ pub struct Session {
     pub walk: Option<u16>,
     /// The list it last saw whole and the change it was last told of (`heal` only).
     pub heal: super::seen::Seen,
+    /// Its prompts, resources and resource templates (cursors, re-lists, stale uses), allocated
+    /// on first use.
+    pub other_lists: super::list_track::Tracks,
     /// When the listing this session holds stops being fresh: its pages' `ttlMs` (the earliest
     /// of its walk) from their arrival, for a 2026-07-28 listing; none for a legacy one, whose
     /// contract is to cache until `list_changed`.
@@ -83,6 +86,10 @@ impl StreamPending {
             Asked::ToolsCall { tool, .. } => Asked::ToolsCall {
                 tool: tool.clone(),
                 arguments: serde_json::Value::Null,
+            },
+            Asked::Use { list, .. } => Asked::Use {
+                list: *list,
+                key: None,
             },
             other => other.clone(),
         };
@@ -122,6 +129,7 @@ impl Session {
             fresh_until: None,
             stream_pending: Vec::new(),
             heal: super::seen::Seen::default(),
+            other_lists: super::list_track::Tracks::default(),
         }
     }
 
@@ -292,6 +300,8 @@ impl Table {
             {
                 s.relist_missed();
             }
+            s.other_lists
+                .sweep(now, cursor_grace, relist_grace, &s.client);
             if now.duration_since(s.last_seen) >= idle {
                 gone.push(k.clone());
             }

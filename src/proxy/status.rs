@@ -21,6 +21,9 @@ pub struct ProxyStatus {
     pub upstream: String,
     /// Tools in the proxy's catalog of the upstream (`None` before its first complete walk).
     pub upstream_tools: Option<usize>,
+    /// Items of the upstream's other lists in the catalog (lists it declares and walked), by
+    /// list.
+    pub upstream_lists: std::collections::BTreeMap<&'static str, usize>,
     /// Walks of the upstream's list so far (complete or not).
     pub catalog_walks: u64,
     /// Why the catalog session is down (`reason: detail`, no secrets), if it is.
@@ -52,6 +55,18 @@ pub struct SessionRow {
     /// A list_changed forwarded and no re-list yet.
     pub relist_due: bool,
     pub reconnect_without_list: bool,
+    /// The other lists this session listed or used (prompts, resources, resource templates).
+    pub lists: Vec<ListRow>,
+}
+
+/// What one session did with one of its other lists.
+#[derive(Debug, Clone, Serialize)]
+pub struct ListRow {
+    /// `prompts`, `resources` or `resource_templates`.
+    pub list: &'static str,
+    pub first_page_only: bool,
+    /// `prompts/get` or `resources/read` judged stale.
+    pub stale_calls: u16,
 }
 
 impl Proxies {
@@ -98,6 +113,16 @@ impl super::Shared {
                             .map(|t| now.duration_since(t).as_secs()),
                         relist_due: s.relist_due.is_some(),
                         reconnect_without_list: s.reconnect_without_list,
+                        lists: s
+                            .other_lists
+                            .summary()
+                            .into_iter()
+                            .map(|(list, first_page_only, stale_calls)| ListRow {
+                                list: list.as_str(),
+                                first_page_only,
+                                stale_calls,
+                            })
+                            .collect(),
                     },
                 )
             })
@@ -109,6 +134,12 @@ impl super::Shared {
             listen: sh.config.listen.to_string(),
             upstream: crate::config::redact_url(&sh.config.upstream),
             upstream_tools: sh.catalog.tools(),
+            upstream_lists: sh
+                .catalog
+                .list_counts()
+                .into_iter()
+                .map(|(l, n)| (l.as_str(), n))
+                .collect(),
             catalog_walks: sh.catalog.walks(),
             catalog_failure: sh.catalog.failure(),
             sessions_tracked: table.len(),

@@ -6,7 +6,10 @@
 //! byte budget), through a [`Pager`] that also keeps each tool's `inputSchema`. It walks on start,
 //! every `catalog_refresh_interval`, shortly after a `list_changed` passes through (debounced), and
 //! when a call names a tool it does not know and the catalog is older than the call (so a tool
-//! added a moment ago is not called stale).
+//! added a moment ago is not called stale). After a complete tool walk the same session walks the
+//! prompts, resources and resource templates the upstream declares ([`super::catalog_lists`]),
+//! with the same limits, so `prompts/get` and `resources/read` are judged by the same walk and
+//! the same waiting rules ([`Catalog::judge_list`]).
 //!
 //! It also learns from the clients' own listings ([`Catalog::saw_page`], [`Catalog::saw_walk`]):
 //! a server that cannot announce a change (no `listChanged`, a lossy gateway) still shows it to
@@ -37,9 +40,11 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::{Notify, watch};
 
+use super::catalog_lists::Lists;
 use crate::config::{Endpoint, Secret};
 use crate::proxy::metrics::ProxyMetrics;
 use mcp_client::listing::items::{definition_fingerprint, kept_name};
+use mcp_client::listing::list::List;
 use mcp_client::listing::walker::{self, Pager, WalkLimits};
 use mcp_client::mcp::{Client, Era, Inbox, McpError};
 use mcp_client::target_http::TargetHttp;
@@ -63,7 +68,7 @@ const DEBOUNCE: Duration = Duration::from_millis(300);
 /// Wait before walking again after a failed walk or connect.
 const RETRY: Duration = Duration::from_secs(5);
 /// Deadline of each request of the catalog session.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+pub(super) const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Walk limits of the proxy's own walks (the catalog's, and the merged walks of flattened
 /// clients): the probe's page cap, and four times its default byte budget — the proxy must
 /// follow whatever listing its clients are served, and they are not held to the exporter's
@@ -96,6 +101,8 @@ struct State {
     /// Why the last walk (or its session) failed: the reason label and the error (bounded, no
     /// secrets); `None` after a complete walk.
     failure: Option<(&'static str, String)>,
+    /// The upstream's prompts, resources and resource templates (see [`super::catalog_lists`]).
+    lists: Lists,
 }
 
 /// The catalog of one proxy's upstream.
@@ -228,6 +235,59 @@ impl Catalog {
         at: Instant,
         wait: Duration,
     ) -> (Verdict, bool) {
+        let fresh = self
+            .await_walk(|s| !s.tools.contains_key(tool), at, wait)
+            .await;
+        let s = self.state.read().expect("catalog lock");
+        if s.walked_at.is_none() {
+            return (Verdict::Unknown, false);
+        }
+        let Some(def) = s.tools.get(tool) else {
+            return (Verdict::StaleTool, fresh);
+        };
+        let verdict = match (&def.previous, &def.schema) {
+            (Some(prev), Some(cur))
+                if super::schema::fits(prev, arguments) && !super::schema::fits(cur, arguments) =>
+            {
+                Verdict::StaleSchema
+            }
+            _ => Verdict::Fine,
+        };
+        (verdict, fresh)
+    }
+
+    /// Whether a use of `key` from `list` (a `prompts/get` of a name, a `resources/read` of a
+    /// URI) made at `at` is stale (see [`super::catalog_lists`] for the rule): `None` when
+    /// nothing can be said (no complete walk of the lists it depends on). Waits for a walk as a
+    /// tool call does; an item the upstream produced before and not in the last walk walks again
+    /// when that walk is [`UNKNOWN_TOOL_REWALK`] old (a client that keeps using a retired item
+    /// costs at most one walk per that period).
+    pub async fn judge_list(
+        &self,
+        list: List,
+        key: &str,
+        at: Instant,
+        wait: Duration,
+    ) -> Option<bool> {
+        let now = Instant::now();
+        self.await_walk(|s| s.lists.stale(list, key, now) == Some(true), at, wait)
+            .await;
+        let s = self.state.read().expect("catalog lock");
+        s.walked_at?;
+        s.lists.stale(list, key, Instant::now())
+    }
+
+    /// Wait (within `wait`) for the walk a use made at `at` is to be judged by: one started at
+    /// or after it when a `list_changed` passed (or a client's listing differed) since the last
+    /// walk, or when `unknown` says the catalog does not know what was used and the last walk
+    /// is [`UNKNOWN_TOOL_REWALK`] old; else the walk such evidence already started, if any. True
+    /// when the verdict is no guess (that walk ended within `wait`, the last walk did not fail).
+    async fn await_walk(
+        &self,
+        unknown: impl Fn(&State) -> bool,
+        at: Instant,
+        wait: Duration,
+    ) -> bool {
         // A listing compared meanwhile may ask for the walk this call should wait for.
         let mut comparing = self.comparing.subscribe();
         let _ = tokio::time::timeout(wait, async {
@@ -240,7 +300,7 @@ impl Catalog {
             let outdated = self.pending.load(std::sync::atomic::Ordering::Relaxed);
             // An unknown tool walks again only when the last walk is not recent: a client that
             // keeps calling a removed tool (what this detects) must not keep the upstream busy.
-            let unknown = !s.tools.contains_key(tool)
+            let unknown = unknown(&s)
                 && s.walked_at
                     .is_some_and(|w| w.elapsed() >= UNKNOWN_TOOL_REWALK);
             let older = s.walked_at.is_some_and(|w| w < at);
@@ -277,24 +337,12 @@ impl Catalog {
             fresh = tokio::time::timeout(wait, newer).await.is_ok();
         }
         let s = self.state.read().expect("catalog lock");
-        let fresh = fresh
-            && s.failure.is_none()
-            && s.walked_at.is_some_and(|w| target.is_none_or(|t| w >= t));
-        if s.walked_at.is_none() {
-            return (Verdict::Unknown, false);
-        }
-        let Some(def) = s.tools.get(tool) else {
-            return (Verdict::StaleTool, fresh);
-        };
-        let verdict = match (&def.previous, &def.schema) {
-            (Some(prev), Some(cur))
-                if super::schema::fits(prev, arguments) && !super::schema::fits(cur, arguments) =>
-            {
-                Verdict::StaleSchema
-            }
-            _ => Verdict::Fine,
-        };
-        (verdict, fresh)
+        fresh && s.failure.is_none() && s.walked_at.is_some_and(|w| target.is_none_or(|t| w >= t))
+    }
+
+    /// Items in the catalog's other lists (their last complete walks), by list.
+    pub fn list_counts(&self) -> Vec<(List, usize)> {
+        self.state.read().expect("catalog lock").lists.counts()
     }
 
     /// Whether `name` is in the current list.
@@ -383,6 +431,23 @@ impl Catalog {
     /// re-walks soon. True when a re-walk was asked for.
     pub fn saw_page(&self, tools: &[Value], asked: Instant) -> bool {
         self.older_than(asked) && self.page_differs(tools, asked)
+    }
+
+    /// A page of another `list` a client asked for at `asked` passed through with `items`: when
+    /// the catalog is older than the request and its walk of that list lacks one of their keys,
+    /// it re-walks soon (the same single-flight walk; a lasting difference asks once per
+    /// change). True when a re-walk was asked for.
+    pub fn saw_list_page(&self, list: List, items: &[Value], asked: Instant) -> bool {
+        if !self.older_than(asked) {
+            return false;
+        }
+        let digest = self
+            .state
+            .read()
+            .expect("catalog lock")
+            .lists
+            .unknown_keys(list, items);
+        digest.is_some_and(|d| self.learn(d, asked))
     }
 
     /// A comparison of a client's listing starts (see [`Comparing`]).
@@ -500,6 +565,14 @@ impl Catalog {
                     let report = walker::walk(&mut pager, LIMITS).await;
                     match report.result {
                         Ok(_) => {
+                            // The other lists are applied first: a use judged by this walk
+                            // waits for the tools' `walked_at`, set last.
+                            let lists = super::catalog_lists::walk(client, LIMITS).await;
+                            self.state
+                                .write()
+                                .expect("catalog lock")
+                                .lists
+                                .apply(lists, started);
                             self.apply(pager.defs, started);
                             true
                         }
@@ -517,6 +590,9 @@ impl Catalog {
             self.record_failure(&name, failure);
             self.state.write().expect("catalog lock").refreshing = None;
             metrics.upstream(ok, self.tools());
+            if ok {
+                metrics.upstream_lists(self.list_counts());
+            }
             self.walks.send_modify(|n| *n += 1);
             let wait = if ok { interval } else { RETRY.min(interval) };
             let triggered = tokio::select! {

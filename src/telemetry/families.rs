@@ -212,6 +212,16 @@ exposition::metric_families! {
         "notifications/tools/list_changed the proxy itself sent on a session's open stream because the session's tool list was older than the upstream's (heal: true only).";
     PROXY_HEAL_REFUSED = "mcp_proxy_heal_refused_calls_total", Counter, ["proxy", "client"],
         "tools/call of a tool the upstream no longer lists, answered -32602 by the proxy itself without reaching the upstream (heal: true only).";
+    PROXY_UPSTREAM_LIST_ITEMS = "mcp_proxy_upstream_list_items", Gauge, ["proxy", "list"],
+        "Items of the upstream's prompts, resources and resource templates in the proxy's catalog (its last complete walk of each list the upstream declares).";
+    PROXY_STALE_LIST_CALLS = "mcp_proxy_stale_list_calls_total", Counter, ["proxy", "client", "list"],
+        "prompts/get (list=prompts) and resources/read (list=resources) of an item the upstream's lists produced in the last 24 h and no longer produce (a resource: neither listed nor readable through a listed template's literal prefix).";
+    PROXY_LIST_FIRST_PAGE_ONLY = "mcp_proxy_list_first_page_only_sessions_total", Counter, ["proxy", "client", "list"],
+        "Sessions that got nextCursor on prompts/list, resources/list or resources/templates/list and did not follow it within cursor_grace or before their next use of the list (counted once per session and list).";
+    PROXY_LIST_WITHOUT_RELIST = "mcp_proxy_list_sessions_without_relist_total", Counter, ["proxy", "client", "list"],
+        "Sessions that had listed prompts, resources or resource templates, were forwarded that list's list_changed and did not list it again within relist_grace or before their next use of it.";
+    PROXY_LIST_RELIST_LAG = "mcp_proxy_list_relist_lag_seconds", Histogram, ["proxy", "list"],
+        "Time from forwarding a list_changed to a session that had listed prompts, resources or resource templates to that session's next listing of the list.";
 }
 
 /// The exporter's families, indexed for the writer.
