@@ -118,8 +118,8 @@ enum Command {
     /// Check one MCP server once, as a correct client would use it, and exit 0 (fine, warnings
     /// allowed), 1 (a client would hit a problem) or 2 (could not check). See docs/check.md.
     Check(CheckArgs),
-    /// List one MCP server once and print its pins file (every tool's fingerprint and
-    /// definition) on stdout: `pin URL > kb.pins.json`. See docs/changes.md.
+    /// List one MCP server once and print its pins file (the fingerprint and definition of every
+    /// item of every list it declares) on stdout: `pin URL > kb.pins.json`. See docs/changes.md.
     Pin(ServerArgs),
     /// Run an MCP-aware reverse proxy in front of one server (passive mode, no targets): clients
     /// connect to --listen, the proxy forwards to --upstream and exports mcp_proxy_* series on
@@ -173,8 +173,8 @@ struct CheckArgs {
     /// Off by default: it makes check a second, legacy client of the server.
     #[arg(long = "legacy-clients")]
     legacy_clients: bool,
-    /// Compare the listing with a pins file (`mcp_exporter pin URL > FILE`): a pinned tool
-    /// served with another definition, missing, or a tool nobody pinned fails the check.
+    /// Compare each listing with a pins file (`mcp_exporter pin URL > FILE`): a pinned item
+    /// served with another definition, missing, or an item nobody pinned fails the check.
     #[arg(long, value_name = "FILE")]
     pins: Option<std::path::PathBuf>,
     #[command(flatten)]

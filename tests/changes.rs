@@ -320,3 +320,77 @@ async fn check_listen_for_reports_the_classified_change() {
         "{out}"
     );
 }
+
+/// The lab's other lists across a redeploy, classified by `changes_in` with the list as a value
+/// (what the probe calls for prompts, resources and templates): each retired item is removed,
+/// its successor added, keyed by the list's key field; a changed resource is judged by the
+/// resource rules. An old tools-only pins file pins none of them.
+#[test]
+fn other_lists_change_between_lab_generations_by_their_own_rules() {
+    use mcp_client::listing::changes::{Definitions, changes_in};
+    use mcp_client::listing::items::{ItemSet, definition_fingerprint};
+    use mcp_client::listing::list::{List, ListSet};
+    use mcp_lab::kb_lists;
+
+    let defs = Definitions::for_lists(256 << 10, 1, ListSet::ALL);
+    let set = |list: List, items: &[serde_json::Value]| {
+        let mut s = ItemSet::new();
+        for i in items {
+            let fp = definition_fingerprint(i);
+            defs.keep(fp, i);
+            s.insert(i[list.key_field()].as_str().unwrap().into(), fp);
+        }
+        s
+    };
+    for (list, retired, successor) in [
+        (List::Prompts, "summarize_legacy", "summarize_v2"),
+        (
+            List::Resources,
+            "kb://collections/legacy-index",
+            "kb://collections/index-v1",
+        ),
+        (
+            List::ResourceTemplates,
+            "kb://search/legacy{?q}",
+            "kb://search/v1{?q,top_k}",
+        ),
+    ] {
+        let before = set(list, &kb_lists::items(list, 0));
+        let after = set(list, &kb_lists::items(list, 1));
+        let c = changes_in(list, &before, &after, &defs);
+        let kinds: Vec<(&str, &str)> = c.iter().map(|c| (c.tool.as_str(), c.change)).collect();
+        assert_eq!(
+            kinds,
+            [(successor, "added"), (retired, "removed")],
+            "{list}"
+        );
+    }
+    // From one revision to the next the prompt keeps its name: only its description changed.
+    let c = changes_in(
+        List::Prompts,
+        &set(List::Prompts, &kb_lists::items(List::Prompts, 1)),
+        &set(List::Prompts, &kb_lists::items(List::Prompts, 2)),
+        &defs,
+    );
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert_eq!(
+        (c[0].tool.as_str(), c[0].change),
+        ("summarize_v2", "compatible")
+    );
+    assert!(c[0].description_changed);
+    // The resource the redeploy keeps under its key: compatible (its size), never breaking.
+    let r = |size: u64| serde_json::json!({"uri": "kb://x", "name": "x", "mimeType": "text/markdown", "size": size});
+    let c = changes_in(
+        List::Resources,
+        &set(List::Resources, &[r(1)]),
+        &set(List::Resources, &[r(2)]),
+        &defs,
+    );
+    assert_eq!(
+        (c[0].change, c[0].findings[0].rule),
+        ("compatible", "size_changed")
+    );
+
+    let old = pins::Pins::parse(pins::render(&kb::tools(0)).as_bytes()).unwrap();
+    assert!(old.others.is_empty() && old.pinned(List::Prompts).is_none());
+}

@@ -132,6 +132,26 @@ async fn a_healthy_server_passes_with_two_pages_and_fourteen_tools() {
     ] {
         run.expect("PASS", id);
     }
+    // Every other list the lab declares is walked twice by the same walker, one row each.
+    for (id, count) in [
+        ("prompts_list", "2 page(s) (8 + 2), 10 prompts"),
+        ("resources_list", "2 page(s) (8 + 4), 12 resources"),
+        (
+            "resource_templates_list",
+            "1 page(s) (3), 3 resource templates",
+        ),
+    ] {
+        let detail = run.expect("PASS", id);
+        assert!(detail.starts_with(count), "{detail}");
+        assert!(
+            detail.contains("listed twice; second walk: the same"),
+            "{detail}"
+        );
+    }
+    assert!(
+        run.expect("PASS", "capabilities")
+            .ends_with("also lists prompts, resources, resource_templates")
+    );
     assert!(
         run.stdout
             .contains("protocol 2026-07-28, listen stream open"),
@@ -418,6 +438,7 @@ async fn json_output_follows_the_documented_schema() {
         [
             "checks",
             "exit_code",
+            "lists",
             "result",
             "schema_version",
             "server",
@@ -441,6 +462,32 @@ async fn json_output_follows_the_documented_schema() {
         let status = c["status"].as_str().unwrap();
         assert!(["pass", "info"].contains(&status), "{c}");
     }
+    assert_eq!(
+        v["server"]["lists"],
+        serde_json::json!(["tools", "prompts", "resources", "resource_templates"])
+    );
+    let lists: Vec<(&str, u64)> = v["lists"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            let walks = l["walks"].as_array().unwrap();
+            assert_eq!(walks.len(), 2, "{l}");
+            assert!(walks.iter().all(|w| w["complete"] == true), "{l}");
+            (
+                l["list"].as_str().unwrap(),
+                walks[0]["items"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lists,
+        [
+            ("prompts", 10),
+            ("resources", 12),
+            ("resource_templates", 3)
+        ]
+    );
 
     let run = check(&["--format", "json", &url(&lab, "repeated-cursor")], &[]).await;
     assert_eq!(run.code, 1);
@@ -456,8 +503,19 @@ async fn json_output_follows_the_documented_schema() {
         .filter(|c| c["status"] == "fail")
         .map(|c| c["id"].as_str().unwrap())
         .collect();
-    assert_eq!(failed, ["tools_list"]);
+    // The lab's one paginator repeats its cursors in every list: each list's row fails.
+    assert_eq!(
+        failed,
+        [
+            "tools_list",
+            "prompts_list",
+            "resources_list",
+            "resource_templates_list"
+        ]
+    );
     assert_eq!(v["walks"][0]["complete"], false);
+    assert_eq!(v["lists"][0]["walks"][0]["complete"], false);
+    assert_eq!(v["lists"][0]["walks"].as_array().map(Vec::len), Some(1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -650,4 +708,126 @@ async fn a_stdio_server_is_checked_after_a_double_dash() {
     run.expect("PASS", "call");
     let headers = check(&["--header", "A: b", "--", peer], &[]).await;
     assert_eq!(headers.code, 2, "{}", headers.stderr);
+}
+
+/// Run `mcp_exporter pin URL`; the pins file is its stdout.
+async fn pin(url: &str) -> Run {
+    let url = url.to_string();
+    tokio::task::spawn_blocking(move || {
+        let out = Command::new(env!("CARGO_BIN_EXE_mcp_exporter"))
+            .args(["pin", &url])
+            .stdin(Stdio::null())
+            .output()
+            .expect("pin runs");
+        Run::from(out)
+    })
+    .await
+    .expect("pin thread")
+}
+
+/// `pin` writes every list the lab declares; `check --pins` judges each pinned list, one row
+/// per list, and after a redeploy names the retired prompt, resource and template.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pins_cover_prompts_resources_and_templates_and_a_redeploy_breaks_each() {
+    let lab = lab(&["healthy"]).await;
+    let target = url(&lab, "healthy");
+    let pinned = pin(&target).await;
+    assert_eq!(pinned.code, 0, "{}", pinned.stderr);
+    let file: Value = serde_json::from_str(&pinned.stdout).expect("a JSON pins file");
+    let keys = |section: &str, field: &str| -> Vec<String> {
+        file[section]
+            .as_array()
+            .unwrap_or_else(|| panic!("no {section} section"))
+            .iter()
+            .map(|e| e[field].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(keys("tools", "name").len(), 14);
+    assert_eq!(keys("prompts", "name").len(), 10);
+    assert!(keys("prompts", "name").contains(&"summarize_legacy".into()));
+    assert_eq!(keys("resources", "uri").len(), 12);
+    assert!(keys("resources", "uri").contains(&"kb://collections/legacy-index".into()));
+    assert_eq!(
+        keys("resource_templates", "uriTemplate").len(),
+        3,
+        "{}",
+        pinned.stdout
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("kb.pins.json");
+    std::fs::write(&path, &pinned.stdout).unwrap();
+    let pins_arg = format!("--pins={}", path.display());
+
+    let run = check(&[&pins_arg, &target], &[]).await;
+    run.ended(0, "pass");
+    for (id, what) in [
+        ("pins", "all 14 pinned tools"),
+        ("prompts_pins", "all 10 pinned prompts"),
+        ("resources_pins", "all 12 pinned resources"),
+        ("resource_templates_pins", "all 3 pinned resource templates"),
+    ] {
+        assert!(run.expect("PASS", id).starts_with(what), "{}", run.stdout);
+    }
+
+    lab.churn();
+    let run = check(&[&pins_arg, &target], &[]).await;
+    run.ended(1, "fail");
+    for (id, retired, successor) in [
+        ("pins", "search_legacy", "search_v2"),
+        ("prompts_pins", "summarize_legacy", "summarize_v2"),
+        (
+            "resources_pins",
+            "\"kb://collections/legacy-index\"",
+            "\"kb://collections/index-v1\"",
+        ),
+        (
+            "resource_templates_pins",
+            "\"kb://search/legacy{?q}\"",
+            "kb://search/v1",
+        ),
+    ] {
+        let detail = run.expect("FAIL", id);
+        assert!(
+            detail.contains(&format!("{retired} (pinned, not listed)")),
+            "{detail}"
+        );
+        assert!(
+            detail.contains("not pinned: ") && detail.contains(successor),
+            "{detail}"
+        );
+    }
+}
+
+/// A pins file written before prompts and resources were pinned (tools alone) is judged as it
+/// always was: one `pins` row, the other lists walked but not judged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tools_only_pins_file_is_judged_as_before() {
+    let lab = lab(&["healthy"]).await;
+    let target = url(&lab, "healthy");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("tools.pins.json");
+    let text = mcp_client::listing::changes::pins::render(&mcp_lab::kb::tools(0));
+    assert!(!text.contains("\"prompts\""), "{text}");
+    std::fs::write(&path, text).unwrap();
+    let pins_arg = format!("--pins={}", path.display());
+
+    let run = check(&[&pins_arg, &target], &[]).await;
+    run.ended(0, "pass");
+    assert_eq!(
+        run.expect("PASS", "pins"),
+        "all 14 pinned tools are served as pinned; no unpinned tool"
+    );
+    lab.churn();
+    let run = check(&[&pins_arg, &target], &[]).await;
+    run.ended(1, "fail");
+    assert_eq!(
+        run.expect("FAIL", "pins"),
+        "differ from the pins: search_legacy (pinned, not listed); not pinned: search_v2; \
+         approve a change by re-pinning (mcp_exporter pin URL > FILE)"
+    );
+    for id in ["prompts_pins", "resources_pins", "resource_templates_pins"] {
+        assert!(!run.stdout.contains(id), "{id} judged: {}", run.stdout);
+    }
+    // The prompts changed too, and are reported as listed, not as pinned.
+    run.expect("PASS", "prompts_list");
 }

@@ -16,18 +16,22 @@
 //!
 //! The run (this file) drives the session and the checks; `options` is what was asked,
 //! `model` the report it fills, [`report`] its rendering, `listen` the wait for
-//! `list_changed`, `recorder` the walks it records and compares, `legacy` what a 2025-era
-//! client of a modern server hears.
+//! `list_changed`, `recorder` the walks of any list it records and compares, `lists` the rows
+//! of the lists beyond tools (prompts, resources, resource templates), [`pin`] the pinned
+//! baseline, `legacy` what a 2025-era client of a modern server hears.
 
 mod legacy;
 mod listen;
+mod lists;
 mod model;
 mod options;
 pub mod pin;
 mod recorder;
 pub mod report;
 
-pub use model::{CheckRow, Report, ServerSummary, Status, Verdict, WalkSummary};
+pub use model::{
+    CheckRow, ItemWalk, ListSummary, Report, ServerSummary, Status, Verdict, WalkSummary,
+};
 pub use options::{Call, Options, parse_arguments, parse_protocol_version};
 
 use std::sync::Arc;
@@ -41,6 +45,7 @@ use listen::Listener;
 use mcp_client::channel::{ChannelEvent, ChannelKeeper};
 use mcp_client::listing::changes::Definitions;
 use mcp_client::listing::items::ItemSet;
+use mcp_client::listing::list::{List, ListSet};
 use mcp_client::mcp::{Client, Dialer, Era, Inbox, Responder};
 use recorder::{compare, elapsed, names};
 
@@ -109,9 +114,14 @@ pub async fn run(opts: &Options) -> Report {
         }
         _ => None,
     };
+    // Every list's walks are kept under one cap: twice a listing per list walked.
+    let declared: ListSet = List::ALL
+        .into_iter()
+        .filter(|l| session.info().declares(*l).is_some())
+        .collect();
     let changed = Checker {
         session: &session,
-        definitions: Definitions::new(opts.max_listing_bytes.saturating_mul(2)),
+        definitions: Definitions::for_lists(opts.max_listing_bytes, 1, declared),
         param_headers: Default::default(),
         inbox: &inbox,
         opts,
@@ -142,6 +152,11 @@ async fn session_rows(
 ) -> Option<Listener> {
     let info = session.info().clone();
     let era = session.era();
+    let declared: Vec<&'static str> = List::ALL
+        .into_iter()
+        .filter(|l| info.declares(*l).is_some())
+        .map(List::as_str)
+        .collect();
     let opened_how = match era {
         Era::Legacy => "session open",
         Era::Modern => "modern era (no session): server/discover answered",
@@ -175,6 +190,12 @@ async fn session_rows(
             Status::Warn,
             "no tools capability: a client must not list or call tools; tool checks skipped",
         ),
+    };
+    let others: Vec<&str> = declared.iter().copied().filter(|l| *l != "tools").collect();
+    let detail = if others.is_empty() {
+        detail.to_string()
+    } else {
+        format!("{detail}; also lists {}", others.join(", "))
     };
     report.row(status, "capabilities", detail);
     let mut keeper = ChannelKeeper::new();
@@ -287,6 +308,7 @@ async fn session_rows(
         tools: info.tools,
         tools_list_changed: info.list_changed,
         notification_stream: Some(opened),
+        lists: declared,
     });
     task
 }
@@ -310,13 +332,25 @@ impl Checker<'_> {
     /// Returns whether the list changed while the check listened.
     async fn run(mut self, stream: Option<&Listener>) -> bool {
         let tools_capable = self.report.server.as_ref().is_some_and(|s| s.tools);
+        // The other lists are walked first and reported after the tools: once the tool list's
+        // walks are done, every walk is (a redeploy after them changes no first walk).
+        let at = self.report.checks.len();
+        let mut listed = self.other_lists().await;
+        let other_rows = self.report.checks.len() - at;
         let first = if tools_capable {
             self.listing().await
         } else {
             None
         };
+        self.report.checks[at..].rotate_left(other_rows);
         if let Some(pins) = &self.opts.pins {
-            self.pins(pins, first.as_ref());
+            let tools = match (&first, tools_capable) {
+                (Some(items), _) => lists::Listed::Complete(items.clone()),
+                (None, true) => lists::Listed::Incomplete,
+                (None, false) => lists::Listed::Undeclared,
+            };
+            listed.insert(0, (List::Tools, tools));
+            self.pins(pins, &listed);
         }
         self.ping().await;
         if let Some(call) = &self.opts.call {

@@ -52,6 +52,9 @@ pub struct ServerSummary {
     pub channel: &'static str,
     /// The notification channel opened (`false`: refused or an error; `null`: not tried).
     pub notification_stream: Option<bool>,
+    /// Every list the server declares (`tools`, `prompts`, `resources`,
+    /// `resource_templates`): what `check` walks and `pin` pins.
+    pub lists: Vec<&'static str>,
 }
 
 /// One walk of `tools/list`.
@@ -66,6 +69,26 @@ pub struct WalkSummary {
     pub complete: bool,
 }
 
+/// The walks of one list other than tools (whose walks are [`Report::walks`], as ever).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ListSummary {
+    /// `prompts`, `resources` or `resource_templates`.
+    pub list: &'static str,
+    pub walks: Vec<ItemWalk>,
+}
+
+/// One walk of a list other than tools: a [`WalkSummary`] that counts items, not tools.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemWalk {
+    /// `first` or `second`.
+    pub walk: &'static str,
+    /// Items on each page served, in order.
+    pub pages: Vec<u32>,
+    /// Distinct items (complete walk) or items served before the walk stopped.
+    pub items: u32,
+    pub complete: bool,
+}
+
 /// The whole result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
@@ -73,6 +96,8 @@ pub struct Report {
     pub server: Option<ServerSummary>,
     pub checks: Vec<CheckRow>,
     pub walks: Vec<WalkSummary>,
+    /// Each other list the server declares, in [`mcp_client::listing::list::List::ALL`] order.
+    pub lists: Vec<ListSummary>,
 }
 
 /// The overall verdict.
@@ -92,6 +117,7 @@ impl Report {
             server: None,
             checks: Vec::new(),
             walks: Vec::new(),
+            lists: Vec::new(),
         }
     }
 

@@ -1,9 +1,11 @@
-//! Recording walks and comparing them.
+//! Recording walks of any list and comparing them.
 //!
 //! The walk itself is the exporter's own [`walker`]; the [`Recorder`] only keeps, per page, the
-//! (name, fingerprint) pairs served, bounded, so that rows can name duplicates, invalid names
-//! and what changed between two walks. The wording of those rows lives here too, so every row
-//! that quotes names quotes them the same bounded way.
+//! (key, fingerprint) pairs served, bounded, so that rows can name duplicates, invalid names
+//! and what changed between two walks. The list is a value: tools, prompts, resources and
+//! resource templates are recorded, compared and worded by the same code, keyed by the list's
+//! key field. The wording of those rows lives here too, so every row that quotes names quotes
+//! them the same bounded way.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -12,8 +14,9 @@ use serde_json::Value;
 
 use super::{Checker, Status, WalkSummary};
 use crate::config::valid_tool_name;
-use mcp_client::listing::changes::{self, Definitions, ToolChange};
+use mcp_client::listing::changes::{self, Definitions, ItemChange};
 use mcp_client::listing::items::{ItemSet, definition_fingerprint, kept_name};
+use mcp_client::listing::list::List;
 use mcp_client::listing::walker::{self, Pager, WalkError, WalkReport};
 use mcp_client::mcp::{Client, McpError, truncate};
 
@@ -23,7 +26,15 @@ const MAX_NAMES_SHOWN: usize = 10;
 impl Checker<'_> {
     /// One walk of `tools/list`, recorded and summarised in the report as `which`.
     pub(super) async fn walk(&mut self, which: &'static str) -> Recorded {
+        let recorded = self.walk_list(List::Tools).await;
+        self.report.walks.push(recorded.summary(which));
+        recorded
+    }
+
+    /// One walk of `list`, recorded (the caller summarises it where its list is reported).
+    pub(super) async fn walk_list(&mut self, list: List) -> Recorded {
         let mut pager = Recorder {
+            list,
             session: self.session,
             definitions: &self.definitions,
             pages: Vec::new(),
@@ -34,17 +45,17 @@ impl Checker<'_> {
             max_bytes: self.opts.max_listing_bytes,
         };
         let report = walker::walk(&mut pager, limits).await;
-        let recorded = Recorded {
+        Recorded {
+            list,
             report,
             pages: pager.pages,
-        };
-        self.report.walks.push(recorded.summary(which));
-        recorded
+        }
     }
 }
 
 /// A pager that lets the walker drive the session and keeps, per page, what was served.
 struct Recorder<'a> {
+    list: List,
     session: &'a Client,
     /// Where each listed definition is kept, to classify changes between walks.
     definitions: &'a Definitions,
@@ -59,13 +70,17 @@ const MAX_KEPT: usize = 2 * walker::MAX_ITEMS_PER_WALK;
 
 /// What one page served.
 struct Page {
-    /// Named tools on the page.
+    /// Keyed items on the page.
     served: usize,
-    /// (name, fingerprint) of each, in the order served, while under [`MAX_KEPT`].
+    /// (key, fingerprint) of each, in the order served, while under [`MAX_KEPT`].
     tools: Vec<(String, u64)>,
 }
 
 impl Pager for Recorder<'_> {
+    fn list(&self) -> List {
+        self.list
+    }
+
     fn drops_invalid_header_annotations(&self) -> bool {
         self.session.era() == mcp_client::mcp::Era::Modern
     }
@@ -79,13 +94,14 @@ impl Pager for Recorder<'_> {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> Result<(Value, usize), McpError> {
-        let (page, bytes) = self.session.tools_list_page(cursor, max_bytes).await?;
+        let (page, bytes) = self.session.list_page(self.list, cursor, max_bytes).await?;
+        let key = self.list.key_field();
         let named = page
-            .get("tools")
+            .get(self.list.result_key())
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(|t| Some((t.get("name")?.as_str()?, t)));
+            .filter_map(|t| Some((t.get(key)?.as_str()?, t)));
         let mut served = 0;
         let mut tools = Vec::new();
         for (name, t) in named {
@@ -102,6 +118,7 @@ impl Pager for Recorder<'_> {
 
 /// A walk and what each page served.
 pub(super) struct Recorded {
+    pub(super) list: List,
     pub(super) report: WalkReport,
     pages: Vec<Page>,
 }
@@ -112,16 +129,25 @@ impl Recorded {
     }
 
     pub(super) fn summary(&self, which: &'static str) -> WalkSummary {
-        let tools = match &self.report.result {
-            Ok(w) => w.items.len(),
-            Err(_) => self.pages.iter().map(|p| p.served).sum(),
-        };
         WalkSummary {
             walk: which,
             pages: self.pages.iter().map(|p| p.served as u32).collect(),
-            tools: tools as u32,
+            tools: self.items() as u32,
             complete: self.report.result.is_ok(),
         }
+    }
+
+    /// Distinct items (a complete walk) or items served before the walk stopped.
+    pub(super) fn items(&self) -> usize {
+        match &self.report.result {
+            Ok(w) => w.items.len(),
+            Err(_) => self.pages.iter().map(|p| p.served).sum(),
+        }
+    }
+
+    /// Items served on each page.
+    pub(super) fn page_sizes(&self) -> Vec<u32> {
+        self.pages.iter().map(|p| p.served as u32).collect()
     }
 
     fn page_counts(&self) -> String {
@@ -135,11 +161,12 @@ impl Recorded {
 
     pub(super) fn verdict(&self, max_pages: u32) -> (Status, String) {
         let n = self.report.requests;
+        let (one, many) = nouns(self.list);
         match &self.report.result {
             Ok(w) => (
                 Status::Pass,
                 format!(
-                    "{} page(s) ({}), {} tools; cursors followed to the end",
+                    "{} page(s) ({}), {} {many}; cursors followed to the end",
                     w.pages,
                     self.page_counts(),
                     w.items.len()
@@ -166,7 +193,7 @@ impl Recorded {
                 Status::Fail,
                 format!(
                     "cursor error on page {n}: {error}; the server rejected a cursor it issued, \
-                     so a client cannot see every tool (F8)"
+                     so a client cannot see every {one} (F8)"
                 ),
             ),
             Err(e) => (Status::Fail, e.to_string()),
@@ -201,6 +228,17 @@ fn first_of_each<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
         .collect()
 }
 
+/// "tool" and "tools", "resource template" and "resource templates": how rows name a list's
+/// items.
+pub(super) fn nouns(list: List) -> (&'static str, &'static str) {
+    match list {
+        List::Tools => ("tool", "tools"),
+        List::Prompts => ("prompt", "prompts"),
+        List::Resources => ("resource", "resources"),
+        List::ResourceTemplates => ("resource template", "resource templates"),
+    }
+}
+
 /// The second walk against the first: same names in the same order with the same definitions.
 pub(super) fn compare(
     first: &Recorded,
@@ -213,11 +251,13 @@ pub(super) fn compare(
     let (Ok(w1), Ok(w2)) = (&first.report.result, &second.report.result) else {
         unreachable!("compared walks are complete")
     };
+    let list = first.list;
+    let (_, many) = nouns(list);
     if a == b {
         return (
             Status::Pass,
             format!(
-                "second walk: the same {} tools in the same order with the same definitions",
+                "second walk: the same {} {many} in the same order with the same definitions",
                 w1.items.len()
             ),
         );
@@ -233,7 +273,7 @@ pub(super) fn compare(
         return (
             Status::Warn,
             format!(
-                "same tools and definitions, another order (position {}: {} then {}); clients \
+                "same {many} and definitions, another order (position {}: {} then {}); clients \
                  that compare lists or cache by position see a change that is not one",
                 at + 1,
                 name(&a),
@@ -246,7 +286,7 @@ pub(super) fn compare(
             Status::Info,
             format!(
                 "the list changed between the walks, and list_changed was received: {}",
-                classified(&w1.items, &w2.items, definitions)
+                classified_in(list, &w1.items, &w2.items, definitions)
             ),
         )
     } else {
@@ -255,7 +295,7 @@ pub(super) fn compare(
             format!(
                 "two walks a moment apart differ and no list_changed arrived: {}; a client's \
                  cache is stale as soon as it is filled",
-                classified(&w1.items, &w2.items, definitions)
+                classified_in(list, &w1.items, &w2.items, definitions)
             ),
         )
     }
@@ -265,7 +305,17 @@ pub(super) fn compare(
 /// paths that changed: "added a; removed b; changed c (breaking: required_added at
 /// $.inputSchema.required)".
 pub(super) fn classified(before: &ItemSet, after: &ItemSet, definitions: &Definitions) -> String {
-    let all = changes::changes(before, after, definitions);
+    classified_in(List::Tools, before, after, definitions)
+}
+
+/// [`classified`] for the items of `list`, keyed by its key field.
+pub(super) fn classified_in(
+    list: List,
+    before: &ItemSet,
+    after: &ItemSet,
+    definitions: &Definitions,
+) -> String {
+    let all = changes::changes_in(list, before, after, definitions);
     if all.is_empty() {
         return "no change".into();
     }
@@ -280,7 +330,7 @@ pub(super) fn classified(before: &ItemSet, after: &ItemSet, definitions: &Defini
             parts.push(format!("{what} {}", names(&list)));
         }
     }
-    let changed: Vec<&ToolChange> = all
+    let changed: Vec<&ItemChange> = all
         .iter()
         .filter(|c| !matches!(c.change, "added" | "removed"))
         .collect();
@@ -300,7 +350,7 @@ pub(super) fn classified(before: &ItemSet, after: &ItemSet, definitions: &Defini
 }
 
 /// "search (breaking: required_added at $.inputSchema.required, +2 more)".
-pub(super) fn one_change(c: &ToolChange) -> String {
+pub(super) fn one_change(c: &ItemChange) -> String {
     let name = names(std::slice::from_ref(&c.tool));
     let mut rules: Vec<String> = c
         .findings
@@ -372,6 +422,7 @@ mod tests {
             Err(WalkError::RepeatedCursor)
         };
         Recorded {
+            list: List::Tools,
             report: WalkReport {
                 result,
                 requests: pages.len() as u32,

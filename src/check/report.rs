@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use super::{CheckRow, Report, ServerSummary, Status, Verdict, WalkSummary};
+use super::{CheckRow, ListSummary, Report, ServerSummary, Status, Verdict, WalkSummary};
 
 /// `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -33,6 +33,7 @@ struct Document<'a> {
     server: &'a Option<ServerSummary>,
     checks: &'a [CheckRow],
     walks: &'a [WalkSummary],
+    lists: &'a [ListSummary],
     result: Verdict,
     exit_code: u8,
 }
@@ -44,6 +45,7 @@ pub fn json(report: &Report) -> String {
         server: &report.server,
         checks: &report.checks,
         walks: &report.walks,
+        lists: &report.lists,
         result: report.verdict(),
         exit_code: report.exit_code(),
     };
@@ -119,6 +121,7 @@ mod tests {
                 tools_list_changed: true,
                 channel: "GET stream",
                 notification_stream: Some(true),
+                lists: vec!["tools", "prompts"],
             }),
             checks: vec![
                 CheckRow {
@@ -137,6 +140,15 @@ mod tests {
                 pages: vec![8, 6],
                 tools: 14,
                 complete: true,
+            }],
+            lists: vec![ListSummary {
+                list: "prompts",
+                walks: vec![super::super::ItemWalk {
+                    walk: "first",
+                    pages: vec![5, 5],
+                    items: 10,
+                    complete: true,
+                }],
             }],
         }
     }
@@ -161,5 +173,6 @@ mod tests {
         assert_eq!(v["checks"][0]["status"], "pass");
         assert_eq!(v["walks"][0]["pages"], serde_json::json!([8, 6]));
         assert_eq!(v["server"]["notification_stream"], true);
+        assert_eq!(v["lists"][0]["walks"][0]["items"], 10);
     }
 }

@@ -23,6 +23,11 @@
 //! [`MAX_DEPTH`]. A definition with one proven breaking change is `breaking` even when another
 //! part is unknown: the breakage is certain.
 //!
+//! Prompts, resources and resource templates go through the same walk ([`classify_item`], the
+//! list as a value): the item's key and `_meta` are skipped, the text every list has is judged
+//! here, and each list's own fields by [`super::lists`]. [`classify`] is it for tools, and its
+//! results are exactly what they were before the other lists were classified.
+//!
 //! Every finding names the rule it applied and the JSON path it applied at ([`super::paths`]);
 //! findings are capped at [`MAX_FINDINGS`] per tool and everything here is bounded by the two
 //! definitions' size, so a hostile definition costs time linear in its bytes and never panics.
@@ -32,6 +37,7 @@ use std::collections::HashSet;
 use serde_json::{Map, Value};
 
 use super::paths::{self, Path};
+use crate::listing::list::List;
 
 /// Findings kept per tool; the rest are counted in [`Classification::more`].
 pub const MAX_FINDINGS: usize = 32;
@@ -87,7 +93,7 @@ impl Classification {
         self.findings.iter().map(|f| f.class).max()
     }
 
-    fn push(
+    pub(super) fn push(
         &mut self,
         path: &Path,
         rule: &'static str,
@@ -127,6 +133,14 @@ fn finding(
 /// Compare two tool definitions (as `tools/list` serves them; `_meta` is ignored, as by the
 /// fingerprint). Equal definitions give no findings.
 pub fn classify(before: &Value, after: &Value) -> Classification {
+    classify_item(List::Tools, before, after)
+}
+
+/// Compare two definitions of one item of `list` (as its listing method serves them; `_meta`
+/// and the item's key are ignored). The walk over the fields is shared by every list; the text
+/// fields every list has (`description`, `title`, `icons`) are judged here, the rest by the
+/// list's own rules: [`tool_field`] for tools, [`super::lists::field`] for the others.
+pub fn classify_item(list: List, before: &Value, after: &Value) -> Classification {
     let mut out = Classification::default();
     let root = Path::root();
     let (Some(b), Some(a)) = (before.as_object(), after.as_object()) else {
@@ -143,7 +157,7 @@ pub fn classify(before: &Value, after: &Value) -> Classification {
     };
     for key in union(b, a) {
         let (bv, av) = (b.get(key), a.get(key));
-        if bv == av || key == "_meta" || key == "name" {
+        if bv == av || key == "_meta" || key == list.key_field() {
             continue;
         }
         let path = root.key(key);
@@ -153,26 +167,38 @@ pub fn classify(before: &Value, after: &Value) -> Classification {
                 out.push(&path, "description_changed", Class::Compatible, bv, av);
             }
             "title" | "icons" => out.push(&path, "text_changed", Class::Compatible, bv, av),
-            "annotations" => annotations(&mut out, &path, bv, av),
-            "inputSchema" => match (bv, av) {
-                (Some(bv), Some(av)) => schema(&mut out, &path, bv, av, Dir::Input, 0),
-                _ => out.push(&path, "input_schema_missing", Class::Unknown, bv, av),
-            },
-            "outputSchema" => match (bv, av) {
-                (Some(bv), Some(av)) => schema(&mut out, &path, bv, av, Dir::Output, 0),
-                (None, Some(_)) => {
-                    out.push(&path, "output_schema_added", Class::Compatible, bv, av)
-                }
-                _ => out.push(&path, "output_schema_removed", Class::Breaking, bv, av),
-            },
-            _ => out.push(&path, "unrecognised_field", Class::Unknown, bv, av),
+            _ if list == List::Tools => tool_field(&mut out, &path, key, bv, av),
+            _ => super::lists::field(&mut out, list, &path, key, bv, av),
         }
     }
     out
 }
 
+/// A tool's own fields: its hints and its two schemas.
+fn tool_field(
+    out: &mut Classification,
+    path: &Path,
+    key: &str,
+    bv: Option<&Value>,
+    av: Option<&Value>,
+) {
+    match key {
+        "annotations" => annotations(out, path, bv, av),
+        "inputSchema" => match (bv, av) {
+            (Some(bv), Some(av)) => schema(out, path, bv, av, Dir::Input, 0),
+            _ => out.push(path, "input_schema_missing", Class::Unknown, bv, av),
+        },
+        "outputSchema" => match (bv, av) {
+            (Some(bv), Some(av)) => schema(out, path, bv, av, Dir::Output, 0),
+            (None, Some(_)) => out.push(path, "output_schema_added", Class::Compatible, bv, av),
+            _ => out.push(path, "output_schema_removed", Class::Breaking, bv, av),
+        },
+        _ => out.push(path, "unrecognised_field", Class::Unknown, bv, av),
+    }
+}
+
 /// Keys of both objects, each once, in the order of `b` then the new ones of `a`.
-fn union<'a>(b: &'a Map<String, Value>, a: &'a Map<String, Value>) -> Vec<&'a str> {
+pub(super) fn union<'a>(b: &'a Map<String, Value>, a: &'a Map<String, Value>) -> Vec<&'a str> {
     let mut keys: Vec<&str> = b.keys().map(String::as_str).collect();
     keys.extend(a.keys().map(String::as_str).filter(|k| !b.contains_key(*k)));
     keys

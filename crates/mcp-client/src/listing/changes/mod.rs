@@ -1,5 +1,8 @@
-//! Tool definition changes: what changed between two listings and whether old callers break
-//! ([`classify`], with JSON [`paths`]), and what was approved ([`pins`]).
+//! Definition changes in any cached list (tools, prompts, resources, resource templates): what
+//! changed between two listings and whether old callers break ([`classify`] for the walk over
+//! a definition and the tool rules, [`lists`] for the other lists' rules, with JSON [`paths`]),
+//! and what was approved ([`pins`]). The list is a value ([`List`]): one code path classifies,
+//! keeps and pins every list; [`changes`] is [`changes_in`] for tools.
 //!
 //! A connection keeps fingerprints, not definitions (see [`super::items`]). To say *how* a
 //! definition changed, both definitions are needed, so each target keeps one [`Definitions`]
@@ -14,10 +17,14 @@
 //! definition no connection lists now or listed just before once the connection reporting has
 //! finished two walks since the definition was last read (a walk in flight on another
 //! connection keeps what it reads that long). Under churn it thus holds two listings, not a
-//! budget's worth.
+//! budget's worth. Each list a connection walks is a listing of its own
+//! ([`Definitions::listed_in`]): definitions of every list share the store (a fingerprint covers
+//! the whole definition, so items of two lists collide only when they are the same JSON), and
+//! walking prompts never displaces the tools.
 //!
 //! A hard cap bounds a store whose walks fail or whose server misbehaves: twice
-//! `max_listing_bytes` per connection, the current and previous listing of each (the walker
+//! `max_listing_bytes` per connection and list walked ([`Definitions::for_lists`]), the current
+//! and previous listing of each (the walker
 //! holds a listing to `max_listing_bytes` on the wire, and its compact JSON is no longer but for
 //! number forms that serialise longer). Over it, what no listing holds and no walk has read
 //! since the last listing goes first, then what only a previous listing holds, then the rest no
@@ -27,6 +34,7 @@
 //! guessed.
 
 pub mod classify;
+mod lists;
 pub mod paths;
 pub mod pins;
 
@@ -36,12 +44,13 @@ use std::sync::{Arc, Mutex};
 use serde_json::Value;
 
 use super::items::ItemSet;
-pub use classify::{Class, Classification, Finding, classify};
+use super::list::{List, ListSet};
+pub use classify::{Class, Classification, Finding, classify, classify_item};
 
 /// The `change` label values of `mcp_probe_tool_changes_total`, in exposition order.
 pub const CHANGE_KINDS: [&str; 5] = ["added", "removed", "breaking", "compatible", "unknown"];
 
-/// What happened to one tool between two listings.
+/// What happened to one item (a tool, prompt, resource or template) between two listings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChangeKind {
     Added,
@@ -67,10 +76,13 @@ impl ChangeKind {
     }
 }
 
-/// One tool's change, as the status page and `check` show it.
+/// One item's change, as the status page and `check` show it. Named for tools, which it first
+/// described; the same type serves every list ([`ItemChange`]), the list being known to whoever
+/// asked ([`changes_in`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct ToolChange {
-    /// Kept name (bounded and escaped when shown).
+    /// The item's kept key (bounded and escaped when shown): a tool's or prompt's name, a
+    /// resource's URI, a template's URI template.
     pub tool: String,
     /// `added`, `removed`, `breaking`, `compatible` or `unknown`.
     pub change: &'static str,
@@ -84,13 +96,26 @@ pub struct ToolChange {
     pub description_changed: bool,
 }
 
+/// One item's change in any list: [`ToolChange`] under the name that says so.
+pub type ItemChange = ToolChange;
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// Every change from the listing `before` to `after`, classified with the definitions in
-/// `defs`: added and removed by name, changed ones by [`classify`].
+/// Every change from the tool listing `before` to `after`: [`changes_in`] for tools.
 pub fn changes(before: &ItemSet, after: &ItemSet, defs: &Definitions) -> Vec<ToolChange> {
+    changes_in(List::Tools, before, after, defs)
+}
+
+/// Every change from the listing `before` to `after` of `list`, classified with the
+/// definitions in `defs`: added and removed by key, changed ones by [`classify_item`].
+pub fn changes_in(
+    list: List,
+    before: &ItemSet,
+    after: &ItemSet,
+    defs: &Definitions,
+) -> Vec<ItemChange> {
     let drift = ItemSet::diff(after, before);
     let mut out = Vec::with_capacity(drift.missing.len() + drift.extra.len() + drift.changed.len());
     let plain = |tool: &String, kind: ChangeKind| ToolChange {
@@ -106,7 +131,7 @@ pub fn changes(before: &ItemSet, after: &ItemSet, defs: &Definitions) -> Vec<Too
         let old = before.fingerprint_of(name).and_then(|fp| defs.get(fp));
         let new = after.fingerprint_of(name).and_then(|fp| defs.get(fp));
         let c = match (old, new) {
-            (Some(b), Some(a)) => classify(&b, &a),
+            (Some(b), Some(a)) => classify_item(list, &b, &a),
             _ => Classification {
                 findings: vec![Finding {
                     path: "$".into(),
@@ -160,8 +185,9 @@ impl ToolChange {
     }
 }
 
-/// A pinned tool's mismatch as a [`ToolChange`]: `removed` when it is no longer listed, else
-/// its class against the pinned definition (`unknown` when the served one is not kept).
+/// A pinned item's mismatch (of any list) as a [`ToolChange`]: `removed` when it is no longer
+/// listed, else its class against the pinned definition (`unknown` when the served one is not
+/// kept).
 pub fn pin_change(tool: &str, m: &pins::Mismatch) -> ToolChange {
     let (change, c) = match m {
         pins::Mismatch::Absent => ("removed", Classification::default()),
@@ -205,7 +231,8 @@ struct Store {
     bytes: usize,
     /// Bumped per [`Definitions::keep`] and [`Definitions::listed`]: what happened before what.
     clock: u64,
-    /// What each connection listed, by its index, as [`Definitions::listed`] was told.
+    /// What each connection listed of each list, at `connection * 4 + list`, as
+    /// [`Definitions::listed_in`] was told.
     connections: Vec<Listings>,
     /// The clock at the latest [`Definitions::listed`] of any connection.
     last_listed: u64,
@@ -313,19 +340,41 @@ impl Definitions {
         s.map.get_mut(&fingerprint).map(|k| k.seen = seen).is_some()
     }
 
-    /// Connection `connection` completed a walk listing `tools`: its definitions are kept as
-    /// its current listing, the one before its last change as its previous, and what no
-    /// connection lists now or just before is forgotten once no walk in flight can still need
-    /// it (see the module docs).
+    /// The store of a target whose connections each walk the lists in `lists`, each listing
+    /// at most `max_listing_bytes`: capped at the current and previous listing of each list of
+    /// each connection. [`Definitions::for_target`] is this for the tool list alone.
+    pub fn for_lists(max_listing_bytes: usize, connections: u16, lists: ListSet) -> Self {
+        let lists = lists.iter().count().max(1);
+        Self::new(
+            max_listing_bytes
+                .saturating_mul(2)
+                .saturating_mul(usize::from(connections.max(1)))
+                .saturating_mul(lists),
+        )
+    }
+
+    /// Connection `connection` completed a walk listing `tools`: [`Definitions::listed_in`]
+    /// for the tool list.
     pub fn listed(&self, connection: u16, tools: &ItemSet) {
-        let mut fps: Vec<u64> = tools.entries().map(|(_, fp)| fp).collect();
+        self.listed_in(List::Tools, connection, tools)
+    }
+
+    /// Connection `connection` completed a walk of `list` listing `items`: their definitions
+    /// are kept as its current listing of that list, the one before its last change as its
+    /// previous, and what no connection lists now or just before (in any list) is forgotten
+    /// once no walk in flight can still need it (see the module docs). Each list of a
+    /// connection has its own current and previous listing, so a prompt walk never makes the
+    /// store forget the tools.
+    pub fn listed_in(&self, list: List, connection: u16, items: &ItemSet) {
+        let mut fps: Vec<u64> = items.entries().map(|(_, fp)| fp).collect();
         fps.sort_unstable();
         fps.dedup();
         let mut s = self.lock();
         s.clock += 1;
         let now = s.clock;
         s.last_listed = now;
-        let i = usize::from(connection);
+        let slot = List::ALL.iter().position(|l| *l == list).unwrap_or(0);
+        let i = usize::from(connection) * List::ALL.len() + slot;
         if s.connections.len() <= i {
             s.connections.resize_with(i + 1, Listings::default);
         }
@@ -611,6 +660,102 @@ mod tests {
         defs.listed(0, &l);
         assert!(defs.bytes() <= 2 * max_listing, "{}", defs.bytes());
         assert!(big.iter().any(|t| !kept(&defs, t)));
+    }
+
+    /// A walk of `list` reading `items` into `defs`, keyed as the walker keys that list.
+    fn walk_list(defs: &Definitions, list: List, items: &[Value]) -> ItemSet {
+        let mut set = ItemSet::new();
+        for t in items {
+            let fp = definition_fingerprint(t);
+            defs.keep(fp, t);
+            set.insert(t[list.key_field()].as_str().unwrap().into(), fp);
+        }
+        set
+    }
+
+    #[test]
+    fn changes_in_other_lists_are_keyed_and_judged_by_their_own_rules() {
+        let defs = Definitions::for_lists(256 << 10, 1, ListSet::ALL);
+        let p =
+            |name: &str, args: Value| json!({"name": name, "description": "d", "arguments": args});
+        let before = walk_list(
+            &defs,
+            List::Prompts,
+            &[
+                p("summarize_legacy", json!([])),
+                p("ask", json!([{"name": "q", "required": true}])),
+            ],
+        );
+        let after = walk_list(
+            &defs,
+            List::Prompts,
+            &[
+                p("summarize_v2", json!([])),
+                p(
+                    "ask",
+                    json!([{"name": "q", "required": true}, {"name": "lang", "required": true}]),
+                ),
+            ],
+        );
+        let c = changes_in(List::Prompts, &before, &after, &defs);
+        let got: Vec<(&str, &str)> = c.iter().map(|c| (c.tool.as_str(), c.change)).collect();
+        assert_eq!(
+            got,
+            [
+                ("summarize_v2", "added"),
+                ("summarize_legacy", "removed"),
+                ("ask", "breaking")
+            ]
+        );
+        assert_eq!(c[2].findings[0].rule, "required_argument_added");
+        assert_eq!(c[2].findings[0].path, "$.arguments.lang");
+
+        // A resource whose URI changes is a removal and an addition; its MIME type breaks.
+        let r = |uri: &str, mime: &str| json!({"uri": uri, "name": "x", "mimeType": mime});
+        let b = walk_list(
+            &defs,
+            List::Resources,
+            &[r("kb://a", "text/plain"), r("kb://b", "text/plain")],
+        );
+        let a = walk_list(
+            &defs,
+            List::Resources,
+            &[r("kb://a2", "text/plain"), r("kb://b", "text/html")],
+        );
+        let c = changes_in(List::Resources, &b, &a, &defs);
+        let got: Vec<(&str, &str)> = c.iter().map(|c| (c.tool.as_str(), c.change)).collect();
+        assert_eq!(
+            got,
+            [
+                ("kb://a2", "added"),
+                ("kb://a", "removed"),
+                ("kb://b", "breaking")
+            ]
+        );
+        // The tool entry point is the tool list's.
+        assert_eq!(changes(&b, &b, &defs), vec![]);
+    }
+
+    #[test]
+    fn each_list_of_a_connection_is_a_listing_of_its_own() {
+        let defs = Definitions::for_target(256 << 10, 1);
+        let t = tool("t", "1");
+        defs.listed(0, &walk(&defs, std::slice::from_ref(&t)));
+        // Prompt walks of the same connection, each with new definitions, many times over.
+        for g in 0..5 {
+            let prompt = json!({"name": "p", "description": g.to_string()});
+            defs.listed_in(List::Prompts, 0, &walk(&defs, &[prompt]));
+        }
+        assert!(kept(&defs, &t), "the tool listing is still current");
+        assert_eq!(
+            defs.len(),
+            3,
+            "the tool, and the prompt listing and the one before"
+        );
+        assert_eq!(
+            Definitions::for_lists(1000, 2, ListSet::ALL).cap,
+            4 * Definitions::for_target(1000, 2).cap
+        );
     }
 
     #[test]

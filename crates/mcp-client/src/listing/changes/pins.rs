@@ -1,42 +1,56 @@
-//! Pinned baselines: the tool definitions someone approved, and how a listing differs from them.
+//! Pinned baselines: the definitions someone approved, and how a listing differs from them.
 //!
 //! A drift between two listings heals at the next re-list; a tool whose description turned into
 //! a prompt injection after its security review (a "rug pull") must stay visible until someone
-//! approves the new definition. `mcp_exporter pin URL > kb.pins.json` writes every tool's
-//! canonical fingerprint and definition ([`render`]); a target's `pins:` names such a file.
-//! [`compare`] then tells, per pinned tool, whether the served definition still matches, and
-//! counts the tools nobody pinned.
+//! approves the new definition. `mcp_exporter pin URL > kb.pins.json` writes every listed
+//! item's canonical fingerprint and definition ([`render_lists`]), one section per list the
+//! server declares: `tools` (always there, so a file is never silently empty), `prompts`,
+//! `resources`, `resource_templates`. A target's `pins:` names such a file. [`compare_in`] then
+//! tells, per pinned item of a list, whether the served definition still matches, and counts
+//! the items nobody pinned.
+//!
+//! The format is version 1 either way: a file without the other sections (written before they
+//! existed) pins tools alone and loads and judges exactly as it did; a list without a section
+//! is not judged, one with an empty section is pinned as empty. Each entry names its item by
+//! the list's key field (`name`, `uri`, `uriTemplate`), so one parser reads every section.
 //!
 //! The file is read whole, at most [`MAX_PINS_BYTES`]; every error names the field it is about
-//! (`tools[3].fingerprint`), and a fingerprint that does not match its definition (a hand edit)
-//! is refused: a pin is a definition, the fingerprint only its checksum.
+//! (`tools[3].fingerprint`, `resources[0].uri`), and a fingerprint that does not match its
+//! definition (a hand edit) is refused: a pin is a definition, the fingerprint only its
+//! checksum.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 
-use super::classify::{Classification, classify};
+use super::classify::{Classification, classify_item};
 use crate::listing::items::{ItemSet, definition_fingerprint, kept_name};
+use crate::listing::list::List;
 
 /// Largest pins file read, in bytes.
 pub const MAX_PINS_BYTES: u64 = 8 << 20;
-/// Most tools one pins file may pin (the walker's own cap on a listing).
+/// Most items one section of a pins file may pin (the walker's own cap on a listing).
 pub const MAX_PINNED: usize = crate::listing::walker::MAX_ITEMS_PER_WALK;
 /// The `version` this build writes and reads.
 pub const FORMAT_VERSION: u64 = 1;
 
-/// One pinned tool.
+/// One pinned item.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pin {
     pub fingerprint: u64,
     pub definition: Value,
 }
 
-/// A parsed pins file: pinned tools by (kept) name.
+/// The pinned items of one list by (kept) key.
+pub type Pinned = BTreeMap<Box<str>, Pin>;
+
+/// A parsed pins file: pinned tools by (kept) name, and the other lists it has a section for.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Pins {
-    pub tools: BTreeMap<Box<str>, Pin>,
+    pub tools: Pinned,
+    /// Prompts, resources and resource templates, each present when the file has its section.
+    pub others: BTreeMap<List, Pinned>,
 }
 
 /// Why a pins file was refused: the field and what is wrong with it.
@@ -111,82 +125,140 @@ impl Pins {
                 ));
             }
         }
-        let list = obj
-            .get("tools")
-            .and_then(Value::as_array)
+        let tools = section(List::Tools, obj.get("tools"))?
             .ok_or_else(|| err("tools", "missing or not an array"))?;
-        if list.len() > MAX_PINNED {
-            return Err(err(
-                "tools",
-                format!("{} tools; at most {MAX_PINNED}", list.len()),
-            ));
-        }
-        let mut tools = BTreeMap::new();
-        for (i, entry) in list.iter().enumerate() {
-            let at = |f: &str| format!("tools[{i}]{f}");
-            let name = entry
-                .get("name")
-                .and_then(Value::as_str)
-                .ok_or_else(|| err(at(".name"), "missing or not a string"))?;
-            let fingerprint = entry
-                .get("fingerprint")
-                .and_then(Value::as_u64)
-                .ok_or_else(|| err(at(".fingerprint"), "missing or not an unsigned integer"))?;
-            let definition = entry
-                .get("definition")
-                .filter(|d| d.is_object())
-                .ok_or_else(|| err(at(".definition"), "missing or not an object"))?;
-            if definition.get("name").and_then(Value::as_str) != Some(name) {
-                return Err(err(at(".definition.name"), format!("is not {name:?}")));
-            }
-            let actual = definition_fingerprint(definition);
-            if actual != fingerprint {
-                return Err(err(
-                    at(".fingerprint"),
-                    format!(
-                        "{fingerprint} does not match the definition ({actual}); re-pin rather than edit by hand"
-                    ),
-                ));
-            }
-            let (kept, _) = kept_name(name);
-            let pin = Pin {
-                fingerprint,
-                definition: definition.clone(),
-            };
-            if tools.insert(kept, pin).is_some() {
-                return Err(err(at(".name"), format!("{name:?} is pinned twice")));
+        let mut others = BTreeMap::new();
+        for list in List::ALL.into_iter().filter(|l| *l != List::Tools) {
+            if let Some(pinned) = section(list, obj.get(list.as_str()))? {
+                others.insert(list, pinned);
             }
         }
-        Ok(Pins { tools })
+        Ok(Pins { tools, others })
+    }
+
+    /// The items the file pins of `list`; `None` when it has no section for it (not judged).
+    pub fn pinned(&self, list: List) -> Option<&Pinned> {
+        match list {
+            List::Tools => Some(&self.tools),
+            other => self.others.get(&other),
+        }
+    }
+
+    /// Every list the file pins, in [`List::ALL`] order (tools first, always).
+    pub fn lists(&self) -> impl Iterator<Item = (List, &Pinned)> {
+        List::ALL
+            .into_iter()
+            .filter_map(|l| self.pinned(l).map(|p| (l, p)))
     }
 }
 
-/// A pins file for `definitions` (as listed; the first of a duplicated name wins, as in a
-/// walk): pretty JSON sorted by name, so that a re-pin diffs well in review.
-pub fn render(definitions: &[Value]) -> String {
-    let mut by_name: BTreeMap<&str, &Value> = BTreeMap::new();
-    for d in definitions {
-        if let Some(n) = d.get("name").and_then(Value::as_str) {
-            by_name.entry(n).or_insert(d);
+/// One list's section of a pins file: `None` when absent. Each entry is checked: its key (the
+/// list's key field) a string, its fingerprint that of its definition, no key twice.
+fn section(list: List, value: Option<&Value>) -> Result<Option<Pinned>, PinsError> {
+    let name = list.as_str();
+    let Some(value) = value else {
+        return Ok(None);
+    };
+    let entries = value
+        .as_array()
+        .ok_or_else(|| err(name, "missing or not an array"))?;
+    if entries.len() > MAX_PINNED {
+        return Err(err(
+            name,
+            format!("{} {name}; at most {MAX_PINNED}", entries.len()),
+        ));
+    }
+    let key_field = list.key_field();
+    let mut pinned = BTreeMap::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let at = |f: &str| format!("{name}[{i}]{f}");
+        let key = entry
+            .get(key_field)
+            .and_then(Value::as_str)
+            .ok_or_else(|| err(at(&format!(".{key_field}")), "missing or not a string"))?;
+        let fingerprint = entry
+            .get("fingerprint")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| err(at(".fingerprint"), "missing or not an unsigned integer"))?;
+        let definition = entry
+            .get("definition")
+            .filter(|d| d.is_object())
+            .ok_or_else(|| err(at(".definition"), "missing or not an object"))?;
+        if definition.get(key_field).and_then(Value::as_str) != Some(key) {
+            return Err(err(
+                at(&format!(".definition.{key_field}")),
+                format!("is not {key:?}"),
+            ));
+        }
+        let actual = definition_fingerprint(definition);
+        if actual != fingerprint {
+            return Err(err(
+                at(".fingerprint"),
+                format!(
+                    "{fingerprint} does not match the definition ({actual}); re-pin rather than edit by hand"
+                ),
+            ));
+        }
+        let (kept, _) = kept_name(key);
+        let pin = Pin {
+            fingerprint,
+            definition: definition.clone(),
+        };
+        if pinned.insert(kept, pin).is_some() {
+            return Err(err(
+                at(&format!(".{key_field}")),
+                format!("{key:?} is pinned twice"),
+            ));
         }
     }
-    let tools: Vec<Value> = by_name
-        .into_iter()
-        .map(|(name, d)| {
-            let mut d = d.clone();
-            if let Some(m) = d.as_object_mut() {
-                m.remove("_meta");
+    Ok(Some(pinned))
+}
+
+/// A pins file for the tool `definitions` alone: [`render_lists`] with tools only.
+pub fn render(definitions: &[Value]) -> String {
+    render_lists(&[(List::Tools, definitions)])
+}
+
+/// A pins file for the definitions of each list given (as listed; the first of a duplicated
+/// key wins, as in a walk): pretty JSON, each section sorted by key, so that a re-pin diffs
+/// well in review. The `tools` section is always written (empty when not given).
+pub fn render_lists(lists: &[(List, &[Value])]) -> String {
+    let mut doc = Map::new();
+    doc.insert("version".into(), Value::from(FORMAT_VERSION));
+    doc.insert("tools".into(), Value::Array(Vec::new()));
+    for (list, definitions) in lists {
+        let key_field = list.key_field();
+        let mut by_key: BTreeMap<&str, &Value> = BTreeMap::new();
+        for d in *definitions {
+            if let Some(k) = d.get(key_field).and_then(Value::as_str) {
+                by_key.entry(k).or_insert(d);
             }
-            json!({"name": name, "fingerprint": definition_fingerprint(&d), "definition": d})
-        })
-        .collect();
-    let doc = json!({"version": FORMAT_VERSION, "tools": tools});
-    let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        }
+        let entries: Vec<Value> = by_key
+            .into_iter()
+            .map(|(key, d)| {
+                let mut d = d.clone();
+                if let Some(m) = d.as_object_mut() {
+                    m.remove("_meta");
+                }
+                let mut e = Map::new();
+                e.insert(key_field.into(), Value::from(key));
+                e.insert(
+                    "fingerprint".into(),
+                    Value::from(definition_fingerprint(&d)),
+                );
+                e.insert("definition".into(), d);
+                Value::Object(e)
+            })
+            .collect();
+        doc.insert(list.as_str().into(), Value::Array(entries));
+    }
+    let mut s = serde_json::to_string_pretty(&Value::Object(doc)).unwrap_or_default();
     s.push('\n');
     s
 }
 
-/// How one pinned tool differs from what is served.
+/// How one pinned item differs from what is served.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mismatch {
     /// Served with another definition; the classification when the served one is known.
@@ -198,12 +270,12 @@ pub enum Mismatch {
     Absent,
 }
 
-/// A listing against the pins.
+/// A listing against the pins of its list.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PinReport {
-    /// Per pinned tool, in name order: `None` when it matches.
+    /// Per pinned item, in key order: `None` when it matches.
     pub pinned: Vec<(Box<str>, Option<Mismatch>)>,
-    /// Listed tools no pin names, in name order.
+    /// Listed items no pin names, in key order.
     pub unpinned: Vec<String>,
 }
 
@@ -219,18 +291,39 @@ impl PinReport {
     }
 }
 
-/// Compare `listing` with `pins`; `served` gives a listed definition by fingerprint (for the
-/// description check and the diff), when it is kept.
+/// Compare the tool `listing` with `pins`: [`compare_in`] for tools, which a file always pins.
 pub fn compare(pins: &Pins, listing: &ItemSet, served: impl Fn(u64) -> Option<Value>) -> PinReport {
-    let pinned = pins
-        .tools
+    compare_pinned(List::Tools, &pins.tools, listing, served)
+}
+
+/// Compare the `listing` of `list` with what `pins` pins of it; `served` gives a listed
+/// definition by fingerprint (for the description check and the diff), when it is kept.
+/// `None` when the file has no section for `list`: it is not judged.
+pub fn compare_in(
+    list: List,
+    pins: &Pins,
+    listing: &ItemSet,
+    served: impl Fn(u64) -> Option<Value>,
+) -> Option<PinReport> {
+    let pinned = pins.pinned(list)?;
+    Some(compare_pinned(list, pinned, listing, served))
+}
+
+/// Compare `listing` with the `pinned` items of `list`.
+pub fn compare_pinned(
+    list: List,
+    pinned: &Pinned,
+    listing: &ItemSet,
+    served: impl Fn(u64) -> Option<Value>,
+) -> PinReport {
+    let judged = pinned
         .iter()
         .map(|(name, pin)| {
             let m = match listing.fingerprint_of(name) {
                 None => Some(Mismatch::Absent),
                 Some(fp) if fp == pin.fingerprint => None,
                 Some(fp) => {
-                    let diff = served(fp).map(|now| classify(&pin.definition, &now));
+                    let diff = served(fp).map(|now| classify_item(list, &pin.definition, &now));
                     Some(Mismatch::Changed {
                         description_changed: diff.as_ref().is_some_and(|d| d.description_changed),
                         diff,
@@ -242,15 +335,19 @@ pub fn compare(pins: &Pins, listing: &ItemSet, served: impl Fn(u64) -> Option<Va
         .collect();
     let unpinned = listing
         .names()
-        .filter(|n| !pins.tools.contains_key(*n))
+        .filter(|n| !pinned.contains_key(*n))
         .map(str::to_string)
         .collect();
-    PinReport { pinned, unpinned }
+    PinReport {
+        pinned: judged,
+        unpinned,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn tool(name: &str, description: &str) -> Value {
         json!({"name": name, "description": description, "inputSchema": {"type": "object"}})
@@ -353,9 +450,147 @@ mod tests {
 }
 
 #[cfg(test)]
+mod list_tests {
+    //! The sections beyond tools: one parser and one comparison with the list as a value.
+    use super::*;
+    use serde_json::json;
+
+    fn keyed(list: List, defs: &[Value]) -> ItemSet {
+        let mut s = ItemSet::new();
+        for d in defs {
+            let key = d[list.key_field()].as_str().unwrap();
+            s.insert(key.into(), definition_fingerprint(d));
+        }
+        s
+    }
+
+    fn prompt(name: &str, required: &[&str]) -> Value {
+        let args: Vec<Value> = required
+            .iter()
+            .map(|a| json!({"name": a, "required": true}))
+            .collect();
+        json!({"name": name, "description": "P", "arguments": args})
+    }
+
+    #[test]
+    fn a_tools_only_file_pins_tools_alone_and_judges_as_before() {
+        let t = json!({"name": "a", "description": "A", "inputSchema": {"type": "object"}});
+        let text = render(std::slice::from_ref(&t));
+        // What this build writes for tools alone is what it always wrote.
+        assert!(
+            !text.contains("prompts") && !text.contains("resources"),
+            "{text}"
+        );
+        let pins = Pins::parse(text.as_bytes()).unwrap();
+        assert!(pins.others.is_empty());
+        assert_eq!(
+            pins.lists().map(|(l, _)| l).collect::<Vec<_>>(),
+            [List::Tools]
+        );
+        for list in [List::Prompts, List::Resources, List::ResourceTemplates] {
+            assert!(compare_in(list, &pins, &ItemSet::new(), |_| None).is_none());
+        }
+        assert!(compare(&pins, &keyed(List::Tools, &[t]), |_| None).is_clean());
+    }
+
+    #[test]
+    fn every_section_renders_parses_and_is_judged_by_its_own_rules() {
+        let prompts = [prompt("summarize", &["doc"]), prompt("triage", &[])];
+        let resources = [json!({"uri": "kb://a", "name": "a", "mimeType": "text/plain"})];
+        let templates = [json!({"uriTemplate": "kb://s/{q}", "name": "s"})];
+        let text = render_lists(&[
+            (List::Prompts, &prompts[..]),
+            (List::Resources, &resources[..]),
+            (List::ResourceTemplates, &templates[..]),
+        ]);
+        let pins = Pins::parse(text.as_bytes()).unwrap();
+        assert!(pins.tools.is_empty(), "the tools section is written empty");
+        assert_eq!(pins.lists().count(), 4);
+        assert_eq!(
+            pins.others[&List::Resources].keys().next().map(|k| &**k),
+            Some("kb://a")
+        );
+
+        // A prompt gains a required argument; another is gone; an unpinned one appears.
+        let changed = prompt("summarize", &["doc", "style"]);
+        let now = [changed.clone(), prompt("digest", &[])];
+        let r = compare_in(List::Prompts, &pins, &keyed(List::Prompts, &now), |fp| {
+            (fp == definition_fingerprint(&changed)).then(|| changed.clone())
+        })
+        .unwrap();
+        let m: Vec<_> = r.mismatches().collect();
+        match m[0] {
+            ("summarize", Mismatch::Changed { diff: Some(d), .. }) => {
+                assert_eq!(d.findings[0].rule, "required_argument_added");
+                assert_eq!(d.class(), Some(super::super::Class::Breaking));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(m[1], ("triage", &Mismatch::Absent));
+        assert_eq!(r.unpinned, vec!["digest"]);
+
+        // A resource under a new URI: the pinned one is absent, the new one unpinned.
+        let moved = [json!({"uri": "kb://b", "name": "a", "mimeType": "text/plain"})];
+        let r = compare_in(
+            List::Resources,
+            &pins,
+            &keyed(List::Resources, &moved),
+            |_| None,
+        )
+        .unwrap();
+        assert_eq!(
+            r.mismatches().collect::<Vec<_>>(),
+            [("kb://a", &Mismatch::Absent)]
+        );
+        assert_eq!(r.unpinned, vec!["kb://b"]);
+        let same = compare_in(
+            List::ResourceTemplates,
+            &pins,
+            &keyed(List::ResourceTemplates, &templates),
+            |_| None,
+        );
+        assert!(same.unwrap().is_clean());
+    }
+
+    #[test]
+    fn broken_sections_name_the_list_and_its_key_field() {
+        let r = json!({"uri": "kb://a", "name": "a"});
+        let fp = definition_fingerprint(&r);
+        let cases = [
+            (json!({"version": 1, "tools": [], "prompts": {}}), "prompts"),
+            (
+                json!({"version": 1, "tools": [], "resources": [{"name": "a", "fingerprint": fp, "definition": r}]}),
+                "resources[0].uri",
+            ),
+            (
+                json!({"version": 1, "tools": [], "resource_templates": [{"uriTemplate": "x", "fingerprint": 1, "definition": {"uriTemplate": "y"}}]}),
+                "resource_templates[0].definition.uriTemplate",
+            ),
+            (
+                json!({"version": 1, "tools": [], "resources": [{"uri": "kb://a", "fingerprint": fp + 1, "definition": r}]}),
+                "resources[0].fingerprint",
+            ),
+            (
+                json!({"version": 1, "tools": [], "resources": [
+                    {"uri": "kb://a", "fingerprint": fp, "definition": r},
+                    {"uri": "kb://a", "fingerprint": fp, "definition": r}]}),
+                "resources[1].uri",
+            ),
+            // Other sections do not make `tools` optional.
+            (json!({"version": 1, "prompts": []}), "tools"),
+        ];
+        for (doc, field) in cases {
+            let e = Pins::parse(doc.to_string().as_bytes()).expect_err(field);
+            assert_eq!(e.field, field, "{doc}: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
 mod properties {
     use super::*;
     use proptest::prelude::*;
+    use serde_json::json;
 
     proptest! {
         #[test]
