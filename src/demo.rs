@@ -16,9 +16,11 @@
 //! Tool definition changes (docs/changes.md) show on every target: each redeploy changes
 //! `search_v2`'s schema under the same name, a `breaking` change on
 //! `mcp_probe_tool_changes_total` and the status page. `kb_lossy_gateway` is also pinned to the
-//! first deploy's tools (a pins file written to the temporary folder at start): from the first
-//! redeploy on, `search_legacy` is a pinned tool gone and `search_v2` an unpinned one, so the
-//! pin alerts have data.
+//! first deploy's tools, prompts, resources and templates (a pins file written to the temporary
+//! folder at start): from the first redeploy on, `search_legacy` is a pinned tool gone and
+//! `search_v2` an unpinned one, and each other list's retired item a pinned item gone, so the
+//! pin alerts have data. The lossy gateway drops the other lists' notifications too: its prompt
+//! cache goes stale next to its tool cache.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -26,6 +28,7 @@ use std::time::Duration;
 use crate::config::{
     Config, Defaults, Endpoint, Expect, ProbeConfig, ProtocolChoice, TargetConfig, TargetSettings,
 };
+use mcp_client::listing::list::List;
 use mcp_lab::{Behaviour, Era, Lab};
 
 /// The demo's reverse proxy (`proxy` label) and where it listens: in front of `kb_healthy`,
@@ -147,12 +150,14 @@ pub fn config(lab: &Lab) -> Config {
     }
 }
 
-/// The first deploy's tools as a pins file in a folder of the temporary directory (one per
+/// The first deploy's tools, prompts, resources and templates as a pins file in a folder of the temporary directory (one per
 /// process); `None`, logged, when it cannot be written: the demo runs without pins then.
 fn demo_pins() -> Option<std::path::PathBuf> {
     let dir = std::env::temp_dir().join(format!("mcp_exporter-demo-{}", std::process::id()));
     let path = dir.join("kb.pins.json");
-    let text = mcp_client::listing::changes::pins::render(&mcp_lab::kb::tools(0));
+    let lists = List::ALL.map(|l| (l, mcp_lab::kb_lists::items(l, 0)));
+    let sections: Vec<_> = lists.iter().map(|(l, d)| (*l, &d[..])).collect();
+    let text = mcp_client::listing::changes::pins::render_lists(&sections);
     match std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&path, text)) {
         Ok(()) => Some(path),
         Err(e) => {

@@ -277,3 +277,86 @@ async fn a_tools_only_server_has_no_list_series() {
         None
     );
 }
+
+/// Changes to the other lists are classified as tool changes are: the lab's redeploy retires
+/// one item of each list for a successor, so each list counts a removal and an addition on the
+/// connection that followed the announcement.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_to_every_list_are_classified() {
+    let (lab, h) = start_with("kb", Behaviour::default(), |_| {}).await;
+    walked(&h, "kb").await;
+    lab.churn();
+    let changes = |s: &Scrape, list: &str, change: &str| {
+        s.count(
+            "mcp_probe_list_changes_total",
+            &[t("kb"), C0, ("list", list), ("change", change)],
+        )
+    };
+    let s = h
+        .until("a removal and an addition in every list", |s| {
+            OTHERS
+                .iter()
+                .all(|l| changes(s, l, "removed") == 1.0 && changes(s, l, "added") == 1.0)
+        })
+        .await;
+    for list in OTHERS {
+        for change in ["breaking", "compatible", "unknown"] {
+            assert_eq!(
+                changes(&s, list, change),
+                0.0,
+                "{list} {change}\n{}",
+                s.text
+            );
+        }
+    }
+}
+
+/// A pins file that pins every list (as `mcp_exporter pin` writes it) judges each against
+/// connection 0's listing: after the redeploy each list's retired item is a pinned item gone
+/// and its successor an unpinned one; the tool list keeps its own series per pinned tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pins_of_every_list_are_judged() {
+    use mcp_client::listing::changes::pins;
+    use mcp_lab::kb_lists;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("kb.pins.json");
+    let others = [List::Prompts, List::Resources, List::ResourceTemplates];
+    let defs: Vec<_> = others.iter().map(|l| kb_lists::items(*l, 0)).collect();
+    let sections: Vec<_> = others
+        .iter()
+        .zip(&defs)
+        .map(|(l, d)| (*l, &d[..]))
+        .collect();
+    std::fs::write(&path, pins::render_lists(&sections)).expect("pins written");
+    let (lab, h) = start_with("kb", Behaviour::default(), |c| c.pins = Some(path)).await;
+    let pin = |s: &Scrape, metric: &str, list: &str| s.get(metric, &[t("kb"), ("list", list)]);
+    h.until("every list judged and matching its pins", |s| {
+        OTHERS.iter().all(|l| {
+            pin(s, "mcp_probe_list_pin_mismatches", l) == Some(0.0)
+                && pin(s, "mcp_probe_list_unpinned_items", l) == Some(0.0)
+                && items(s, "kb", l, "server") == Some(items_listed(l))
+        })
+    })
+    .await;
+    lab.churn();
+    let s = h
+        .until(
+            "each retired item pinned and gone, its successor unpinned",
+            |s| {
+                OTHERS.iter().all(|l| {
+                    pin(s, "mcp_probe_list_pin_mismatches", l) == Some(1.0)
+                        && pin(s, "mcp_probe_list_unpinned_items", l) == Some(1.0)
+                })
+            },
+        )
+        .await;
+    for list in OTHERS {
+        let changed = pin(&s, "mcp_probe_list_pin_description_changes", list);
+        assert_eq!(changed, Some(0.0), "{list}\n{}", s.text);
+    }
+    let status = serde_json::to_value(h.supervisor.status().snapshot()).unwrap();
+    let lists = &status["targets"][0]["pins"]["lists"];
+    assert_eq!(lists[0]["list"], "prompts", "{lists}");
+    assert_eq!(lists[0]["mismatched"][0]["tool"], "summarize_legacy");
+    assert_eq!(lists[0]["mismatched"][0]["change"], "removed");
+}

@@ -8,17 +8,21 @@
 //! with its field, `mcp_probe_tool_pins_file_valid` turns 0, and the last good pins stay in
 //! force: a typo must not silently approve everything. Pins are judged against connection 0's
 //! listing: connections behind different instances may disagree, and one judgement per target
-//! keeps the series one per pinned tool.
+//! keeps the series one per pinned tool. The other lists a file pins (prompts, resources,
+//! resource templates) are judged the same way, each against connection 0's listing of it, and
+//! exported as counts per list.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use crate::config::TargetConfig;
-use crate::probe::metrics::TargetMetrics;
-use mcp_client::listing::changes::pins::{Mismatch, PinReport, Pins, compare};
+use crate::probe::metrics::{ListPins, TargetMetrics};
+use mcp_client::listing::changes::pins::{Mismatch, PinReport, Pins, compare, compare_in};
 use mcp_client::listing::changes::{Definitions, ToolChange, pin_change};
 use mcp_client::listing::items::ItemSet;
+use mcp_client::listing::list::List;
 
 /// How often a pins file is checked for a change.
 pub const PINS_POLL: Duration = Duration::from_secs(2);
@@ -40,10 +44,12 @@ struct PinState {
     signature: Option<Signature>,
     /// Why the last read failed, if it did.
     error: Option<String>,
-    /// Connection 0's last complete listing.
-    listing: Option<ItemSet>,
-    /// The last comparison.
+    /// Connection 0's last complete listing of each list.
+    listings: BTreeMap<List, ItemSet>,
+    /// The last comparison of the tool list.
     report: Option<PinReport>,
+    /// The last comparison of each other list the file pins.
+    reports: BTreeMap<List, PinReport>,
 }
 
 /// A target's shared change state.
@@ -76,6 +82,31 @@ pub struct PinsView {
     /// Pinned tools that differ (at most [`MAX_SHOWN`]).
     pub mismatched: Vec<ToolChange>,
     pub mismatched_total: usize,
+    /// The other lists the file pins.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lists: Vec<ListPinsView>,
+}
+
+/// Another list's pins as the status page shows them.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ListPinsView {
+    pub list: &'static str,
+    pub pinned: usize,
+    /// Pinned items that differ or are gone (at most [`MAX_SHOWN`]; `tool` holds the item's key).
+    pub mismatched: Vec<ToolChange>,
+    pub mismatched_total: usize,
+    pub unpinned_total: usize,
+}
+
+/// Whether a pin's mismatch is a changed description (the rug-pull pattern).
+fn description_changed(m: &Mismatch) -> bool {
+    matches!(
+        m,
+        Mismatch::Changed {
+            description_changed: true,
+            ..
+        }
+    )
 }
 
 /// Names and mismatches the status page shows per target.
@@ -86,9 +117,10 @@ impl TargetChanges {
     /// pins read now.
     pub fn new(config: &TargetConfig, metrics: Arc<TargetMetrics>) -> Arc<Self> {
         let me = Arc::new(TargetChanges {
-            definitions: Definitions::for_target(
+            definitions: Definitions::for_lists(
                 config.settings.max_listing_bytes,
                 config.settings.connections,
+                config.settings.lists,
             ),
             pins_path: config.pins.clone(),
             pins: Mutex::new(PinState::default()),
@@ -139,18 +171,18 @@ impl TargetChanges {
     /// that and the listing before, and forgets the rest), the listing kept for the pins
     /// (connection 0 only) and the store's size published. Called after the change from the
     /// connection's previous listing was classified, though the store keeps that one anyway.
-    pub fn listing(&self, index: u16, tools: &ItemSet) {
-        self.definitions.listed(index, tools);
+    pub fn listing(&self, index: u16, list: List, items: &ItemSet) {
+        self.definitions.listed_in(list, index, items);
         self.metrics.definitions_bytes(self.definitions.bytes());
         if index != 0 || self.pins_path.is_none() {
             return;
         }
         self.refresh_pins();
         let mut s = self.state();
-        if s.listing.as_ref() == Some(tools) {
+        if s.listings.get(&list) == Some(items) {
             return;
         }
-        s.listing = Some(tools.clone());
+        s.listings.insert(list, items.clone());
         self.judge(&mut s);
     }
 
@@ -160,29 +192,82 @@ impl TargetChanges {
             self.metrics.pins_invalid();
             return;
         };
-        let Some(listing) = &s.listing else {
-            // Nothing listed yet: every pin counts as matching until a listing says otherwise.
+        // A list not listed yet: every pin counts as matching until a listing says otherwise.
+        let served = |fp| self.definitions.get(fp);
+        let reports: BTreeMap<List, PinReport> = pins
+            .lists()
+            .filter(|(list, _)| *list != List::Tools)
+            .filter_map(|(list, _)| {
+                let listing = s.listings.get(&list)?;
+                Some((list, compare_in(list, pins, listing, served)?))
+            })
+            .collect();
+        let list_pins = pins
+            .lists()
+            .filter(|(list, _)| *list != List::Tools)
+            .map(|(list, _)| {
+                let r = reports.get(&list);
+                let mismatches = r.map_or(0, |r| r.mismatches().count());
+                let description_changes = r.map_or(0, |r| {
+                    r.mismatches()
+                        .filter(|(_, m)| description_changed(m))
+                        .count()
+                });
+                let unpinned = r.map_or(0, |r| r.unpinned.len());
+                ListPins {
+                    list,
+                    mismatches,
+                    description_changes,
+                    unpinned,
+                }
+            })
+            .collect();
+        self.metrics.list_pins(list_pins);
+        s.reports = reports;
+        let Some(listing) = s.listings.get(&List::Tools) else {
             let states: Vec<_> = pins.tools.keys().map(|n| (&**n, false, false)).collect();
             self.metrics.pins(valid, &states, 0);
             return;
         };
-        let report = compare(pins, listing, |fp| self.definitions.get(fp));
+        let report = compare(pins, listing, served);
         let states: Vec<_> = report
             .pinned
             .iter()
             .map(|(n, m)| {
-                let desc = matches!(
-                    m,
-                    Some(Mismatch::Changed {
-                        description_changed: true,
-                        ..
-                    })
-                );
-                (&**n, m.is_some(), desc)
+                (
+                    &**n,
+                    m.is_some(),
+                    m.as_ref().is_some_and(description_changed),
+                )
             })
             .collect();
         self.metrics.pins(valid, &states, report.unpinned.len());
         s.report = Some(report);
+    }
+
+    /// Each other list the file pins, as last judged.
+    fn list_pins_view(s: &PinState) -> Vec<ListPinsView> {
+        let Some(pins) = &s.pins else {
+            return Vec::new();
+        };
+        pins.lists()
+            .filter(|(list, _)| *list != List::Tools)
+            .map(|(list, pinned)| {
+                let r = s.reports.get(&list);
+                ListPinsView {
+                    list: list.as_str(),
+                    pinned: pinned.len(),
+                    mismatched: r.map_or(Vec::new(), |r| {
+                        r.mismatches()
+                            .take(MAX_SHOWN)
+                            .map(|(n, m)| pin_change(n, m))
+                            .collect()
+                    }),
+                    mismatched_total: r.map_or(0, |r| r.mismatches().count()),
+                    unpinned_total: r.map_or(0, |r| r.unpinned.len()),
+                }
+            })
+            .collect()
     }
 
     /// What the status page shows of the pins; `None` without `pins:`.
@@ -194,6 +279,7 @@ impl TargetChanges {
             valid: s.error.is_none() && s.pins.is_some(),
             error: s.error.clone(),
             pinned: s.pins.as_ref().map_or(0, |p| p.tools.len()),
+            lists: Self::list_pins_view(&s),
             ..PinsView::default()
         };
         if let Some(r) = &s.report {

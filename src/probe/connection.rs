@@ -132,7 +132,7 @@ struct ClientPager {
     list: List,
     client: Arc<Client>,
     metrics: Arc<ConnMetrics>,
-    /// Where tool definitions are kept to classify changes (the tool list only).
+    /// Where definitions are kept to classify changes.
     changes: Option<Arc<TargetChanges>>,
 }
 
@@ -725,7 +725,7 @@ impl Connection {
             list,
             client: client.clone(),
             metrics: self.events.metrics.clone(),
-            changes: self.changes.clone().filter(|_| list == List::Tools),
+            changes: self.changes.clone(),
         };
         let limits = WalkLimits {
             max_pages: self.config.settings.max_pages,
@@ -780,17 +780,17 @@ impl Connection {
                 .cache_replaced(list, trigger, &server, unchanged),
             None => self.events.audited(list),
         }
+        if let (Some(before), Some(shared)) = (&applied.before, &self.changes) {
+            let defs = &shared.definitions;
+            let changes = mcp_client::listing::changes::changes_in(list, before, &server, defs);
+            if !changes.is_empty() {
+                self.events.tool_changes(list, changes);
+            }
+        }
+        if let Some(shared) = &self.changes {
+            shared.listing(self.index, list, &server);
+        }
         if list == List::Tools {
-            if let (Some(before), Some(shared)) = (&applied.before, &self.changes) {
-                let changes =
-                    mcp_client::listing::changes::changes(before, &server, &shared.definitions);
-                if !changes.is_empty() {
-                    self.events.tool_changes(changes);
-                }
-            }
-            if let Some(shared) = &self.changes {
-                shared.listing(self.index, &server);
-            }
             let changed = applied.before.as_ref().is_some_and(|s| *s != server);
             if let (true, Some(legacy)) = (changed, &mut self.legacy) {
                 legacy.change_seen();

@@ -311,12 +311,29 @@ impl Events {
         self.status.cache_replaced(trigger, tools);
     }
 
-    /// Tools changed between this connection's last two listings: counted by class, shown per
-    /// tool on the status page, and logged (breaking and unknown ones by name; a list that keeps
-    /// changing is one line, then a summary every 5 minutes).
-    pub fn tool_changes(&mut self, changes: Vec<ToolChange>) {
-        self.metrics
-            .tool_changes(mcp_client::listing::changes::counts(&changes));
+    /// Items changed between this connection's last two listings of `list`: counted by class.
+    /// Tools are shown per tool on the status page and logged (breaking and unknown ones by
+    /// name; a list that keeps changing is one line, then a summary every 5 minutes); the other
+    /// lists get one timeline entry and a line when items went or broke.
+    pub fn tool_changes(&mut self, list: List, changes: Vec<ToolChange>) {
+        let counts = mcp_client::listing::changes::counts(&changes);
+        if list != List::Tools {
+            self.metrics.list_changes(list, counts);
+            self.status.list_changes(list, &changes);
+            let removed = counts[1] + counts[2];
+            if removed > 0 {
+                limited!(
+                    self.logs.lists.occurred("changed"),
+                    info,
+                    repeated,
+                    list = list.as_str(),
+                    removed_or_breaking = removed,
+                    "list items removed or changed incompatibly"
+                );
+            }
+            return;
+        }
+        self.metrics.tool_changes(counts);
         let named = |class: &str| -> Vec<String> {
             changes
                 .iter()
@@ -608,7 +625,9 @@ mod tests {
                 e.session_expired(Duration::from_secs(1));
                 e.session_dead(&McpError::new(reason, "down"), Duration::from_secs(1));
                 e.up();
-                e.tool_changes(vec![change(&format!("t{i}"), "breaking")]);
+                for list in [List::Tools, List::Prompts] {
+                    e.tool_changes(list, vec![change(&format!("t{i}"), "breaking")]);
+                }
                 for list in [List::Tools, List::Prompts] {
                     e.diverged(list, &drift);
                     e.drift(list, &Drift::default());

@@ -122,6 +122,14 @@ exposition::metric_families! {
         "1 while a correct client of the session's era, holding the server to what it promised, holds a stale copy of a list other than the tools (the verdict mcp_probe_tool_cache_stale gives the tool list). The verdict McpProbeListCacheStale reads.";
     LIST_NOTIFICATIONS = "mcp_probe_list_notifications_total", Counter, ["target", "connection", "list"],
         "list_changed notifications received for a list other than the tools (the resources notification counts for resources and resource_templates).";
+    LIST_CHANGES = "mcp_probe_list_changes_total", Counter, ["target", "connection", "list", "change"],
+        "Changes to a list other than the tools between two consecutive complete listings of a connection, by change: added, removed, and for a changed definition breaking, compatible or unknown (prompts: arguments; resources and templates: mimeType; see docs/changes.md).";
+    LIST_PIN_MISMATCHES = "mcp_probe_list_pin_mismatches", Gauge, ["target", "list"],
+        "Pinned items of a list other than the tools served with another definition than their pin, or not listed (connection 0). Only for lists the target's pins file pins.";
+    LIST_PIN_DESCRIPTION_CHANGES = "mcp_probe_list_pin_description_changes", Gauge, ["target", "list"],
+        "Pinned items of a list other than the tools served with another description than their pin (the rug-pull pattern, for prompts above all). Only for lists the pins file pins.";
+    LIST_UNPINNED = "mcp_probe_list_unpinned_items", Gauge, ["target", "list"],
+        "Listed items of a list other than the tools that the pins file's section for that list does not pin. Only for lists the pins file pins.";
     LIST_WALK_FAILURES = "mcp_probe_list_walk_failures_total", Counter, ["target", "connection", "list", "reason"],
         "Walks of a list other than the tools that did not complete, by reason.";
     TOOL_PROBE_SUCCESS = "mcp_probe_tool_probe_success", Gauge, ["target", "tool"],

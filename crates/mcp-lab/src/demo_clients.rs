@@ -10,7 +10,7 @@
 //! |-------------------|--------------------------------------------------------------|--------------------------------------|
 //! | `demo-correct`    | follows every cursor, re-lists on each `list_changed`        | clean; re-list lag and cursor age    |
 //! | `demo-first-page` | one `tools/list` without a cursor, then a call               | first-page-only sessions             |
-//! | `demo-cached`     | lists once, keeps calling the search tool it listed          | stale-tool calls on `search_legacy`  |
+//! | `demo-cached`     | lists once, keeps calling the search tool and getting the summarize prompt it listed | stale-tool calls on `search_legacy`, stale prompt gets of `summarize_legacy` |
 //! | `demo-old-schema` | after a redeploy, calls `search_v2` with the revision it listed | stale-schema calls, no re-list    |
 //! | `demo-reconnect`  | lists in its first session only, later sessions just call    | sessions without re-list (reconnect) |
 //!
@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use mcp_client::listing::list::List;
 use mcp_client::listing::walker::{self, Pager, WalkLimits};
 use mcp_client::mcp::http::NotificationStream;
 use mcp_client::mcp::{HttpTransport, Inbox, Limits, McpError, ProtocolVersion, Reason, Session};
@@ -163,11 +164,29 @@ impl Client {
         Ok((names, pager.search_v2))
     }
 
+    /// The keys of every page of `list`, following cursors.
+    async fn keys(&self, list: List) -> Result<Vec<String>, McpError> {
+        let mut pager = Keys {
+            session: &self.session,
+            list,
+        };
+        let walked = walker::walk(&mut pager, WALK)
+            .await
+            .result
+            .map_err(|e| McpError::new(Reason::InvalidResponse, format!("walk: {}", e.reason())))?;
+        Ok(walked.items.names().map(str::to_string).collect())
+    }
+
     /// `tools/call`; a careless client's call may well fail, which is the point: only the
     /// transport's failure is an error here.
     async fn call(&self, tool: &str, arguments: Value) -> Result<(), McpError> {
         let params = json!({"name": tool, "arguments": arguments});
-        match self.session.request("tools/call", Some(params)).await {
+        self.careless("tools/call", params).await
+    }
+
+    /// A request whose JSON-RPC error is the point (a careless client's use of what it cached).
+    async fn careless(&self, method: &str, params: Value) -> Result<(), McpError> {
+        match self.session.request(method, Some(params)).await {
             Err(e) if e.rpc_code.is_none() => Err(e),
             _ => Ok(()),
         }
@@ -210,6 +229,26 @@ impl Pager for Listing<'_> {
     }
 }
 
+/// Pages any list through the demo client's session.
+struct Keys<'a> {
+    session: &'a Session,
+    list: List,
+}
+
+impl Pager for Keys<'_> {
+    fn list(&self) -> List {
+        self.list
+    }
+
+    async fn page(
+        &mut self,
+        cursor: Option<&str>,
+        max_bytes: usize,
+    ) -> Result<(Value, usize), McpError> {
+        self.session.list_page(self.list, cursor, max_bytes).await
+    }
+}
+
 /// Follows cursors, re-lists on every `list_changed`, calls a tool it listed.
 async fn correct(c: &Client) -> Result<(), McpError> {
     c.list_all().await?;
@@ -229,8 +268,9 @@ async fn first_page(c: &Client) -> Result<(), McpError> {
     c.call(first, json!({})).await
 }
 
-/// Lists once, then keeps calling the search tool of that list (`search_legacy` when it listed
-/// before the first redeploy), ignoring every `list_changed`.
+/// Lists tools and prompts once, then keeps calling the search tool and getting the summarize
+/// prompt of those lists (`search_legacy` and `summarize_legacy` when it listed before the first
+/// redeploy), ignoring every `list_changed`.
 async fn cached(c: &Client) -> Result<(), McpError> {
     let (names, _) = c.list_all().await?;
     let search = names
@@ -238,9 +278,15 @@ async fn cached(c: &Client) -> Result<(), McpError> {
         .find(|n| n.starts_with("search_"))
         .cloned()
         .unwrap_or_else(|| "search_legacy".into());
+    let prompts = c.keys(List::Prompts).await?;
+    let summarize = prompts.into_iter().find(|n| n.starts_with("summarize"));
     for _ in 0..CACHED_CALLS {
         tokio::time::sleep(ROUND).await;
         c.call(&search, json!({"query": "cached"})).await?;
+        if let Some(prompt) = &summarize {
+            let params = json!({"name": prompt, "arguments": {"document_id": "42"}});
+            c.careless("prompts/get", params).await?;
+        }
     }
     Ok(())
 }

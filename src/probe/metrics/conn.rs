@@ -506,6 +506,11 @@ impl ConnMetrics {
         self.series().lists.with(list, |c| c.drift(drift));
     }
 
+    /// Item changes of `list` between two listings, counted per [`CHANGE_KINDS`].
+    pub fn list_changes(&self, list: List, counts: [u64; 5]) {
+        self.series().lists.with(list, |c| c.changes(counts));
+    }
+
     pub fn list_unannounced(&self, list: List) {
         self.series().lists.with(list, |c| c.unannounced());
     }

@@ -8,12 +8,13 @@
 //! Born then, a list's drift, unannounced changes, TTL violations and verdict start at their
 //! values of that moment, before any change of them can be announced or go unannounced (a change
 //! is judged a grace after the walk that found it), so an alert still sees the first increase;
-//! notifications and walk failures are written from their first event.
+//! notifications, item changes by class and walk failures are written from their first event.
 
 use std::sync::Mutex;
 
 use crate::telemetry::families as m;
 use exposition::{Cell, Exposition, Lazy, Value};
+use mcp_client::listing::changes::CHANGE_KINDS;
 use mcp_client::listing::items::{Drift, ItemSet};
 use mcp_client::listing::list::List;
 
@@ -31,6 +32,8 @@ pub(super) struct ListCells {
     ttl_violations: Cell,
     stale: Cell,
     notifications: Cell,
+    /// By [`CHANGE_KINDS`], each written from its first event.
+    changes: [Cell; 5],
     walk_failures: Lazy<&'static str, Cell>,
 }
 
@@ -111,6 +114,16 @@ impl ListSeries {
             if let Some(v) = Value::from_first_event(&c.notifications) {
                 out.sample(m::slot(m::LIST_NOTIFICATIONS), labels, &[l], v);
             }
+            for (change, cell) in CHANGE_KINDS.iter().zip(&c.changes) {
+                if let Some(v) = Value::from_first_event(cell) {
+                    out.sample(
+                        m::slot(m::LIST_CHANGES),
+                        labels,
+                        &[l, ("change", change)],
+                        v,
+                    );
+                }
+            }
             c.walk_failures.each(|reason, cell| {
                 let extra = [l, ("reason", reason)];
                 out.sample(m::slot(m::LIST_WALK_FAILURES), labels, &extra, count(cell));
@@ -149,6 +162,13 @@ impl ListCells {
 
     pub(super) fn notifications(&self, n: u64) {
         self.notifications.add(n);
+    }
+
+    /// Item changes between two listings, counted per [`CHANGE_KINDS`].
+    pub(super) fn changes(&self, counts: [u64; 5]) {
+        for (cell, n) in self.changes.iter().zip(counts) {
+            cell.add(n);
+        }
     }
 
     pub(super) fn walk_failed(&self, reason: &'static str) {

@@ -14,7 +14,7 @@ mod target;
 use std::sync::Arc;
 
 pub use conn::ConnMetrics;
-pub use target::TargetMetrics;
+pub use target::{ListPins, TargetMetrics};
 
 use crate::telemetry::{Group, Series, Telemetry};
 

@@ -18,6 +18,7 @@ use crate::telemetry::families as m;
 use crate::telemetry::otlp::{Mirror, OtelHistograms};
 use exposition::{self as expo, Exposition, Value};
 use exposition::{Cell, Histogram, Lazy};
+use mcp_client::listing::list::List;
 use mcp_client::mcp::Reason;
 use mcp_client::net::refusal::AuthStep;
 
@@ -81,6 +82,17 @@ struct PinSeries {
 /// One pinned tool as the pins series show it: name, mismatch, description changed.
 pub type PinState<'a> = (&'a str, bool, bool);
 
+/// Another list the pins file pins, judged: its pinned items that differ or are gone, those whose
+/// description changed, and its listed items no pin names. Counts, not a series per item: a
+/// resource's key is a URI, never a label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListPins {
+    pub list: List,
+    pub mismatches: usize,
+    pub description_changes: usize,
+    pub unpinned: usize,
+}
+
 /// The series of one target.
 pub struct TargetMetrics {
     name: String,
@@ -107,6 +119,8 @@ pub struct TargetMetrics {
     /// Bytes of tool definitions kept to classify changes.
     definitions_bytes: Cell,
     pins: Mutex<Option<PinSeries>>,
+    /// The other lists the pins file pins: (list, mismatches, description changes, unpinned).
+    list_pins: Mutex<Vec<ListPins>>,
     ping: Latency,
     walk: Latency,
     requests: Lazy<&'static str, Latency>,
@@ -147,6 +161,7 @@ impl TargetMetrics {
             info: Mutex::new(None),
             definitions_bytes: Cell::default(),
             pins: Mutex::new(None),
+            list_pins: Mutex::new(Vec::new()),
             ping: Latency::new(otel.as_ref(), m::PING_DURATION, &target),
             walk: Latency::new(otel.as_ref(), m::WALK_DURATION, &target),
             requests: Lazy::default(),
@@ -302,6 +317,11 @@ impl TargetMetrics {
         });
     }
 
+    /// The other lists' pins, judged (replacing the last judgement).
+    pub fn list_pins(&self, lists: Vec<ListPins>) {
+        *self.list_pins.lock().expect("metrics lock poisoned") = lists;
+    }
+
     /// The pins file could not be read again: the last good pins stay in force.
     pub fn pins_invalid(&self) {
         let mut pins = self.pins.lock().expect("metrics lock poisoned");
@@ -349,6 +369,14 @@ impl TargetMetrics {
                 out.sample(mismatch, labels, &[], flag(*mm));
                 out.sample(description, labels, &[], flag(*desc));
             }
+        }
+        for p in self.list_pins.lock().expect("metrics lock poisoned").iter() {
+            let list = [("list", p.list.as_str())];
+            let n = |v: usize| Value::Float(v as f64);
+            out.sample(m::slot(m::LIST_PIN_MISMATCHES), l, &list, n(p.mismatches));
+            let changes = n(p.description_changes);
+            out.sample(m::slot(m::LIST_PIN_DESCRIPTION_CHANGES), l, &list, changes);
+            out.sample(m::slot(m::LIST_UNPINNED), l, &list, n(p.unpinned));
         }
         out.sample(m::slot(m::UP), l, &[], Value::of_gauge(&self.up));
         out.sample(m::slot(m::READY), l, &[], Value::of_gauge(&self.ready));

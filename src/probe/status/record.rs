@@ -40,6 +40,19 @@ pub struct ConnStatusHandle {
     index: u16,
 }
 
+/// The first five changes by key and class, and how many more.
+fn summary(changes: &[ToolChange]) -> String {
+    let mut summary: Vec<String> = changes
+        .iter()
+        .take(5)
+        .map(|c| format!("{} {}", keep(&c.tool, MAX_NAME), c.change))
+        .collect();
+    if changes.len() > 5 {
+        summary.push(format!("and {} more", changes.len() - 5));
+    }
+    summary.join(", ")
+}
+
 impl ConnStatusHandle {
     fn with<R>(&self, f: impl FnOnce(&mut ConnStatus) -> R) -> Option<R> {
         let r = self.target.connections.get(self.index as usize).map(|c| {
@@ -264,14 +277,7 @@ impl ConnStatusHandle {
     pub fn tool_changes(&self, changes: Vec<ToolChange>) {
         self.with(|s| {
             let at = now();
-            let mut summary: Vec<String> = Vec::new();
-            for c in changes.iter().take(5) {
-                summary.push(format!("{} {}", keep(&c.tool, MAX_NAME), c.change));
-            }
-            if changes.len() > 5 {
-                summary.push(format!("and {} more", changes.len() - 5));
-            }
-            Self::push(s, "tool_changed", &summary.join(", "));
+            Self::push(s, "tool_changed", &summary(&changes));
             let skip = changes.len().saturating_sub(CHANGES_PER_CONNECTION);
             for c in changes.into_iter().skip(skip) {
                 let change = ToolChangeStatus {
@@ -280,6 +286,18 @@ impl ConnStatusHandle {
                 };
                 s.changes.push(change, CHANGES_PER_CONNECTION);
             }
+        });
+    }
+
+    /// Items of another list changed between two listings: one timeline entry naming the list
+    /// (the classified differences are the tool list's alone to keep).
+    pub fn list_changes(&self, list: List, changes: &[ToolChange]) {
+        self.with(|s| {
+            Self::push(
+                s,
+                "list_items_changed",
+                &format!("{list}: {}", summary(changes)),
+            )
         });
     }
 

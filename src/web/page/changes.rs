@@ -69,7 +69,28 @@ pub(super) fn tool_changes<'a>(
     );
 }
 
-/// The target's pins: the file, whether it reads, mismatches and unpinned tools.
+/// One pinned item that is not served as pinned: its key, the class, and what differs.
+fn mismatch_row(c: &ToolChange) -> String {
+    let what = if c.change == "removed" {
+        "not listed".to_string()
+    } else {
+        findings(c)
+    };
+    format!(
+        "<tr><td><code>{}</code></td><td{}>{}{}</td><td class=\"cause\">{what}</td></tr>\n",
+        escape(&c.tool),
+        class_cell(c.change),
+        c.change,
+        if c.description_changed {
+            " · <b>description changed</b>"
+        } else {
+            ""
+        },
+    )
+}
+
+/// The target's pins: the file, whether it reads, mismatches and unpinned tools, and a line
+/// (with its mismatches) per other list the file pins.
 pub(super) fn pins(p: &mut Page, v: &PinsView) {
     let state = match (&v.error, v.valid) {
         (Some(e), _) => format!(
@@ -93,22 +114,24 @@ pub(super) fn pins(p: &mut Page, v: &PinsView) {
         or_else(
             v.mismatched.is_empty(),
             "<tr><td colspan=\"3\">every pinned tool is served as pinned</td></tr>\n",
-            v.mismatched.iter().map(|c| {
-                let what = if c.change == "removed" {
-                    "not listed".to_string()
-                } else {
-                    findings(c)
-                };
-                format!(
-                    "<tr><td><code>{}</code></td><td{}>{}{}</td><td class=\"cause\">{what}</td></tr>\n",
-                    escape(&c.tool),
-                    class_cell(c.change),
-                    c.change,
-                    if c.description_changed { " · <b>description changed</b>" } else { "" },
-                )
-            }),
+            v.mismatched.iter().map(mismatch_row),
         ),
     );
+    for l in &v.lists {
+        let head = format!(
+            "<p>{}: {} pinned · {} differ or are gone · {} unpinned</p>\n",
+            l.list, l.pinned, l.mismatched_total, l.unpinned_total
+        );
+        if !p.add(&head) {
+            return;
+        }
+        if !l.mismatched.is_empty() {
+            p.table(
+                "<table><tr><th>Item</th><th>Against its pin</th><th>What differs</th></tr>\n",
+                l.mismatched.iter().map(mismatch_row),
+            );
+        }
+    }
 }
 
 #[cfg(test)]
