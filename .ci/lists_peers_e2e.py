@@ -11,9 +11,11 @@ prompt and a removed resource are caught the way a removed tool is, under each e
 
 The peers (.ci/peers/, the names of lists_catalog.mjs / py_lists_server.py: prompts kb_summarize,
 kb_translate, kb_legacy_digest; resources kb://spaces/index, kb://articles/welcome,
-kb://articles/retired; template kb://articles/{slug}; tool kb_stats), each started twice, once
-for an announced removal and once for a silent one (POST /admin/remove?announce=1|0 takes away
-kb_legacy_digest and kb://articles/retired):
+kb://articles/retired; template kb://drafts/{slug}, whose literal prefix covers none of the
+resources, so the removed one is really gone for readers too; tool kb_stats), each started twice,
+once for an announced removal and once for a silent one (POST /admin/remove?announce=1|0 takes away
+kb_legacy_digest and kb://articles/retired), plus a py and a ts1 instance behind the exporter's
+proxies (step 6):
   py    Python SDK 2.3 `MCPServer` (py_lists_server.py), both eras; announced = the SDK's
         `Context.notify_prompts_changed()`/`notify_resources_changed()` (listen streams) and
         `ServerSession.send_prompt_list_changed()`/`send_resource_list_changed()` (legacy sessions)
@@ -28,27 +30,51 @@ kb_legacy_digest and kb://articles/retired):
    each era (`prompts.listChanged`, `resources.listChanged`), `ttlMs` of its 2026-07-28 listings,
    whether `subscriptions/listen` is served, the legacy GET stream, and where an announced and a
    silent removal arrive (listen, GET); the facts the expectations rely on are asserted (WIRE);
-2. the exporter (audit 2 s, grace 3 s, default `lists:`, --log.level=debug) with one target per
-   peer and era (see TARGETS), and waits until every target has walked every list: items server ==
-   cache (3 prompts, 3 resources, 1 template), drift 0, no unannounced change, no TTL violation,
-   not stale, the promise each era's contract derives from the survey (in /status.json when this
-   build has `lists[]` there);
+2. fresh instances; `EXPORTER_BIN pin URL` of py_sil (2026-07-28 and 2025-11-25), ts1_sil and
+   ts2_sil: sections tools, prompts, resources, resource_templates (1/3/3/1 keys), given to the
+   four silent targets of those peers as `pins:`; the exporter (audit 2 s, grace 3 s, default
+   `lists:`, --log.level=debug) with one target per peer and era (see TARGETS) and two proxies
+   (PROXIES, step 6), and waits until every target has walked every list: items server == cache
+   (3 prompts, 3 resources, 1 template), drift 0, no unannounced change, no TTL violation, not
+   stale, the promise each era's contract derives from the survey (in /status.json when this
+   build has `lists[]` there); the pinned targets' `mcp_probe_list_pin_mismatches` 0 per list;
 3. removes silently on the silent peers and waits (one audit + grace + slack) for: prompts and
    resources drift extra = 1, missing = changed = 0, templates untouched, and the verdict by the
    contract of THAT target: stale where a promise was made (legacy: always; 2026-07-28: declared
-   listChanged) and never on pynl_modern (2026-07-28, promises nothing);
+   listChanged) and never on pynl_modern (2026-07-28, promises nothing); the pinned targets'
+   `mcp_probe_list_pin_mismatches` 1 for prompts and for resources, 0 for templates, no unpinned
+   item, kb_stats as pinned;
 4. removes with the SDK's announcement on the announced peers and waits for every announced target
    to follow (list notifications counted, items 2/2/1 in both views, drift 0, no unannounced
    change, not stale), and for ts2_legacy_ann (a legacy client of the TS v2 stateless fallback,
    which has no GET stream) to show the removal as an unannounced, stale one; then two more audits.
-5. TODO hooks (change class, pins, proxy stale calls) are named at the end; they are skipped until
-   those features land.
+5. change class and pins: on every connection of every target,
+   `mcp_probe_list_changes_total{change="removed"}` = 1 for prompts and for resources, every other
+   class 0 or absent, nothing for resource_templates; `check --format json --pins FILE` against
+   each pinned peer exits 1 with only `prompts_pins` and `resources_pins` failing, naming
+   `kb_legacy_digest (pinned, not listed)` and `"kb://articles/retired" (pinned, not listed)`,
+   and a fresh pin then passes (exit 0, the four pins rows pass);
+6. proxy stale calls: proxies px_py (in front of a py instance, removal announced) and px_ts1 (a
+   ts1 instance, silent; catalog_refresh_interval 2 s); once each catalog has walked 3/3/1, real
+   SDK clients (.ci/peers/py_lists_client.py: Python `mcp` ClientSession) list the three lists
+   through them: `cached` (legacy, and on px_py also `cached-modern`, 2026-07-28) and `relist`;
+   the peers remove; once each catalog has walked 2/2/1, the relist clients re-list and use
+   kb_summarize, kb://articles/welcome and kb://drafts/welcome (a URI the listed template
+   produces), then the cached ones, without re-listing, `prompts/get kb_legacy_digest` and
+   `resources/read kb://articles/retired` (each answered with the server's error); asserts
+   `mcp_proxy_stale_list_calls_total{proxy,client,list}` >= 1 for prompts and for resources per
+   cached client (none for resource_templates) and no stale call at all for the relist clients.
+
+The per-list pin gauges and the change counter are asserted when the build exposes them: with no
+series of `mcp_probe_list_pin_mismatches` (or `mcp_probe_list_changes_total`) in the scrape, that
+step says "SKIPPED: ... not in this build"; with any series of it, strictly.
 
 Every wait has a deadline; every child is killed on exit; on failure the logs are printed.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import subprocess
 import sys
@@ -99,6 +125,22 @@ TARGETS = {
 }
 
 
+# Fresh peers behind the exporter's proxies (not surveyed, not targets): instance -> kind, and
+# proxy -> (its upstream instance, whether that removal is announced)
+PROXIED_PEERS = {"py_px": "py", "ts1_px": "ts1"}
+PROXIES = {"px_py": ("py_px", True), "px_ts1": ("ts1_px", False)}
+CATALOG_S = 2  # the proxies' catalog_refresh_interval: how soon a silent removal reaches a catalog
+# Pins, taken before the silent removals: label -> (instance, protocol_version or None for auto)
+PINS = {"py_modern": ("py_sil", None), "py_legacy": ("py_sil", LEGACY), "ts1": ("ts1_sil", None),
+        "ts2": ("ts2_sil", None)}
+# pinned target -> its pins file's label: `pins:` in the exporter's config
+PINNED_TARGETS = {"py_modern_sil": "py_modern", "py_legacy_sil": "py_legacy", "ts1_sil": "ts1", "ts2_modern_sil": "ts2"}
+PIN_SECTIONS = {"tools": ("name", {"kb_stats"}),
+                "prompts": ("name", {"kb_summarize", "kb_translate", "kb_legacy_digest"}),
+                "resources": ("uri", {"kb://spaces/index", "kb://articles/welcome", "kb://articles/retired"}),
+                "resource_templates": ("uriTemplate", {"kb://drafts/{slug}"})}
+
+
 def peer_argv(kind: str, port: int, node: str) -> list[str]:
     py, peers = sys.executable, e2e.PEERS
     return {
@@ -113,7 +155,8 @@ def start_instances(names: list[str], suffix: str, node: str, node_path: str, lo
     ports, procs = {}, {}
     for name in names:
         ports[name] = free_port()
-        procs[name] = start(f"{name}{suffix}", peer_argv(INSTANCES[name][0], ports[name], node), logdir,
+        kind = PROXIED_PEERS[name] if name in PROXIED_PEERS else INSTANCES[name][0]
+        procs[name] = start(f"{name}{suffix}", peer_argv(kind, ports[name], node), logdir,
                             env={"NODE_PATH": node_path})
     for name in names:
         wait_port(name + suffix, ports[name], procs[name], 60)
@@ -319,14 +362,23 @@ def main() -> int:
     check_wire(facts)
     promises = {(t, l): promise(facts, t, l) for t in TARGETS for l in LISTS}
 
-    ports = start_instances(list(INSTANCES), "", args.node, args.node_path, work)
-    url = {name: f"http://127.0.0.1:{ports[name]}/mcp" for name in INSTANCES}
+    ports = start_instances(list(INSTANCES) + list(PROXIED_PEERS), "", args.node, args.node_path, work)
+    url = {name: f"http://127.0.0.1:{ports[name]}/mcp" for name in ports}
+    # ---- pins of the silent peers, before anything is removed (the exporter's `pins:`, and `check --pins` at the end)
+    pin_files = take_pins(bin_, work, url)
     exporter_port = free_port()
+    proxy_port = {p: free_port() for p in PROXIES}
     config = work / "exporter.yml"
     config.write_text(f"global:\n  audit_interval: {AUDIT_S}s\n  ping_interval: 5s\n  request_timeout: 2s\n"
                       f"  notification_grace: {GRACE_S}s\ntargets:\n"
                       + "".join(f"  - name: {t}\n    url: {url[peer]}\n    protocol_version: {version}\n"
-                                for t, (peer, version, _era) in TARGETS.items()))
+                                + (f"    pins: {pin_files[PINNED_TARGETS[t]]}\n" if t in PINNED_TARGETS else "")
+                                for t, (peer, version, _era) in TARGETS.items())
+                      + "proxies:\n"
+                      + "".join(f"  - name: {p}\n    listen: 127.0.0.1:{proxy_port[p]}\n    upstream: {url[peer]}\n"
+                                f"    catalog_refresh_interval: {CATALOG_S}s\n    cursor_grace: 5s\n"
+                                f"    relist_grace: 5s\n"
+                                for p, (peer, _announce) in PROXIES.items()))
     r = subprocess.run([bin_, "--config.check", f"--config.file={config}"], capture_output=True, text=True, timeout=30)
     if r.returncode != 0:
         raise Failure(f"--config.check rejected {config}: {r.stdout}{r.stderr}")
@@ -400,6 +452,8 @@ def main() -> int:
             + f"; notifications so far " + ", ".join(
                 f"{l}={conn(snap, 'mcp_probe_list_notifications_total', t, list=l) or 0:.0f}" for l in LISTS))
 
+    target_pins(base, snap, removed=False)
+
     # ---- silent removals: caught by the audit, judged by each target's contract
     silent = [t for t, (peer, _v, _e) in TARGETS.items() if INSTANCES[peer][1] == "silent"]
     for name, (_kind, how) in INSTANCES.items():
@@ -453,6 +507,7 @@ def main() -> int:
                               ">= 1, stale by each target's contract (legacy always; 2026-07-28 where listChanged was "
                               "declared; never on pynl_modern_sil)", SILENT_DEADLINE_S, base, silent_seen)
     silent_s = time.monotonic() - t_silent
+    target_pins(base, after_silent, removed=True)
     for t in silent:
         log(f"  {t}: stale " + ", ".join(f"{l}={conn(after_silent, 'mcp_probe_list_cache_stale', t, list=l):.0f}"
                                          for l in LISTS)
@@ -503,48 +558,311 @@ def main() -> int:
                 bad.append(f"{t}: audits {now}, waiting for {n + 2}")
         return bad
 
-    wait_until("every verdict holds two audits later", 30, base, two_more_audits)
+    final = wait_until("every verdict holds two audits later", 30, base, two_more_audits)
 
-    # ---- TODO hooks: features other engineers are adding (issue 26's done-when lists them).
-    todo_change_class(base, ports)
-    todo_pins(bin_, work, url)
-    todo_proxy_stale_calls(bin_, work, url)
+    # ---- the rest of issue 26's done-when: change class, pins, proxy stale calls
+    t_hooks = time.monotonic()
+    change_class(base, final)
+    check_pins(bin_, work, url, pin_files)
+    t_proxy = time.monotonic()
+    proxy_stale_calls(args, work, base, url, ports, proxy_port)
+    proxy_s = time.monotonic() - t_proxy
 
     log(f"PASS: ready in {ready_s:.1f} s; silent removals judged {silent_s:.1f} s after them (audit {AUDIT_S} s + "
-        f"grace {GRACE_S} s); announced ones followed in {announced_s:.1f} s")
+        f"grace {GRACE_S} s); announced ones followed in {announced_s:.1f} s; change class and pins "
+        f"{t_proxy - t_hooks:.1f} s; proxy stale calls {proxy_s:.1f} s")
     return 0
 
 
-# ---------------------------------------------------------------------------------------- TODO hooks
-# Each hook is where a check goes once its feature is in the exporter; until then it says so.
+# ---------------------------------------------------------------------------------------- change class
+
+CHANGES = ("added", "removed", "breaking", "compatible", "unknown")
+CHANGES_FAMILY = "mcp_probe_list_changes_total"
 
 
-def todo_change_class(base: str, ports: dict) -> None:
-    """TODO(issue 26, change class): once prompts/resources changes are classified, assert on every
-    target above that the removal of kb_legacy_digest and kb://articles/retired is recorded as a
-    `removed` change of its list (the list-labelled change counter, class="removed", +1 per list;
-    /status.json's change record naming the prompt and the URI), announced or not, and that
-    resource_templates records none."""
-    log("SKIPPED (TODO hook): change class of prompt/resource removals — not in this build")
+def change_class(base: str, snap: Snapshot) -> None:
+    """The removals by class, on every target and connection: `removed` = 1 for prompts and for
+    resources (the only change since the start), every other class 0 or absent, and nothing for
+    resource_templates. Skipped, loudly, when the scrape has no series of the family at all (a
+    build without it); strict as soon as one exists."""
+    if not any(n == CHANGES_FAMILY for n, _ls, _v in snap.samples):
+        log(f"SKIPPED: change class of the removals — {CHANGES_FAMILY} not in this build (no series after the removals)")
+        return
+
+    def removed_once(s: Snapshot) -> list[str]:
+        bad: list[str] = []
+        for t in TARGETS:
+            conns = sorted({ls["connection"] for n, ls, _v in s.samples
+                            if n == "mcp_probe_list_items" and ls.get("target") == t})
+            if not conns:
+                bad.append(f"{t}: no connection in mcp_probe_list_items")
+            for c in conns:
+                for l in LISTS:
+                    for change in CHANGES:
+                        want = 1 if change == "removed" and l != "resource_templates" else 0
+                        got = s.value(CHANGES_FAMILY, target=t, connection=c, list=l, change=change)
+                        if (got or 0) != want:
+                            bad.append(f"{t} connection {c}: {CHANGES_FAMILY}{{list={l},change={change}}} = {got}, "
+                                       f"want {want}{' (or absent)' if not want else ''}")
+        odd = {ls.get("change") for n, ls, _v in s.samples if n == CHANGES_FAMILY} - set(CHANGES)
+        if odd:
+            bad.append(f"{CHANGES_FAMILY}: change label values {sorted(odd)} outside {CHANGES}")
+        return bad
+
+    wait_until(f"change class: {CHANGES_FAMILY}{{change=removed}} = 1 for prompts and for resources on every "
+               "connection of every target, nothing else, nothing for resource_templates", 10, base, removed_once)
+
+# ---------------------------------------------------------------------------------------- pins
 
 
-def todo_pins(bin_: str, work: Path, url: dict) -> None:
-    """TODO(issue 26, pins): `mcp_exporter pin URL > FILE` on a fresh py/ts1/ts2 instance before the
-    removal (the file must name the 3 prompts, 3 resources and the template); after the removal
-    `check --pins FILE URL` exits non-zero naming kb_legacy_digest and kb://articles/retired as
-    pin mismatches (and 0 with a fresh pin); a target with `pins:` shows the mismatch per list."""
-    log("SKIPPED (TODO hook): pins for prompts/resources (`pin`, `check --pins`) — not in this build")
+def pin_version(version: str | None) -> list[str]:
+    return ["--protocol-version", version] if version else []
 
 
-def todo_proxy_stale_calls(bin_: str, work: Path, url: dict) -> None:
-    """TODO(issue 26, proxy): a real SDK client through the passive proxy to a silent peer, with
-    prompts/resources cached before the removal: its `prompts/get kb_legacy_digest` and
-    `resources/read kb://articles/retired` afterwards are counted as stale calls (per list and
-    client) within 1 s, the server's own answers as each SDK gives them (Python: -32602 /
-    ResourceNotFound; TS 1.x: McpError -32602; TS 2.x: -32602), and a client that re-listed is
-    clean."""
-    log("SKIPPED (TODO hook): proxy stale calls for prompts/get and resources/read — not in this build")
+def pin(bin_: str, url: str, version: str | None, path: Path, removed: bool) -> None:
+    """`mcp_exporter pin URL > path`; the file must pin every list by its key, the catalog's names
+    (without the removed two when `removed`)."""
+    r = subprocess.run([bin_, "pin", *pin_version(version), url], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise Failure(f"pin {url} ({version or 'auto'}) exited {r.returncode}: {r.stderr[-2000:]}")
+    path.write_text(r.stdout)
+    doc = json.loads(r.stdout)
+    for section, (key, names) in PIN_SECTIONS.items():
+        want = names - ({REMOVED["prompts"], REMOVED["resources"]} if removed else set())
+        got = {item.get(key) for item in doc.get(section, [])}
+        if got != want:
+            raise Failure(f"pin {url} ({version or 'auto'}) > {path}: section {section!r} pins {sorted(got)}, want {sorted(want)}")
 
+
+def take_pins(bin_: str, work: Path, url: dict) -> dict[str, Path]:
+    """Pins each PINS instance (its era) before the removal: tools, prompts, resources, templates."""
+    files = {label: work / f"pins-{label}.json" for label in PINS}
+    with concurrent.futures.ThreadPoolExecutor(len(PINS)) as ex:
+        for f in [ex.submit(pin, bin_, url[peer], version, files[label], False) for label, (peer, version) in PINS.items()]:
+            f.result(timeout=90)
+    which = ", ".join(f"{label} ({peer}, {version or 'auto'})" for label, (peer, version) in PINS.items())
+    log(f"pinned before the removals: {which}: sections tools, prompts, resources, resource_templates (1/3/3/1)")
+    return files
+
+
+PIN_FAMILY = "mcp_probe_list_pin_mismatches"
+
+
+def target_pins(base: str, snap: Snapshot, removed: bool) -> None:
+    """The targets with `pins:` (PINNED_TARGETS): per list, pinned items changed or not listed
+    (`mcp_probe_list_pin_mismatches`) are 0 before the removal and 1 for prompts and for resources
+    after it (templates 0), no unpinned item, the tool kb_stats matching its pin. Skipped, loudly,
+    when the scrape has no series of that family (a build without per-list pins)."""
+    if not any(n == PIN_FAMILY for n, _ls, _v in snap.samples):
+        log(f"SKIPPED: the targets' `pins:` per list — {PIN_FAMILY} not in this build")
+        return
+
+    def judged(s: Snapshot) -> list[str]:
+        bad: list[str] = []
+        for t in PINNED_TARGETS:
+            for l in LISTS:
+                want = 1 if removed and l != "resource_templates" else 0
+                for family, w in ((PIN_FAMILY, want), ("mcp_probe_list_unpinned_items", 0)):
+                    got = s.value(family, target=t, list=l)
+                    if got != w:
+                        bad.append(f"{t}: {family}{{list={l}}} = {got}, want {w}")
+            got = s.value("mcp_probe_tool_pin_mismatch", target=t, tool="kb_stats")
+            if got != 0:
+                bad.append(f"{t}: mcp_probe_tool_pin_mismatch{{tool=kb_stats}} = {got}, want 0")
+        return bad
+
+    wait_until(f"targets with `pins:` ({', '.join(PINNED_TARGETS)}): {PIN_FAMILY} "
+               + ("1 for prompts and for resources, 0 for templates, after the removal" if removed
+                  else "0 for every list before the removal") + "; no unpinned item; kb_stats as pinned",
+               10, base, judged)
+
+
+def check_with_pins(bin_: str, url: str, version: str | None, pins: Path, out: Path) -> tuple[int, dict]:
+    r = subprocess.run([bin_, "check", "--format", "json", "--pins", str(pins), *pin_version(version), url],
+                       capture_output=True, text=True, timeout=90)
+    out.write_text(r.stdout + r.stderr)
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        raise Failure(f"check --pins {pins} {url}: exit {r.returncode}, no JSON report: {r.stdout[-1000:]}{r.stderr[-1000:]}") from None
+    return r.returncode, doc
+
+
+def check_pins(bin_: str, work: Path, url: dict, files: dict[str, Path]) -> None:
+    """After the removals: `check --pins` exits 1 with prompts_pins and resources_pins failing
+    on the removed two as "pinned, not listed" (and nothing else failing); a fresh pin passes."""
+    pin_rows = ("pins", "prompts_pins", "resources_pins", "resource_templates_pins")
+
+    def one(label: str) -> str:
+        peer, version = PINS[label]
+        rc, doc = check_with_pins(bin_, url[peer], version, files[label], work / f"check-pins-{label}.json")
+        rows = {c["id"]: c for c in doc.get("checks", [])}
+        problems = []
+        if rc != 1 or doc.get("exit_code") != 1:
+            problems.append(f"exit {rc} (report: {doc.get('exit_code')}), want 1")
+        want = {"pins": ("pass", None), "resource_templates_pins": ("pass", None),
+                "prompts_pins": ("fail", f"{REMOVED['prompts']} (pinned, not listed)"),
+                "resources_pins": ("fail", f"\"{REMOVED['resources']}\" (pinned, not listed)")}
+        for row, (status, words) in want.items():
+            got = rows.get(row)
+            if got is None or got["status"] != status or (words and words not in got["detail"]) or \
+                    (words and "not pinned" in got["detail"]):
+                problems.append(f"row {row} = {got}, want {status}" + (f" naming {words!r} only" if words else ""))
+        failing = sorted(i for i, c in rows.items() if c["status"] in ("fail", "error"))
+        if failing != ["prompts_pins", "resources_pins"]:
+            problems.append(f"failing rows {failing}, want only prompts_pins and resources_pins")
+        fresh = work / f"pins-{label}-fresh.json"
+        pin(bin_, url[peer], version, fresh, True)
+        rc2, doc2 = check_with_pins(bin_, url[peer], version, fresh, work / f"check-pins-{label}-fresh.json")
+        rows2 = {c["id"]: c["status"] for c in doc2.get("checks", [])}
+        if rc2 != 0 or any(rows2.get(r) != "pass" for r in pin_rows):
+            problems.append(f"with a fresh pin: exit {rc2}, rows {[(r, rows2.get(r)) for r in pin_rows]}, want 0, all pass")
+        if problems:
+            raise Failure(f"pins {label} ({url[peer]}, {version or 'auto'}):\n    " + "\n    ".join(problems))
+        return (f"{label}: exit 1, {rows['prompts_pins']['detail'].split(';')[0]}; "
+                f"{rows['resources_pins']['detail'].split(';')[0]}; fresh pin exit 0")
+
+    with concurrent.futures.ThreadPoolExecutor(len(PINS)) as ex:
+        results = [f.result(timeout=200) for f in [ex.submit(one, label) for label in PINS]]
+    for line in results:
+        log(f"  pins {line}")
+    log("OK: pins: `check --pins` fails on the removed prompt and resource (pinned, not listed) for "
+        f"{', '.join(PINS)}, and passes with a fresh pin")
+
+# ---------------------------------------------------------------------------------------- proxy
+
+
+def proxy_poll(what: str, seconds: float, base: str, check) -> Snapshot:
+    """wait_until for the proxy phase: a client that exits (they do, when done) is no failure."""
+    deadline = time.monotonic() + seconds
+    problems = ["never polled"]
+    while time.monotonic() < deadline:
+        for name, proc, _path in e2e.CHILDREN:
+            if proc.poll() is not None and not name.startswith("pxclient-"):
+                raise Failure(f"{name} exited with {proc.returncode} while waiting for: {what}")
+        try:
+            snap = Snapshot(base)
+            problems = check(snap)
+            if not problems:
+                log(f"OK: {what}")
+                return snap
+        except (OSError, ValueError) as exc:
+            problems = [f"exporter not answering: {exc}"]
+        time.sleep(0.3)
+    raise Failure(f"within {seconds:.0f} s, not {what}:\n  " + "\n  ".join(problems[:40]))
+
+
+# client label -> (mode, era) for each proxy; the modern one only in front of the dual-era peer
+PROXY_CLIENTS = {"px_py": {"cached": ("cached", "legacy"), "relist": ("relist", "legacy"),
+                           "cached-modern": ("cached", "modern")},
+                 "px_ts1": {"cached": ("cached", "legacy"), "relist": ("relist", "legacy")}}
+
+
+def proxy_stale_calls(args, work: Path, base: str, url: dict, ports: dict, proxy_port: dict) -> None:
+    """Real SDK clients (py_lists_client.py) through each proxy: `cached` ones use the removed
+    prompt and resource from their listing, `relist` ones re-list and use kept items. Asserts
+    mcp_proxy_stale_list_calls_total per proxy, client and list."""
+    def catalog(s: Snapshot, want: dict) -> list[str]:
+        bad = []
+        for p in PROXIES:
+            if s.value("mcp_proxy_upstream_up", proxy=p) != 1:
+                bad.append(f"{p}: mcp_proxy_upstream_up = {s.value('mcp_proxy_upstream_up', proxy=p)}")
+            for l, n in want.items():
+                got = s.value("mcp_proxy_upstream_list_items", proxy=p, list=l)
+                if got != n:
+                    bad.append(f"{p}: mcp_proxy_upstream_list_items{{list={l}}} = {got}, want {n}")
+        return bad
+
+    proxy_poll("each proxy's catalog walked its upstream (3 prompts, 3 resources, 1 template)", 30, base,
+               lambda s: catalog(s, BEFORE))
+    clients: dict[tuple[str, str], tuple[subprocess.Popen, Path, Path]] = {}
+    for p, modes in PROXY_CLIENTS.items():
+        for name, (mode, era) in modes.items():
+            go = work / f"go-{p}-{name}"
+            go.unlink(missing_ok=True)
+            tag = f"pxclient-{p}-{name}"
+            proc = start(tag, [sys.executable, str(e2e.PEERS / "py_lists_client.py"),
+                               f"http://127.0.0.1:{proxy_port[p]}/mcp", "--name", name, "--mode", mode,
+                               "--era", era, "--go", str(go), "--timeout", "40"], work)
+            clients[(p, name)] = (proc, work / f"{tag}.log", go)
+
+    def lines(key, kind: str) -> list[str]:
+        return [ln[len(kind) + 1:] for ln in clients[key][1].read_text(errors="replace").splitlines()
+                if ln.startswith(kind + " ")]
+
+    def wait(kind: str, keys: list, seconds: float) -> dict:
+        deadline = time.monotonic() + seconds
+        got: dict = {}
+        while time.monotonic() < deadline and len(got) < len(keys):
+            for key in keys:
+                if key in got:
+                    continue
+                found = lines(key, kind)
+                if found:
+                    got[key] = json.loads(found[-1])
+                elif lines(key, "error") or clients[key][0].poll() not in (None, 0):
+                    raise Failure(f"client {key} failed:\n{clients[key][1].read_text(errors='replace')[-3000:]}")
+            time.sleep(0.1)
+        if len(got) < len(keys):
+            raise Failure(f"clients without `{kind}` within {seconds:.0f} s: {sorted(set(keys) - set(got))}")
+        return got
+
+    keys = list(clients)
+    wait("ready", keys, 40)
+    log(f"proxy: {len(keys)} SDK clients listed through the proxies: {', '.join(f'{p}/{n}' for p, n in keys)}")
+    for p, (peer, announce) in PROXIES.items():
+        log(f"{peer} (behind {p}): removed, {'announced' if announce else 'silently'}: {remove(ports[peer], announce)}")
+    # The catalog must know the removal before it can call a use stale: a passing list_changed
+    # (px_py) or its interval (px_ts1, silent).
+    proxy_poll(f"each proxy's catalog has the removal (2 prompts, 2 resources, 1 template; interval {CATALOG_S} s)",
+               CATALOG_S + 15, base, lambda s: catalog(s, AFTER))
+    relist = [k for k in keys if PROXY_CLIENTS[k[0]][k[1]][0] == "relist"]
+    cached = [k for k in keys if k not in relist]
+    for k in relist:
+        clients[k][2].write_text("go\n")
+    results = wait("result", relist, 20)
+    for k in cached:
+        clients[k][2].write_text("go\n")
+    results.update(wait("result", cached, 20))
+    for (p, name), r in sorted(results.items()):
+        uses = {k: v for k, v in r.items() if k.startswith("kb")}
+        log(f"  {p}/{name} ({r['protocol_version']}): {json.dumps(uses)}; list_changed heard {r['list_changed_heard']}")
+    bad = [f"{k}: the server answered {REMOVED[l]} without an error: {results[k][REMOVED[l]]}"
+           for k in cached for l in REMOVED if not results[k][REMOVED[l]][0]]
+    if bad:
+        raise Failure("the removed items are still served:\n  " + "\n  ".join(bad))
+
+    def stale_counted(s: Snapshot) -> list[str]:
+        bad: list[str] = []
+        for p, name in cached:
+            for l in ("prompts", "resources"):
+                got = s.value("mcp_proxy_stale_list_calls_total", proxy=p, client=name, list=l)
+                if got is None or got < 1:
+                    bad.append(f"{p}: mcp_proxy_stale_list_calls_total{{client={name},list={l}}} = {got}, want >= 1")
+            got = s.sum("mcp_proxy_stale_list_calls_total", proxy=p, client=name, list="resource_templates")
+            if got:
+                bad.append(f"{p}: stale_list_calls_total{{client={name},list=resource_templates}} = {got}, want none")
+        for p, name in relist:
+            got = s.sum("mcp_proxy_stale_list_calls_total", proxy=p, client=name)
+            if got:
+                bad.append(f"{p}: mcp_proxy_stale_list_calls_total{{client={name}}} = {got} for a client that re-listed")
+        return bad
+
+    s = proxy_poll("proxy: the cached clients' prompts/get and resources/read of the removed items counted as stale "
+                   "calls (list=prompts, list=resources), per proxy and client; the re-listing clients not", 10, base,
+                   stale_counted)
+    log("  " + "; ".join(f"{p}/{n}: " + ", ".join(
+        f"{l}={s.value('mcp_proxy_stale_list_calls_total', proxy=p, client=n, list=l) or 0:.0f}"
+        for l in ("prompts", "resources")) for p, n in keys))
+    deadline = time.monotonic() + 20
+    for key in keys:
+        proc = clients[key][0]
+        try:
+            rc = proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            raise Failure(f"client {key} did not exit within 20 s") from None
+        if rc != 0:
+            raise Failure(f"client {key} exited {rc}:\n{clients[key][1].read_text(errors='replace')[-3000:]}")
 
 if __name__ == "__main__":
     e2e.run(main)

@@ -3,7 +3,9 @@
 # SDKs' high-level APIs and defaults (issue 26): the Python SDK's `MCPServer` (both eras, and with
 # `subscriptions=False`), the TypeScript SDK 1.x `McpServer` (`registerPrompt`/`registerResource`
 # handles, `remove()`) and 2.x `createMcpHandler` (`handler.notify.*`); a removed prompt and a
-# removed resource, announced and silent, judged by each era's contract (.ci/lists_peers_e2e.py).
+# removed resource, announced and silent, judged by each era's contract, by change class, against
+# pins (`pin`, `check --pins`, a target's `pins:`) and, through the exporter's proxy, as stale
+# `prompts/get` / `resources/read` calls of a real SDK client (.ci/lists_peers_e2e.py).
 #
 # Usage: .ci/lists_peers_e2e.sh WORKDIR EXPORTER_BIN
 # Installs the pinned peers under WORKDIR with .ci/peers/install.sh (skipped when already there).

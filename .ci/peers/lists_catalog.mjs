@@ -7,7 +7,10 @@
 // handle with `remove()`, which McpServer follows with the list's list_changed when connected.
 export const PROMPTS = ['kb_summarize', 'kb_translate', 'kb_legacy_digest'];
 export const RESOURCES = { 'kb://spaces/index': 'kb_index', 'kb://articles/welcome': 'kb_welcome', 'kb://articles/retired': 'kb_retired' };
-export const TEMPLATE = 'kb://articles/{slug}';
+// The template's literal prefix (`kb://drafts/`) covers none of the listed resources: a client that
+// reads a removed resource gets the server's not-found answer, not a template's (and the proxy,
+// which never judges a URI a listed template produces, judges it stale).
+export const TEMPLATE = 'kb://drafts/{slug}';
 export const REMOVED_PROMPT = 'kb_legacy_digest';
 export const REMOVED_RESOURCE = 'kb://articles/retired';
 
@@ -30,8 +33,8 @@ export function registerLists(server, ResourceTemplate, removed) {
     handles[uri] = server.registerResource(name, uri, { description: `${name} of the knowledge base`, mimeType: 'text/markdown' },
       async (u) => ({ contents: [{ uri: u.href, text: `# ${name}` }] }));
   }
-  server.registerResource('kb_article', new ResourceTemplate(TEMPLATE, { list: undefined }),
-    { description: 'A knowledge-base article by slug', mimeType: 'text/markdown' },
+  server.registerResource('kb_draft', new ResourceTemplate(TEMPLATE, { list: undefined }),
+    { description: 'A draft article by slug', mimeType: 'text/markdown' },
     async (u, vars) => ({ contents: [{ uri: u.href, text: `# ${vars.slug}` }] }));
   return { prompt: handles[REMOVED_PROMPT], resource: handles[REMOVED_RESOURCE] };
 }

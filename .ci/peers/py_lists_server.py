@@ -11,7 +11,8 @@ then promises nothing about these lists).
 
 The lists: tool `kb_stats`; prompts `kb_summarize`, `kb_translate`, `kb_legacy_digest`; resources
 `kb://spaces/index`, `kb://articles/welcome`, `kb://articles/retired`; template
-`kb://articles/{slug}`. `POST /admin/remove?announce=1|0` removes the prompt `kb_legacy_digest`
+`kb://drafts/{slug}` (its literal prefix covers none of the resources, so a read of the removed one
+is answered not found, not by the template). `POST /admin/remove?announce=1|0` removes the prompt `kb_legacy_digest`
 (`mcp.remove_prompt`) and the resource `kb://articles/retired` (MCPServer 2.3 has no
 `remove_resource`: the entry is dropped from its resource manager), then, with `announce=1`:
 - 2026-07-28 clients: the SDK's own announcement, `Context.notify_prompts_changed()` and
@@ -108,9 +109,9 @@ def build(no_listen: bool) -> tuple[MCPServer, InMemorySubscriptionBus, LegacySe
         """An article about to be retired."""
         return "# Retired"
 
-    @mcp.resource("kb://articles/{slug}", mime_type="text/markdown")
-    def kb_article(slug: str) -> str:
-        """A knowledge-base article by slug."""
+    @mcp.resource("kb://drafts/{slug}", mime_type="text/markdown")
+    def kb_draft(slug: str) -> str:
+        """A draft article by slug."""
         return f"# {slug}"
 
     return mcp, bus, legacy
