@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use mcp_client::listing::list::List;
 use mcp_client::listing::walker::WalkError;
 use mcp_client::mcp::Reason;
 use mcp_exporter::probe::Trigger;
@@ -146,7 +147,10 @@ fn every_label_value_is_documented() {
     let walk_reasons = [
         WalkError::RepeatedCursor,
         WalkError::LoopCap,
-        WalkError::TooManyItems,
+        WalkError::TooManyItems { list: List::Tools },
+        WalkError::TooManyItems {
+            list: List::Prompts,
+        },
     ];
     let values = Reason::ALL
         .iter()

@@ -533,7 +533,7 @@ fn check_walk(script: &[PageSpec], tail: Tail, max_pages: u32) -> Result<(), Tes
             prop_assert_eq!(e.is_cursor_error(), requests > 1);
             prop_assert_eq!(e.reason(), expected.reason.as_str());
         }
-        Err(WalkError::TooManyItems) => {
+        Err(WalkError::TooManyItems { .. }) => {
             prop_assert!(seen_names.len() > MAX_ITEMS_PER_WALK);
         }
         Err(WalkError::ListingTooLarge { .. }) => {
@@ -849,7 +849,7 @@ fn generators_reach_every_outcome() {
             Err(WalkError::LoopCap) => "loop cap",
             Err(e) if e.is_cursor_error() => "cursor error",
             Err(WalkError::Request { .. }) => "first-page error",
-            Err(WalkError::TooManyItems) => "too many tools",
+            Err(WalkError::TooManyItems { .. }) => "too many tools",
             Err(WalkError::ListingTooLarge { .. }) => "listing too large",
         });
     }

@@ -141,7 +141,7 @@ fuzz_target!(|data: &[u8]| {
             assert_eq!(e.is_cursor_error(), report.requests > 1);
         }
         Err(WalkError::RepeatedCursor) => assert!(report.requests > 1),
-        Err(WalkError::TooManyItems) => panic!("at most {} distinct names", NAMES.len()),
+        Err(WalkError::TooManyItems { .. }) => panic!("at most {} distinct names", NAMES.len()),
         Err(WalkError::ListingTooLarge { .. }) => panic!("the byte budget is unbounded here"),
     }
 });

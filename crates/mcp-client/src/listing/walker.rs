@@ -123,8 +123,8 @@ pub enum WalkError {
     RepeatedCursor,
     /// `max_pages` pages and still a `nextCursor`.
     LoopCap,
-    /// More than [`MAX_ITEMS_PER_WALK`] items.
-    TooManyItems,
+    /// More than [`MAX_ITEMS_PER_WALK`] items of `list`.
+    TooManyItems { list: List },
     /// The pages together are over `max_listing_bytes` (the page that crossed it was not read
     /// whole).
     ListingTooLarge { max_bytes: usize },
@@ -137,7 +137,9 @@ impl WalkError {
             WalkError::Request { error, .. } => error.reason.as_str(),
             WalkError::RepeatedCursor => "repeated_cursor",
             WalkError::LoopCap => "loop_cap",
-            WalkError::TooManyItems => "too_many_items",
+            // The tool list's value since before the other lists were walked.
+            WalkError::TooManyItems { list: List::Tools } => "too_many_tools",
+            WalkError::TooManyItems { .. } => "too_many_items",
             WalkError::ListingTooLarge { .. } => "listing_too_large",
         }
     }
@@ -177,7 +179,13 @@ impl std::fmt::Display for WalkError {
             WalkError::LoopCap => {
                 f.write_str("max_pages reached and the server still sent nextCursor")
             }
-            WalkError::TooManyItems => write!(f, "more than {MAX_ITEMS_PER_WALK} items"),
+            WalkError::TooManyItems { list } => {
+                write!(
+                    f,
+                    "more than {MAX_ITEMS_PER_WALK} items in {}",
+                    list.method()
+                )
+            }
             WalkError::ListingTooLarge { max_bytes } => write!(
                 f,
                 "the listing is over max_listing_bytes ({max_bytes} bytes across its pages)"
@@ -252,7 +260,9 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
         }) {
             Ok(p) => p,
             Err(PageFault::Invalid(error)) => return done(report, request_error(error)),
-            Err(PageFault::TooManyItems) => return done(report, Err(WalkError::TooManyItems)),
+            Err(PageFault::TooManyItems) => {
+                return done(report, Err(WalkError::TooManyItems { list }));
+            }
         };
         drop(page);
         // An item costs what the connection keeps of it even when its JSON is tiny, so the
@@ -698,7 +708,7 @@ mod tests {
             max_bytes: 64 << 20,
         };
         let r = walk(&mut s, limits).await;
-        assert_eq!(r.result, Err(WalkError::TooManyItems));
+        assert_eq!(r.result, Err(WalkError::TooManyItems { list: List::Tools }));
     }
 
     #[tokio::test]
