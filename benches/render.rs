@@ -16,12 +16,16 @@
 //! cargo bench --bench render                                  # 1,000 targets x 1
 //! cargo bench --bench render -- --targets 1000 --connections 10
 //! cargo bench --bench render -- --exclude mcp_probe_request_duration_seconds,...
+//! cargo bench --bench render -- --lists  # every connection also watches three other lists
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use mcp_client::listing::items::ItemSet;
+use mcp_client::listing::list::List;
+use mcp_client::listing::walker::{Walk, WalkReport};
 use mcp_client::mcp::{Era, Reason, ServerInfo};
 use mcp_exporter::probe::Trigger;
 use mcp_exporter::telemetry::{SCRAPE_BATCH_BYTES, Scrape, Telemetry, parse_exclusions};
@@ -124,6 +128,30 @@ fn main() {
         .map(|v| v.split(',').map(str::to_string).collect())
         .unwrap_or_default();
     let exclusions = parse_exclusions(&exclude).expect("--exclude names probe families");
+    // `--lists`: each connection's server also lists prompts, resources and resource templates
+    // (the `mcp_probe_list_*` series of a healthy connection that watches them).
+    let lists = args.iter().any(|a| a == "--lists");
+    let listed = {
+        let mut items = ItemSet::new();
+        for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
+            items.insert(key.into(), i as u64);
+        }
+        let walk = Walk {
+            items,
+            pages: 1,
+            cache: None,
+            param_headers: Default::default(),
+        };
+        WalkReport {
+            result: Ok(walk),
+            requests: 1,
+            answered: 1,
+            duplicates: 0,
+            long_names: 0,
+            rejected: 0,
+            bytes: 0,
+        }
+    };
     let before = rss();
     let telemetry = Telemetry::excluding(exclusions);
     let info = ServerInfo {
@@ -155,6 +183,17 @@ fn main() {
             conn.ping(Ok(Duration::from_millis(2)));
             conn.walk_started(Trigger::Initial);
             conn.cache_refresh(Trigger::Initial, true);
+            if lists {
+                for list in [List::Prompts, List::Resources, List::ResourceTemplates] {
+                    // Counted, not timed, as a connection records them.
+                    conn.request_untimed(list.method(), Ok(()));
+                    conn.list_walk_finished(list, &listed);
+                    if let Ok(w) = &listed.result {
+                        conn.list_cache_view(list, &w.items);
+                    }
+                    conn.list_stale(list, false);
+                }
+            }
             handles.push(conn);
         }
     }

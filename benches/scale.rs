@@ -7,7 +7,8 @@
 //!    headers and `_meta`, bodies parsed as JSON) at the same rate, sleeping between walks as the
 //!    exporter does. Each side's CPU over the window is divided by its walks: the exporter's from
 //!    `/proc` and its metrics (everything it does counts: listen streams, timers, telemetry), the
-//!    floor's from `getrusage` around its loop (its start-up is not counted).
+//!    floor's from `getrusage` around its loop (its start-up is not counted). Both labs of phases
+//!    1 and 2 serve tools only, as the floor walks them (whatever `--tools-only` says).
 //! 2. **Refresh latency.** The same exporter also watches a second lab; each change there sends
 //!    `list_changed`, and the latency is the exporter's own
 //!    `mcp_probe_cache_last_refresh_timestamp_seconds` minus the wall time of the change, so the
@@ -310,10 +311,16 @@ struct SideBySide {
 const WALK_RATE: u32 = 10;
 
 async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBySide {
-    let walk_lab = Lab::start(loopback(), vec![("walk".into(), Behaviour::default())])
+    // Tools only: the floor walks `tools/list`, so the exporter's side must walk nothing else
+    // (a server with other lists costs one walk of each per audit, measured in phase 2).
+    let tools_only = || Behaviour {
+        prompts_and_resources: false,
+        ..Behaviour::default()
+    };
+    let walk_lab = Lab::start(loopback(), vec![("walk".into(), tools_only())])
         .await
         .expect("lab starts");
-    let refresh_lab = Lab::start(loopback(), vec![("refresh".into(), Behaviour::default())])
+    let refresh_lab = Lab::start(loopback(), vec![("refresh".into(), tools_only())])
         .await
         .expect("lab starts");
     let config = dir.join("side.yml");

@@ -156,15 +156,16 @@ impl Pager for ClientPager {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> Result<(serde_json::Value, usize), McpError> {
-        if self.list == List::Tools {
-            self.metrics.tools_list_request();
+        let page = self.client.list_page(self.list, cursor, max_bytes);
+        if self.list != List::Tools {
+            // Counted, not timed: see `ConnMetrics::request_untimed`.
+            let r = page.await;
+            let outcome = r.as_ref().map(|_| ()).map_err(|e| e.reason);
+            self.metrics.request_untimed(self.list.method(), outcome);
+            return r;
         }
-        timed(
-            &self.metrics,
-            self.list.method(),
-            self.client.list_page(self.list, cursor, max_bytes),
-        )
-        .await
+        self.metrics.tools_list_request();
+        timed(&self.metrics, self.list.method(), page).await
     }
 }
 

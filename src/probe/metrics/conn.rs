@@ -311,12 +311,22 @@ impl ConnMetrics {
 
     /// One request or notification sent by the client, with how it ended.
     pub fn request(&self, method: &'static str, elapsed: Duration, outcome: Result<(), Reason>) {
+        if self.request_untimed(method, outcome) {
+            self.target.request_duration(method, elapsed);
+        }
+    }
+
+    /// A request counted (and its failure by reason) but not timed: the other lists' listing
+    /// requests, whose latency histograms (13 series a method, per target) would be most of a
+    /// fleet's bytes for what the tool list's already measures of the same server. Returns
+    /// whether it succeeded.
+    pub fn request_untimed(&self, method: &'static str, outcome: Result<(), Reason>) -> bool {
         let s = self.series();
         s.requests.get(method).add(1);
-        match outcome {
-            Ok(()) => self.target.request_duration(method, elapsed),
-            Err(reason) => s.request_failures.get((method, reason.as_str())).add(1),
+        if let Err(reason) = outcome {
+            s.request_failures.get((method, reason.as_str())).add(1);
         }
+        outcome.is_ok()
     }
 
     pub fn session_opened(&self, era: Era, info: &ServerInfo) {

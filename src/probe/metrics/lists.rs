@@ -5,10 +5,10 @@
 //! one that declares every capability and lists nothing else (fastmcp's and the Python SDK's
 //! `FastMCP` defaults), while its empty lists are still walked and audited.
 //!
-//! Born then, a list's drift, unannounced changes, TTL violations and verdict start at their
-//! values of that moment, before any change of them can be announced or go unannounced (a change
-//! is judged a grace after the walk that found it), so an alert still sees the first increase;
-//! notifications, item changes by class and walk failures are written from their first event.
+//! Born then, a list's item counts, drift and verdict start at their values of that moment (the
+//! alert on the verdict reads a gauge). Its unannounced changes, TTL violations, notifications,
+//! item changes by class and walk failures are written from their first event: no alert reads
+//! their increase, and at 0 from the start they were a third of what a watched list costs.
 
 use std::sync::Mutex;
 
@@ -97,22 +97,15 @@ impl ListSeries {
                     gauge(cell),
                 );
             }
-            let count = |c: &Cell| Value::Count(c.raw());
-            out.sample(
-                m::slot(m::LIST_UNANNOUNCED),
-                labels,
-                &[l],
-                count(&c.unannounced),
-            );
-            out.sample(
-                m::slot(m::LIST_TTL_VIOLATIONS),
-                labels,
-                &[l],
-                count(&c.ttl_violations),
-            );
             out.sample(m::slot(m::LIST_CACHE_STALE), labels, &[l], gauge(&c.stale));
-            if let Some(v) = Value::from_first_event(&c.notifications) {
-                out.sample(m::slot(m::LIST_NOTIFICATIONS), labels, &[l], v);
+            for (family, cell) in [
+                (m::LIST_UNANNOUNCED, &c.unannounced),
+                (m::LIST_TTL_VIOLATIONS, &c.ttl_violations),
+                (m::LIST_NOTIFICATIONS, &c.notifications),
+            ] {
+                if let Some(v) = Value::from_first_event(cell) {
+                    out.sample(m::slot(family), labels, &[l], v);
+                }
             }
             for (change, cell) in CHANGE_KINDS.iter().zip(&c.changes) {
                 if let Some(v) = Value::from_first_event(cell) {
@@ -126,7 +119,8 @@ impl ListSeries {
             }
             c.walk_failures.each(|reason, cell| {
                 let extra = [l, ("reason", reason)];
-                out.sample(m::slot(m::LIST_WALK_FAILURES), labels, &extra, count(cell));
+                let v = Value::Count(cell.raw());
+                out.sample(m::slot(m::LIST_WALK_FAILURES), labels, &extra, v);
             });
         }
     }
@@ -223,7 +217,6 @@ mod tests {
         for line in [
             r#"mcp_probe_list_items{target="t",connection="0",list="prompts",view="server"} 2"#,
             r#"mcp_probe_list_items{target="t",connection="0",list="prompts",view="cache"} 0"#,
-            r#"mcp_probe_list_unannounced_changes_total{target="t",connection="0",list="prompts"} 0"#,
             r#"mcp_probe_list_cache_stale{target="t",connection="0",list="prompts"} 0"#,
         ] {
             assert!(text.contains(line), "{line}\n{text}");
