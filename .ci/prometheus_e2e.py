@@ -309,14 +309,21 @@ def check_rules_loaded(prom):
     return f"Prometheus evaluates all {want} rules of {os.path.basename(RULES)} without error"
 
 
-def check_stale_alert(prom):
-    """(b) Firing for the lossy target; never pending or firing for the healthy one."""
-    firing = f'ALERTS{{alertname="{STALE_ALERT}",alertstate="firing",target="{LOSSY}"}}'
-    wait_for(f"{STALE_ALERT} firing for {LOSSY}", lambda: prom.query(firing), remaining() - 10)
-    healthy = f'max_over_time(ALERTS{{alertname="{STALE_ALERT}",target=~"{HEALTHY}"}}[1h])'
+def fires_for_lossy_only(prom, alert, selector=""):
+    """`alert` reaches firing for the lossy target (with `selector`'s labels too); never pending
+    or firing for the healthy ones."""
+    firing = f'ALERTS{{alertname="{alert}",alertstate="firing",target="{LOSSY}"{selector}}}'
+    wait_for(f"{alert} firing for {LOSSY}{selector}", lambda: prom.query(firing), remaining() - 10)
+    healthy = f'max_over_time(ALERTS{{alertname="{alert}",target=~"{HEALTHY}"}}[1h])'
     if prom.query(healthy):
-        raise Failed(f"{STALE_ALERT} was pending or firing for {HEALTHY}: {prom.query(healthy)}")
-    log(f"ok: {STALE_ALERT} never pending or firing for {HEALTHY}")
+        raise Failed(f"{alert} was pending or firing for {HEALTHY}: {prom.query(healthy)}")
+    log(f"ok: {alert} firing for {LOSSY}{selector}, never pending or firing for {HEALTHY}")
+
+
+def check_stale_alert(prom):
+    """(b) Firing for the lossy target; never pending or firing for the healthy one; and no
+    alert at all firing for the healthy one."""
+    fires_for_lossy_only(prom, STALE_ALERT)
     other = prom.query(f'ALERTS{{alertstate="firing",target=~"{HEALTHY}"}}')
     if other:
         raise Failed(f"alerts firing for the healthy target {HEALTHY}: {[a['metric'] for a in other]}")
@@ -325,13 +332,8 @@ def check_stale_alert(prom):
 
 def check_list_stale_alert(prom):
     """(b) The other lists: McpProbeListCacheStale fires for the lossy target's prompts (the
-    gateway drops their notification too); never pending or firing for the healthy one."""
-    firing = f'ALERTS{{alertname="{LIST_STALE_ALERT}",alertstate="firing",target="{LOSSY}",list="prompts"}}'
-    wait_for(f"{LIST_STALE_ALERT} firing for {LOSSY} prompts", lambda: prom.query(firing), remaining() - 10)
-    healthy = f'max_over_time(ALERTS{{alertname="{LIST_STALE_ALERT}",target=~"{HEALTHY}"}}[1h])'
-    if prom.query(healthy):
-        raise Failed(f"{LIST_STALE_ALERT} was pending or firing for {HEALTHY}: {prom.query(healthy)}")
-    log(f"ok: {LIST_STALE_ALERT} firing for {LOSSY} prompts, never for {HEALTHY}")
+    gateway drops their notification too); never for the healthy ones."""
+    fires_for_lossy_only(prom, LIST_STALE_ALERT, ',list="prompts"')
 
 
 def check_health_alerts(prom):

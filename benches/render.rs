@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use mcp_client::listing::items::ItemSet;
 use mcp_client::listing::list::List;
-use mcp_client::listing::walker::{Walk, WalkReport};
+use mcp_client::listing::walker::WalkReport;
 use mcp_client::mcp::{Era, Reason, ServerInfo};
 use mcp_exporter::probe::Trigger;
 use mcp_exporter::telemetry::{SCRAPE_BATCH_BYTES, Scrape, Telemetry, parse_exclusions};
@@ -136,21 +136,7 @@ fn main() {
         for (i, key) in ["a", "b", "c"].into_iter().enumerate() {
             items.insert(key.into(), i as u64);
         }
-        let walk = Walk {
-            items,
-            pages: 1,
-            cache: None,
-            param_headers: Default::default(),
-        };
-        WalkReport {
-            result: Ok(walk),
-            requests: 1,
-            answered: 1,
-            duplicates: 0,
-            long_names: 0,
-            rejected: 0,
-            bytes: 0,
-        }
+        WalkReport::listed(items)
     };
     let before = rss();
     let telemetry = Telemetry::excluding(exclusions);

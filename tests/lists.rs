@@ -6,10 +6,9 @@
 mod common;
 
 use common::series::{C0, checks, counter, t};
-use common::{Harness, Scrape, churn_then_audits, start_lab, target};
+use common::{Harness, Scrape, churn_then_audits, lab_and_probe, start_lab, target};
 use mcp_client::listing::list::{List, ListSet};
-use mcp_exporter::config::TargetConfig;
-use mcp_lab::{Behaviour, Era as LabEra, Lab};
+use mcp_lab::{Behaviour, Era as LabEra};
 
 /// The lists with series of their own.
 const OTHERS: [&str; 3] = ["prompts", "resources", "resource_templates"];
@@ -27,19 +26,6 @@ fn scenario(name: &str) -> Behaviour {
     mcp_lab::scenarios::find(name)
         .expect("scenario exists")
         .behaviour
-}
-
-async fn start_with(
-    name: &str,
-    b: Behaviour,
-    adjust: impl FnOnce(&mut TargetConfig),
-) -> (Lab, Harness) {
-    let lab = start_lab([(name, b)]).await;
-    let mut cfg = target(name, lab.url(name));
-    adjust(&mut cfg);
-    let mut h = Harness::new();
-    h.apply(vec![cfg]);
-    (lab, h)
 }
 
 fn items(s: &Scrape, name: &str, list: &str, view: &str) -> Option<f64> {
@@ -78,7 +64,7 @@ async fn every_cache_follows_announced_changes(era: LabEra) {
         era,
         ..Behaviour::default()
     };
-    let (lab, h) = start_with("kb", b, |_| {}).await;
+    let (lab, h) = lab_and_probe("kb", b, |_| {}).await;
     walked(&h, "kb").await;
     lab.churn();
     let s = h
@@ -149,7 +135,7 @@ async fn lost_notifications_leave_every_list_stale(era: LabEra) {
         era,
         ..scenario("notification-lost")
     };
-    let (lab, h) = start_with("lossy", b, |_| {}).await;
+    let (lab, h) = lab_and_probe("lossy", b, |_| {}).await;
     walked(&h, "lossy").await;
     churn_then_audits(&lab, &h, "lossy").await;
     let s = h
@@ -262,7 +248,7 @@ async fn a_tools_only_server_has_no_list_series() {
         prompts_and_resources: false,
         ..Behaviour::default()
     };
-    let (_lab, h) = start_with("tools", b, |_| {}).await;
+    let (_lab, h) = lab_and_probe("tools", b, |_| {}).await;
     let s = h.until("audited", |s| checks(s, "tools") >= 2.0).await;
     assert!(
         !s.text.contains("mcp_probe_list_items{"),
@@ -283,7 +269,7 @@ async fn a_tools_only_server_has_no_list_series() {
 /// connection that followed the announcement.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn changes_to_every_list_are_classified() {
-    let (lab, h) = start_with("kb", Behaviour::default(), |_| {}).await;
+    let (lab, h) = lab_and_probe("kb", Behaviour::default(), |_| {}).await;
     walked(&h, "kb").await;
     lab.churn();
     let changes = |s: &Scrape, list: &str, change: &str| {
@@ -328,7 +314,7 @@ async fn pins_of_every_list_are_judged() {
         .map(|(l, d)| (*l, &d[..]))
         .collect();
     std::fs::write(&path, pins::render_lists(&sections)).expect("pins written");
-    let (lab, h) = start_with("kb", Behaviour::default(), |c| c.pins = Some(path)).await;
+    let (lab, h) = lab_and_probe("kb", Behaviour::default(), |c| c.pins = Some(path)).await;
     let pin = |s: &Scrape, metric: &str, list: &str| s.get(metric, &[t("kb"), ("list", list)]);
     h.until("every list judged and matching its pins", |s| {
         OTHERS.iter().all(|l| {

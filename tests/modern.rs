@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::series::{C0, checks, counter, drift, t, walks};
-use common::{Harness, Scrape, start_lab, target};
+use common::{Harness, Scrape, lab_and_probe};
 use mcp_client::mcp::Reason;
 use mcp_client::mcp::version::ProtocolVersion;
 use mcp_exporter::config::{ProtocolChoice, TargetConfig};
@@ -16,22 +16,8 @@ use mcp_lab::{Behaviour, CacheScope, Era as LabEra, Lab};
 
 const MODERN: &str = "2026-07-28";
 
-/// A lab serving `b` as profile `name`, and the probe on it with `adjust` applied to the target.
-async fn start_with(
-    name: &str,
-    b: Behaviour,
-    adjust: impl FnOnce(&mut TargetConfig),
-) -> (Lab, Harness) {
-    let lab = start_lab([(name, b)]).await;
-    let mut cfg = target(name, lab.url(name));
-    adjust(&mut cfg);
-    let mut h = Harness::new();
-    h.apply(vec![cfg]);
-    (lab, h)
-}
-
 async fn start(name: &str, b: Behaviour) -> (Lab, Harness) {
-    start_with(name, b, |_| {}).await
+    lab_and_probe(name, b, |_| {}).await
 }
 
 fn scenario(name: &str) -> Behaviour {
@@ -413,7 +399,7 @@ async fn f2_legacy_a_server_that_declares_no_list_changed_leaves_caching_clients
         ttl_ms: 0,
         ..scenario("no-list-changed")
     };
-    let (lab, h) = start_with("f2", b, pinned(ProtocolVersion::V2025_11_25)).await;
+    let (lab, h) = lab_and_probe("f2", b, pinned(ProtocolVersion::V2025_11_25)).await;
     h.until("legacy session and initial walk", |s| {
         session_info(s, "f2", "legacy", "2025-11-25") == Some(1.0)
             && walks(s, "f2", "initial") == 1.0
@@ -537,7 +523,7 @@ async fn auto_against_a_legacy_only_lab_falls_back_to_legacy() {
 /// Pinned to 2025-11-25, the dual lab is spoken to in the legacy era: `initialize`, `ping`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_legacy_version_against_a_dual_lab_is_legacy() {
-    let (lab, h) = start_with(
+    let (lab, h) = lab_and_probe(
         "kb",
         Behaviour::default(),
         pinned(ProtocolVersion::V2025_11_25),
@@ -560,7 +546,7 @@ async fn pinned_legacy_version_against_a_dual_lab_is_legacy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_modern_version_against_a_legacy_only_lab_fails_and_is_never_up() {
     let b = only(LabEra::Legacy);
-    let (lab, h) = start_with("old", b, pinned(ProtocolVersion::V2026_07_28)).await;
+    let (lab, h) = lab_and_probe("old", b, pinned(ProtocolVersion::V2026_07_28)).await;
     let s = h
         .until("two failed session attempts", |s| {
             session_failures(s, "old") >= 2.0

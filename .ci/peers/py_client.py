@@ -310,20 +310,25 @@ def main() -> None:
     ap.add_argument("--tools", type=int, default=14, help="tools the server lists (fastmcp's peer: 15)")
     ap.add_argument("--transport", choices=["http", "sse"], default="http",
                     help="http: Streamable HTTP; sse: HTTP+SSE (2024-11-05), URL is the GET stream's")
-    args = ap.parse_args()
+    run_bounded(run, ap.parse_args())
+
+
+def run_bounded(run, args: argparse.Namespace) -> None:
+    """`run(args)` within `args.timeout` (and 5 s): its result said as `result`, or any failure
+    (the innermost of an exception group) said as `error` with exit 1. Shared by the clients."""
+
+    async def bounded() -> dict:
+        with anyio.fail_after(args.timeout + 5):
+            return await run(args)
+
     try:
-        out = anyio.run(_bounded, args)
+        out = anyio.run(bounded)
     except BaseException as exc:  # noqa: BLE001 - any failure is reported and exits 1
         while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
             exc = exc.exceptions[0]
         print(f"error {args.name} ({args.mode}): {type(exc).__name__}: {exc}", flush=True)
         sys.exit(1)
     say("result", **out)
-
-
-async def _bounded(args: argparse.Namespace) -> dict:
-    with anyio.fail_after(args.timeout + 5):
-        return await run(args)
 
 
 if __name__ == "__main__":

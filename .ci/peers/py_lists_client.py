@@ -30,34 +30,20 @@ Usage: python py_lists_client.py URL --name CLIENT_NAME --mode cached|relist --g
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import sys
 import time
 
-import anyio
 import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+# The SDK client's shared helpers (this folder is the script's: on sys.path).
+from py_client import Failed, expect, run_bounded, say, wait_go
+
 MAX_PAGES = 10
 REMOVED_PROMPT, REMOVED_RESOURCE = "kb_legacy_digest", "kb://articles/retired"
 KEPT_PROMPT, KEPT_RESOURCE = "kb_summarize", "kb://articles/welcome"
 TEMPLATED = "kb://drafts/welcome"  # produced by the listed template kb://drafts/{slug}, never listed
-
-
-def say(kind: str, **data) -> None:
-    print(kind, json.dumps(data, sort_keys=True), flush=True)
-
-
-class Failed(Exception):
-    pass
-
-
-def expect(cond: bool, what: str) -> None:
-    if not cond:
-        raise Failed(what)
 
 
 async def walk(session: ClientSession, method: str) -> list[str]:
@@ -93,13 +79,6 @@ async def use(coro) -> list:
         return [False, None, (getattr(msg, "text", "") or "")[:200]]
     first = result.contents[0] if result.contents else None
     return [False, None, (getattr(first, "text", "") or "")[:200]]
-
-
-async def wait_go(path: str, deadline: float) -> None:
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise Failed(f"go file {path} did not appear in time")
-        await anyio.sleep(0.05)
 
 
 async def run(args: argparse.Namespace) -> dict:
@@ -155,20 +134,7 @@ def main() -> None:
     ap.add_argument("--go", required=True, help="a file whose appearance means: the items were removed")
     ap.add_argument("--timeout", type=float, default=30.0, help="deadline for the whole run (s)")
     ap.add_argument("--era", choices=["legacy", "modern"], default="legacy")
-    args = ap.parse_args()
-    try:
-        out = anyio.run(_bounded, args)
-    except BaseException as exc:  # noqa: BLE001 - any failure is reported and exits 1
-        while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-            exc = exc.exceptions[0]
-        print(f"error {args.name} ({args.mode}): {type(exc).__name__}: {exc}", flush=True)
-        sys.exit(1)
-    say("result", **out)
-
-
-async def _bounded(args: argparse.Namespace) -> dict:
-    with anyio.fail_after(args.timeout + 5):
-        return await run(args)
+    run_bounded(run, ap.parse_args())
 
 
 if __name__ == "__main__":

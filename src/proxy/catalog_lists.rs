@@ -52,8 +52,6 @@ pub const MAX_REMEMBERED: usize = 4096;
 pub const MAX_PREFIXES: usize = 256;
 /// Longest template prefix kept; a longer one is cut, which only makes it match more URIs.
 pub const MAX_PREFIX_BYTES: usize = 1024;
-/// Longest prompt name or resource URI a request may name and still be judged.
-pub const MAX_KEY_BYTES: usize = 4096;
 
 /// The literal prefix of a URI template: its text before the first `{`, cut to
 /// [`MAX_PREFIX_BYTES`] (at a character boundary).
@@ -188,7 +186,11 @@ impl Lists {
 
 /// Walk every other list `client`'s server declares, with `limits`; a templates walk the
 /// server refuses as an unknown method is an empty list (resources without templates).
-pub async fn walk(client: &Arc<Client>, limits: walker::WalkLimits) -> Vec<Walked> {
+pub async fn walk(
+    client: &Arc<Client>,
+    limits: walker::WalkLimits,
+    timeout: Duration,
+) -> Vec<Walked> {
     let mut walked = Vec::new();
     for list in OTHER_LISTS {
         if client.info().declares(list).is_none() {
@@ -198,6 +200,7 @@ pub async fn walk(client: &Arc<Client>, limits: walker::WalkLimits) -> Vec<Walke
             client: client.clone(),
             list,
             prefixes: Vec::new(),
+            timeout,
         };
         let report = walker::walk(&mut pager, limits).await;
         let items = match report.result {
@@ -228,6 +231,8 @@ struct ListPager {
     client: Arc<Client>,
     list: List,
     prefixes: Vec<Box<str>>,
+    /// Each page's (the catalog's request timeout).
+    timeout: Duration,
 }
 
 impl Pager for ListPager {
@@ -251,7 +256,7 @@ impl Pager for ListPager {
     ) -> Result<(Value, usize), McpError> {
         let method = self.list.method();
         tokio::time::timeout(
-            super::upstream_tools::REQUEST_TIMEOUT,
+            self.timeout,
             self.client.list_page(self.list, cursor, max_bytes),
         )
         .await

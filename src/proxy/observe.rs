@@ -234,7 +234,7 @@ pub enum Asked {
     },
     /// A use of an item of `list`: `prompts/get` of a name (prompts), `resources/read` of a URI
     /// (resources); `key` is `None` when it names none or one over
-    /// [`super::catalog_lists::MAX_KEY_BYTES`] (not judged).
+    /// [`MAX_KEY_BYTES`] (not judged).
     Use {
         list: List,
         key: Option<String>,
@@ -273,7 +273,7 @@ impl Asked {
                 let key = params
                     .and_then(|p| p.get(field))
                     .and_then(Value::as_str)
-                    .filter(|k| k.len() <= super::catalog_lists::MAX_KEY_BYTES)
+                    .filter(|k| k.len() <= MAX_KEY_BYTES)
                     .map(str::to_string);
                 Asked::Use { list, key }
             }
@@ -331,6 +331,9 @@ pub fn client_name<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a st
     })?;
     info.get("name").and_then(Value::as_str)
 }
+
+/// Longest prompt name or resource URI a request may name and still be judged.
+pub const MAX_KEY_BYTES: usize = 4096;
 
 /// A stable 64-bit digest of a cursor (the session keeps this, not the cursor).
 pub fn cursor_digest(cursor: &str) -> u64 {

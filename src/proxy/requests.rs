@@ -256,14 +256,7 @@ impl Shared {
         item: String,
         at: Instant,
     ) {
-        let Some(me) = self.me.upgrade() else {
-            return;
-        };
-        let Ok(permit) = self.judging.clone().try_acquire_owned() else {
-            return;
-        };
-        tokio::spawn(async move {
-            let _permit = permit;
+        self.off_path(move |me| async move {
             let stale = me
                 .catalog
                 .judge_list(list, &item, at, std::time::Duration::from_secs(5))
@@ -277,6 +270,25 @@ impl Shared {
             if let Some(s) = me.sessions.lock().expect("sessions lock").get_mut(&session) {
                 s.other_lists.stale(list);
             }
+        });
+    }
+
+    /// Run a judgement off the request path, within the judging permits: none free (a flood of
+    /// calls), and the call goes unjudged rather than queued.
+    fn off_path<F, Fut>(self: &Shared, judge: F)
+    where
+        F: FnOnce(Arc<Shared>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        let Ok(permit) = self.judging.clone().try_acquire_owned() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let _permit = permit;
+            judge(me).await;
         });
     }
 
@@ -296,14 +308,7 @@ impl Shared {
         arguments: Value,
         at: Instant,
     ) {
-        let Some(me) = self.me.upgrade() else {
-            return;
-        };
-        let Ok(permit) = self.judging.clone().try_acquire_owned() else {
-            return;
-        };
-        tokio::spawn(async move {
-            let _permit = permit;
+        self.off_path(move |me| async move {
             use super::upstream_tools::Verdict;
             let verdict = me
                 .catalog

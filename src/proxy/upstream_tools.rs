@@ -567,7 +567,8 @@ impl Catalog {
                         Ok(_) => {
                             // The other lists are applied first: a use judged by this walk
                             // waits for the tools' `walked_at`, set last.
-                            let lists = super::catalog_lists::walk(client, LIMITS).await;
+                            let lists =
+                                super::catalog_lists::walk(client, LIMITS, REQUEST_TIMEOUT).await;
                             self.state
                                 .write()
                                 .expect("catalog lock")

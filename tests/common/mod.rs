@@ -84,6 +84,20 @@ pub async fn start_lab<N: Into<String>>(profiles: impl IntoIterator<Item = (N, B
         .expect("lab starts")
 }
 
+/// A lab serving `b` as profile `name`, and the probe on it with `adjust` applied to the target.
+pub async fn lab_and_probe(
+    name: &str,
+    b: Behaviour,
+    adjust: impl FnOnce(&mut TargetConfig),
+) -> (Lab, Harness) {
+    let lab = start_lab([(name, b)]).await;
+    let mut cfg = target(name, lab.url(name));
+    adjust(&mut cfg);
+    let mut h = Harness::new();
+    h.apply(vec![cfg]);
+    (lab, h)
+}
+
 /// A loopback port that was free a moment ago.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")

@@ -174,28 +174,14 @@ impl ListCells {
 mod tests {
     use mcp_client::listing::items::ItemSet;
     use mcp_client::listing::list::List;
-    use mcp_client::listing::walker::{Walk, WalkReport};
+    use mcp_client::listing::walker::WalkReport;
 
     fn listed(names: &[&str]) -> WalkReport {
         let mut items = ItemSet::new();
         for (i, n) in names.iter().enumerate() {
             items.insert((*n).into(), i as u64);
         }
-        let walk = Walk {
-            items,
-            pages: 1,
-            cache: None,
-            param_headers: Default::default(),
-        };
-        WalkReport {
-            result: Ok(walk),
-            requests: 1,
-            answered: 1,
-            duplicates: 0,
-            long_names: 0,
-            rejected: 0,
-            bytes: 0,
-        }
+        WalkReport::listed(items)
     }
 
     /// A declared list that lists nothing (fastmcp's default prompts and resources) has no

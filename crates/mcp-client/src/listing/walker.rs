@@ -213,6 +213,28 @@ pub struct WalkReport {
     pub bytes: usize,
 }
 
+impl WalkReport {
+    /// A complete walk of one page that listed `items`: what tests and benches record without
+    /// a server.
+    pub fn listed(items: ItemSet) -> WalkReport {
+        let walk = Walk {
+            items,
+            pages: 1,
+            cache: None,
+            param_headers: ParamHeaders::new(),
+        };
+        WalkReport {
+            result: Ok(walk),
+            requests: 1,
+            answered: 1,
+            duplicates: 0,
+            long_names: 0,
+            rejected: 0,
+            bytes: 0,
+        }
+    }
+}
+
 /// Walk the whole list.
 pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
     let list = pager.list();

@@ -25,8 +25,8 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::classify::{Class, Classification};
-use super::paths::Path;
+use super::findings::{Class, Classification};
+use super::paths::{Path, union};
 use crate::listing::list::List;
 
 /// Judge the field `key` (not the item's key, not `_meta`, not a text field every list has) of
@@ -134,7 +134,7 @@ fn arguments(out: &mut Classification, path: &Path, bv: Option<&Value>, av: Opti
 
 /// One argument listed before and after under the same name.
 fn argument(out: &mut Classification, path: &Path, b: &Map<String, Value>, a: &Map<String, Value>) {
-    for key in super::classify::union(b, a) {
+    for key in union(b, a) {
         let (bv, av) = (b.get(key), a.get(key));
         if bv == av || key == "name" {
             continue;

@@ -34,6 +34,7 @@
 //! guessed.
 
 pub mod classify;
+mod findings;
 mod lists;
 pub mod paths;
 pub mod pins;

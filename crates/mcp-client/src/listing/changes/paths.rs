@@ -6,7 +6,15 @@
 //! (a byte cap, control and bidi characters escaped) when it is rendered, so a finding costs at
 //! most a few hundred bytes whatever the server sent.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+/// The keys a comparison of two objects descends into: each key of both once, in the order of
+/// `b` then the new ones of `a`.
+pub(super) fn union<'a>(b: &'a Map<String, Value>, a: &'a Map<String, Value>) -> Vec<&'a str> {
+    let mut keys: Vec<&str> = b.keys().map(String::as_str).collect();
+    keys.extend(a.keys().map(String::as_str).filter(|k| !b.contains_key(*k)));
+    keys
+}
 
 /// Longest path kept, in bytes.
 pub const MAX_PATH_BYTES: usize = 200;
