@@ -8,7 +8,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use super::answer::{ContentKind, check_status, content_kind, drain, json_answer};
-use super::headers::{MCP_SESSION_ID, SessionHeaders, session_id_is_visible_ascii};
+use super::headers::{MCP_SESSION_ID, SessionHeaders, owned_value, session_id_is_visible_ascii};
 use super::sse_answer::Resume;
 use super::{HttpTransport, Limits};
 use crate::mcp::error::{McpError, Reason};
@@ -63,7 +63,7 @@ impl HttpTransport {
             })
             .await?;
         check_status(resp.status(), session.session_id.is_some())?;
-        let new_session_id = resp.headers().get(MCP_SESSION_ID).cloned();
+        let new_session_id = resp.headers().get(MCP_SESSION_ID).map(owned_value);
         let Some(sent) = expect_id else {
             // Body (if any) of an accepted notification is irrelevant; drain a bounded amount so
             // the connection can be reused.
