@@ -6,7 +6,7 @@
 //! Fingerprints are truncated to 53 bits so a list fingerprint is exact as a Prometheus float
 //! gauge.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -120,22 +120,44 @@ pub fn kept_name(name: &str) -> (Box<str>, bool) {
     }
 }
 
-/// What a connection keeps of one tool: its definition fingerprint and whether the definition
-/// is hinted read-only (see [`read_only_hinted`]; covered by the fingerprint).
+/// What a connection keeps of one item: its definition fingerprint (53 bits) and, in the top
+/// bit, whether the definition is hinted read-only (see [`read_only_hinted`]; covered by the
+/// fingerprint). One word, so an item costs its key's pointer and this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Kept {
-    fingerprint: u64,
-    read_only: bool,
+struct Kept(u64);
+
+impl Kept {
+    const READ_ONLY: u64 = 1 << 63;
+
+    fn new(fingerprint: u64, read_only: bool) -> Self {
+        Kept(fingerprint & FINGERPRINT_MASK | if read_only { Self::READ_ONLY } else { 0 })
+    }
+
+    fn fingerprint(self) -> u64 {
+        self.0 & FINGERPRINT_MASK
+    }
+
+    fn read_only(self) -> bool {
+        self.0 & Self::READ_ONLY != 0
+    }
 }
 
-/// Heap bytes one kept tool costs beyond its name: the B-tree slot (key and value) and the
-/// name's allocation header, rounded up. Used to account what a connection holds.
+/// Heap bytes one kept item costs beyond its key's text: its slot and the key's allocation
+/// header, rounded up (keys are shared across targets, so this over-counts). Used to account
+/// what a connection holds.
 pub const BYTES_PER_ITEM: usize = 64;
 
-/// A tool list as name → definition fingerprint, plus which tools are hinted read-only.
+/// A list as key → definition fingerprint, plus which tools are hinted read-only.
+///
+/// Kept as a vector sorted by key, not a tree: a connection keeps one or two of these per list
+/// for as long as it runs, and a tree's nodes and a box per key cost about three times the
+/// 24 bytes an item needs here. Keys are interned ([`super::interner::keys`]), so targets that
+/// list the same items (replicas of one server) share their text. Inserting in key order is a
+/// push; out of order it moves the larger keys, bounded by the walker's caps (at most
+/// [`super::walker::MAX_ITEMS_PER_WALK`] items, fewer within the byte budget).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ItemSet {
-    tools: BTreeMap<Box<str>, Kept>,
+    items: Vec<(Arc<str>, Kept)>,
 }
 
 impl ItemSet {
@@ -143,7 +165,7 @@ impl ItemSet {
         Self::default()
     }
 
-    /// Insert a tool; returns false when the name was already present (a duplicate).
+    /// Insert an item; returns false when the key was already present (a duplicate).
     /// The first definition seen wins, as a client that de-duplicates by name would keep it.
     pub fn insert(&mut self, name: Box<str>, fingerprint: u64) -> bool {
         self.insert_tool(name, fingerprint, false)
@@ -151,58 +173,77 @@ impl ItemSet {
 
     /// [`ItemSet::insert`], recording whether the definition is hinted read-only.
     pub fn insert_tool(&mut self, name: Box<str>, fingerprint: u64, read_only: bool) -> bool {
-        match self.tools.entry(name) {
-            std::collections::btree_map::Entry::Occupied(_) => false,
-            std::collections::btree_map::Entry::Vacant(v) => {
-                v.insert(Kept {
-                    fingerprint,
-                    read_only,
-                });
-                true
-            }
-        }
+        let at = match self.items.last() {
+            // Listed in key order, as most servers list: a push.
+            Some((last, _)) if **last < *name => self.items.len(),
+            None => 0,
+            _ => match self.position(&name) {
+                Ok(_) => return false,
+                Err(at) => at,
+            },
+        };
+        let key = super::interner::keys().intern(&name);
+        self.items
+            .insert(at, (key, Kept::new(fingerprint, read_only)));
+        true
     }
 
-    /// Heap bytes this set holds: names plus [`BYTES_PER_ITEM`] each. Bounded by the walker's
-    /// caps (tools per walk, name length), so it bounds what one connection keeps.
+    /// Give back the spare capacity of the walk's growth: a finished listing is kept as is.
+    pub fn shrink_to_fit(&mut self) {
+        self.items.shrink_to_fit();
+    }
+
+    fn position(&self, name: &str) -> Result<usize, usize> {
+        self.items.binary_search_by(|(k, _)| (**k).cmp(name))
+    }
+
+    fn get(&self, name: &str) -> Option<Kept> {
+        self.position(name).ok().map(|i| self.items[i].1)
+    }
+
+    /// Heap bytes this set holds: keys plus [`BYTES_PER_ITEM`] each. Bounded by the walker's
+    /// caps (items per walk, name length), so it bounds what one connection keeps.
     pub fn heap_bytes(&self) -> usize {
-        self.tools.keys().map(|n| n.len() + BYTES_PER_ITEM).sum()
+        self.items
+            .iter()
+            .map(|(n, _)| n.len() + BYTES_PER_ITEM)
+            .sum()
     }
 
     pub fn len(&self) -> usize {
-        self.tools.len()
+        self.items.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+        self.items.is_empty()
     }
 
     pub fn contains(&self, name: &str) -> bool {
-        self.tools.contains_key(name)
+        self.position(name).is_ok()
     }
 
     /// Whether `name` is listed and hinted read-only (see [`read_only_hinted`]).
     pub fn is_read_only(&self, name: &str) -> bool {
-        self.tools.get(name).is_some_and(|k| k.read_only)
+        self.get(name).is_some_and(Kept::read_only)
     }
 
     /// The definition fingerprint of `name`, when listed.
     pub fn fingerprint_of(&self, name: &str) -> Option<u64> {
-        self.tools.get(name).map(|k| k.fingerprint)
+        self.get(name).map(Kept::fingerprint)
     }
 
     /// Names with their definition fingerprints, in name order.
     pub fn entries(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.tools.iter().map(|(n, k)| (&**n, k.fingerprint))
+        self.items.iter().map(|(n, k)| (&**n, k.fingerprint()))
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.tools.keys().map(|n| &**n)
+        self.items.iter().map(|(n, _)| &**n)
     }
 
     /// The list fingerprint: a hash over the sorted tool fingerprints (each covers its name).
     pub fn fingerprint(&self) -> u64 {
-        let mut fps: Vec<u64> = self.tools.values().map(|k| k.fingerprint).collect();
+        let mut fps: Vec<u64> = self.items.iter().map(|(_, k)| k.fingerprint()).collect();
         fps.sort_unstable();
         let mut hasher = Sha256::new();
         for fp in fps {
@@ -214,17 +255,17 @@ impl ItemSet {
     /// How `cache` differs from `server`.
     pub fn diff(server: &ItemSet, cache: &ItemSet) -> Drift {
         let mut drift = Drift::default();
-        for (name, kept) in &server.tools {
-            match cache.tools.get(name) {
+        for (name, kept) in &server.items {
+            match cache.get(name) {
                 None => drift.missing.push(name.to_string()),
-                Some(c) if c.fingerprint != kept.fingerprint => {
+                Some(c) if c.fingerprint() != kept.fingerprint() => {
                     drift.changed.push(name.to_string())
                 }
                 Some(_) => {}
             }
         }
-        for name in cache.tools.keys() {
-            if !server.tools.contains_key(name) {
+        for (name, _) in &cache.items {
+            if server.get(name).is_none() {
                 drift.extra.push(name.to_string());
             }
         }
@@ -296,6 +337,41 @@ mod tests {
         let mut t = ItemSet::new();
         t.insert("a".into(), 1);
         assert!(ItemSet::diff(&s, &t).is_empty());
+    }
+
+    #[test]
+    fn items_are_kept_in_key_order_whatever_order_they_are_listed_in() {
+        let mut s = ItemSet::new();
+        for (name, fp, ro) in [
+            ("m", 3, false),
+            ("z", 5, true),
+            ("a", 1, true),
+            ("k", 2, false),
+        ] {
+            assert!(s.insert_tool(name.into(), fp, ro));
+        }
+        assert!(
+            !s.insert_tool("k".into(), 9, true),
+            "a duplicate out of order"
+        );
+        s.shrink_to_fit();
+        let entries: Vec<_> = s.entries().collect();
+        assert_eq!(entries, [("a", 1), ("k", 2), ("m", 3), ("z", 5)]);
+        assert!(s.is_read_only("a") && s.is_read_only("z"));
+        assert!(!s.is_read_only("k") && !s.is_read_only("m") && !s.is_read_only("b"));
+        assert_eq!(s.fingerprint_of("m"), Some(3));
+        assert_eq!(s.fingerprint_of("b"), None);
+        // The read-only mark is not part of the fingerprint a set reports.
+        assert_eq!(s.fingerprint_of("z"), Some(5));
+    }
+
+    #[test]
+    fn equal_keys_share_one_text_across_sets() {
+        let mut a = ItemSet::new();
+        let mut b = ItemSet::new();
+        a.insert("search_v2".into(), 1);
+        b.insert("search_v2".into(), 2);
+        assert!(std::ptr::eq(a.items[0].0.as_ptr(), b.items[0].0.as_ptr()));
     }
 
     #[test]

@@ -311,6 +311,7 @@ pub async fn walk<P: Pager>(pager: &mut P, limits: WalkLimits) -> WalkReport {
         match parsed.next_cursor {
             None => {
                 let pages = report.requests;
+                items.shrink_to_fit();
                 let walk = Walk {
                     items,
                     pages,
