@@ -39,7 +39,7 @@ static ALLOCATOR: Counting = Counting;
 
 /// What a connection may keep of one complete listing (one `ItemSet`) under the default
 /// budget; a connection holds at most two (its cache and the server's last listing).
-const KEPT_BOUND: isize = 448 * 1024;
+const KEPT_BOUND: isize = 320 * 1024;
 /// What one walk may have allocated at its peak, pages included.
 const PEAK_BOUND: isize = 1024 * 1024;
 

@@ -1,5 +1,4 @@
-//! One copy of each text across the process: what targets share of item definitions and of
-//! the items' keys.
+//! One copy of each text across the process: what targets share of tool definitions.
 //!
 //! Targets behind one deployment (replicas, shards, one server probed under several names) list
 //! the same definitions, and each target keeps the definitions it lists to classify changes
@@ -67,13 +66,6 @@ impl Default for Interner {
 pub fn definitions() -> &'static Interner {
     static DEFINITIONS: LazyLock<Interner> = LazyLock::new(Interner::new);
     &DEFINITIONS
-}
-
-/// The process's table of list keys (tool and prompt names, resource URIs), shared by every
-/// connection's [`super::items::ItemSet`]s.
-pub fn keys() -> &'static Interner {
-    static KEYS: LazyLock<Interner> = LazyLock::new(Interner::new);
-    &KEYS
 }
 
 impl Interner {

@@ -6,8 +6,6 @@
 //! Fingerprints are truncated to 53 bits so a list fingerprint is exact as a Prometheus float
 //! gauge.
 
-use std::sync::Arc;
-
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -120,45 +118,61 @@ pub fn kept_name(name: &str) -> (Box<str>, bool) {
     }
 }
 
-/// What a connection keeps of one item: its definition fingerprint (53 bits) and, in the top
-/// bit, whether the definition is hinted read-only (see [`read_only_hinted`]; covered by the
-/// fingerprint). One word, so an item costs its key's pointer and this.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Kept(u64);
+/// What a connection keeps of one item: where its key is in the set's text, its definition
+/// fingerprint (53 bits) and, in the top bit, whether the definition is hinted read-only (see
+/// [`read_only_hinted`]; covered by the fingerprint). 16 bytes.
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    start: u32,
+    len: u32,
+    kept: u64,
+}
+
+const READ_ONLY: u64 = 1 << 63;
 
 impl Kept {
-    const READ_ONLY: u64 = 1 << 63;
-
-    fn new(fingerprint: u64, read_only: bool) -> Self {
-        Kept(fingerprint & FINGERPRINT_MASK | if read_only { Self::READ_ONLY } else { 0 })
-    }
-
     fn fingerprint(self) -> u64 {
-        self.0 & FINGERPRINT_MASK
+        self.kept & FINGERPRINT_MASK
     }
 
     fn read_only(self) -> bool {
-        self.0 & Self::READ_ONLY != 0
+        self.kept & READ_ONLY != 0
     }
 }
 
-/// Heap bytes one kept item costs beyond its key's text: its slot and the key's allocation
-/// header, rounded up (keys are shared across targets, so this over-counts). Used to account
-/// what a connection holds.
+/// Heap bytes one kept item costs beyond its key's text, rounded up: what is charged against
+/// the listing budget, so that many one-letter items cannot slip past it.
 pub const BYTES_PER_ITEM: usize = 64;
 
 /// A list as key → definition fingerprint, plus which tools are hinted read-only.
 ///
-/// Kept as a vector sorted by key, not a tree: a connection keeps one or two of these per list
-/// for as long as it runs, and a tree's nodes and a box per key cost about three times the
-/// 24 bytes an item needs here. Keys are interned ([`super::interner::keys`]), so targets that
-/// list the same items (replicas of one server) share their text. Inserting in key order is a
-/// push; out of order it moves the larger keys, bounded by the walker's caps (at most
-/// [`super::walker::MAX_ITEMS_PER_WALK`] items, fewer within the byte budget).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Kept as the keys' text in one string and a vector of 16-byte slots sorted by key, not as a
+/// tree with a box per key: a connection keeps one or two of these per list for as long as it
+/// runs, and a tree's nodes and the boxes cost about four times what an item needs here (two
+/// allocations a set, whatever its length). Inserting in key order, as most servers list, is a
+/// push; out of order it moves the slots of larger keys, bounded by the walker's caps (at most
+/// [`super::walker::MAX_ITEMS_PER_WALK`] items, fewer within the byte budget). The text grows
+/// by each key inserted, duplicates excepted; a set holds at most 4 GiB of keys (the budget
+/// is at most 64 MiB).
+#[derive(Debug, Clone, Default)]
 pub struct ItemSet {
-    items: Vec<(Arc<str>, Kept)>,
+    text: String,
+    slots: Vec<Kept>,
 }
+
+impl PartialEq for ItemSet {
+    /// The same keys with the same definitions (and hints), whatever order they were listed in.
+    fn eq(&self, other: &Self) -> bool {
+        self.slots.len() == other.slots.len()
+            && self
+                .slots
+                .iter()
+                .zip(&other.slots)
+                .all(|(a, b)| a.kept == b.kept && self.key(*a) == other.key(*b))
+    }
+}
+
+impl Eq for ItemSet {}
 
 impl ItemSet {
     pub fn new() -> Self {
@@ -173,49 +187,58 @@ impl ItemSet {
 
     /// [`ItemSet::insert`], recording whether the definition is hinted read-only.
     pub fn insert_tool(&mut self, name: Box<str>, fingerprint: u64, read_only: bool) -> bool {
-        let at = match self.items.last() {
-            // Listed in key order, as most servers list: a push.
-            Some((last, _)) if **last < *name => self.items.len(),
+        let at = match self.slots.last() {
+            Some(last) if self.key(*last) < &*name => self.slots.len(),
             None => 0,
             _ => match self.position(&name) {
                 Ok(_) => return false,
                 Err(at) => at,
             },
         };
-        let key = super::interner::keys().intern(&name);
-        self.items
-            .insert(at, (key, Kept::new(fingerprint, read_only)));
+        let (Ok(start), Ok(len)) = (u32::try_from(self.text.len()), u32::try_from(name.len()))
+        else {
+            return false;
+        };
+        if start.checked_add(len).is_none() {
+            return false;
+        }
+        self.text.push_str(&name);
+        let kept = fingerprint & FINGERPRINT_MASK | if read_only { READ_ONLY } else { 0 };
+        self.slots.insert(at, Kept { start, len, kept });
         true
     }
 
     /// Give back the spare capacity of the walk's growth: a finished listing is kept as is.
     pub fn shrink_to_fit(&mut self) {
-        self.items.shrink_to_fit();
+        self.text.shrink_to_fit();
+        self.slots.shrink_to_fit();
+    }
+
+    fn key(&self, slot: Kept) -> &str {
+        &self.text[slot.start as usize..(slot.start + slot.len) as usize]
     }
 
     fn position(&self, name: &str) -> Result<usize, usize> {
-        self.items.binary_search_by(|(k, _)| (**k).cmp(name))
+        self.slots.binary_search_by(|s| self.key(*s).cmp(name))
     }
 
     fn get(&self, name: &str) -> Option<Kept> {
-        self.position(name).ok().map(|i| self.items[i].1)
+        self.position(name).ok().map(|i| self.slots[i])
     }
 
-    /// Heap bytes this set holds: keys plus [`BYTES_PER_ITEM`] each. Bounded by the walker's
-    /// caps (items per walk, name length), so it bounds what one connection keeps.
+    /// Heap bytes this set is charged: keys plus [`BYTES_PER_ITEM`] each (more than it holds).
+    /// Bounded by the walker's caps (items per walk, name length), so it bounds what one
+    /// connection keeps.
     pub fn heap_bytes(&self) -> usize {
-        self.items
-            .iter()
-            .map(|(n, _)| n.len() + BYTES_PER_ITEM)
-            .sum()
+        self.text.len() + self.slots.len() * BYTES_PER_ITEM
     }
 
     pub fn len(&self) -> usize {
-        self.items.len()
+        self.slots.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
+        self.slots.is_empty()
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -234,16 +257,16 @@ impl ItemSet {
 
     /// Names with their definition fingerprints, in name order.
     pub fn entries(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.items.iter().map(|(n, k)| (&**n, k.fingerprint()))
+        self.slots.iter().map(|s| (self.key(*s), s.fingerprint()))
     }
 
     pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.items.iter().map(|(n, _)| &**n)
+        self.slots.iter().map(|s| self.key(*s))
     }
 
     /// The list fingerprint: a hash over the sorted tool fingerprints (each covers its name).
     pub fn fingerprint(&self) -> u64 {
-        let mut fps: Vec<u64> = self.items.iter().map(|(_, k)| k.fingerprint()).collect();
+        let mut fps: Vec<u64> = self.slots.iter().map(|s| s.fingerprint()).collect();
         fps.sort_unstable();
         let mut hasher = Sha256::new();
         for fp in fps {
@@ -255,17 +278,15 @@ impl ItemSet {
     /// How `cache` differs from `server`.
     pub fn diff(server: &ItemSet, cache: &ItemSet) -> Drift {
         let mut drift = Drift::default();
-        for (name, kept) in &server.items {
-            match cache.get(name) {
+        for (name, fingerprint) in server.entries() {
+            match cache.fingerprint_of(name) {
                 None => drift.missing.push(name.to_string()),
-                Some(c) if c.fingerprint() != kept.fingerprint() => {
-                    drift.changed.push(name.to_string())
-                }
+                Some(c) if c != fingerprint => drift.changed.push(name.to_string()),
                 Some(_) => {}
             }
         }
-        for (name, _) in &cache.items {
-            if server.get(name).is_none() {
+        for name in cache.names() {
+            if !server.contains(name) {
                 drift.extra.push(name.to_string());
             }
         }
@@ -366,12 +387,23 @@ mod tests {
     }
 
     #[test]
-    fn equal_keys_share_one_text_across_sets() {
+    fn sets_are_equal_whatever_order_their_items_were_listed_in() {
         let mut a = ItemSet::new();
         let mut b = ItemSet::new();
-        a.insert("search_v2".into(), 1);
-        b.insert("search_v2".into(), 2);
-        assert!(std::ptr::eq(a.items[0].0.as_ptr(), b.items[0].0.as_ptr()));
+        for (name, fp) in [("x", 1), ("b", 2), ("m", 3)] {
+            a.insert(name.into(), fp);
+        }
+        for (name, fp) in [("b", 2), ("m", 3), ("x", 1)] {
+            b.insert(name.into(), fp);
+        }
+        assert_eq!(a, b);
+        b.insert("c".into(), 4);
+        assert_ne!(a, b);
+        let mut c = ItemSet::new();
+        c.insert_tool("b".into(), 2, true);
+        c.insert("m".into(), 3);
+        c.insert("x".into(), 1);
+        assert_ne!(a, c, "a read-only hint differs");
     }
 
     #[test]
