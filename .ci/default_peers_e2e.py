@@ -286,30 +286,7 @@ def survey_peer(name: str, port: int) -> dict:
 
 def survey(args: argparse.Namespace, work: Path) -> dict[str, dict]:
     """Every peer surveyed at once on instances of its own, which are stopped afterwards."""
-    ports = start_peers(args, "-survey", work)
-    facts: dict[str, dict] = {}
-    errors: dict[str, str] = {}
-
-    def one(name: str) -> None:
-        try:
-            t = time.monotonic()
-            facts[name] = survey_peer(name, ports[name])
-            facts[name]["survey took (s)"] = round(time.monotonic() - t, 1)
-        except Exception as exc:  # noqa: BLE001 - reported below with the peer's name
-            errors[name] = f"{type(exc).__name__}: {exc}"
-
-    threads = [threading.Thread(target=one, args=(n,)) for n in ports]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    e2e.stop_all("-survey")
-    if errors or len(facts) != len(ports):
-        raise Failure("survey failed: " + ("; ".join(f"{n}: {e}" for n, e in errors.items()) or "a survey hung"))
-    for name in ports:
-        log(f"wire {name}: " + "; ".join(f"{k}: {json.dumps(v)}" for k, v in facts[name].items()))
-    (work / "wire_facts.json").write_text(json.dumps(facts, indent=1))
-    return facts
+    return e2e.survey_all(start_peers(args, "-survey", work), survey_peer, work)
 
 
 def declares(tools_cap) -> bool:

@@ -74,7 +74,6 @@ import concurrent.futures
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -256,29 +255,9 @@ def survey_instance(name: str, port: int) -> dict:
 
 
 def survey(args, work: Path) -> dict[str, dict]:
-    names = list(INSTANCES)
-    ports = start_instances(names, "-survey", args.node, args.node_path, work)
-    facts: dict[str, dict] = {}
-    errors: dict[str, str] = {}
-
-    def one(name: str) -> None:
-        try:
-            facts[name] = survey_instance(name, ports[name])
-        except Exception as exc:  # noqa: BLE001 - reported below with the peer's name
-            errors[name] = f"{type(exc).__name__}: {exc}"
-
-    threads = [threading.Thread(target=one, args=(n,)) for n in names]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    e2e.stop_all("-survey")
-    if errors or len(facts) != len(names):
-        raise Failure("survey failed: " + ("; ".join(f"{n}: {e}" for n, e in errors.items()) or "a survey hung"))
-    for name in names:
-        log(f"wire {name}: " + "; ".join(f"{k}: {json.dumps(v)}" for k, v in facts[name].items()))
-    (work / "wire_facts.json").write_text(json.dumps(facts, indent=1))
-    return facts
+    """Every instance surveyed at once on instances of its own, which are stopped afterwards."""
+    return e2e.survey_all(start_instances(list(INSTANCES), "-survey", args.node, args.node_path, work),
+                          survey_instance, work)
 
 
 def lc(cap) -> bool:
@@ -723,26 +702,6 @@ def check_pins(bin_: str, work: Path, url: dict, files: dict[str, Path]) -> None
 # ---------------------------------------------------------------------------------------- proxy
 
 
-def proxy_poll(what: str, seconds: float, base: str, check) -> Snapshot:
-    """wait_until for the proxy phase: a client that exits (they do, when done) is no failure."""
-    deadline = time.monotonic() + seconds
-    problems = ["never polled"]
-    while time.monotonic() < deadline:
-        for name, proc, _path in e2e.CHILDREN:
-            if proc.poll() is not None and not name.startswith("pxclient-"):
-                raise Failure(f"{name} exited with {proc.returncode} while waiting for: {what}")
-        try:
-            snap = Snapshot(base)
-            problems = check(snap)
-            if not problems:
-                log(f"OK: {what}")
-                return snap
-        except (OSError, ValueError) as exc:
-            problems = [f"exporter not answering: {exc}"]
-        time.sleep(0.3)
-    raise Failure(f"within {seconds:.0f} s, not {what}:\n  " + "\n  ".join(problems[:40]))
-
-
 # client label -> (mode, era) for each proxy; the modern one only in front of the dual-era peer
 PROXY_CLIENTS = {"px_py": {"cached": ("cached", "legacy"), "relist": ("relist", "legacy"),
                            "cached-modern": ("cached", "modern")},
@@ -764,8 +723,8 @@ def proxy_stale_calls(args, work: Path, base: str, url: dict, ports: dict, proxy
                     bad.append(f"{p}: mcp_proxy_upstream_list_items{{list={l}}} = {got}, want {n}")
         return bad
 
-    proxy_poll("each proxy's catalog walked its upstream (3 prompts, 3 resources, 1 template)", 30, base,
-               lambda s: catalog(s, BEFORE))
+    wait_until("each proxy's catalog walked its upstream (3 prompts, 3 resources, 1 template)", 30, base,
+               lambda s: catalog(s, BEFORE), may_exit=("pxclient-",))
     clients: dict[tuple[str, str], tuple[subprocess.Popen, Path, Path]] = {}
     for p, modes in PROXY_CLIENTS.items():
         for name, (mode, era) in modes.items():
@@ -805,8 +764,8 @@ def proxy_stale_calls(args, work: Path, base: str, url: dict, ports: dict, proxy
         log(f"{peer} (behind {p}): removed, {'announced' if announce else 'silently'}: {remove(ports[peer], announce)}")
     # The catalog must know the removal before it can call a use stale: a passing list_changed
     # (px_py) or its interval (px_ts1, silent).
-    proxy_poll(f"each proxy's catalog has the removal (2 prompts, 2 resources, 1 template; interval {CATALOG_S} s)",
-               CATALOG_S + 15, base, lambda s: catalog(s, AFTER))
+    wait_until(f"each proxy's catalog has the removal (2 prompts, 2 resources, 1 template; interval {CATALOG_S} s)",
+               CATALOG_S + 15, base, lambda s: catalog(s, AFTER), may_exit=("pxclient-",))
     relist = [k for k in keys if PROXY_CLIENTS[k[0]][k[1]][0] == "relist"]
     cached = [k for k in keys if k not in relist]
     for k in relist:
@@ -839,9 +798,9 @@ def proxy_stale_calls(args, work: Path, base: str, url: dict, ports: dict, proxy
                 bad.append(f"{p}: mcp_proxy_stale_list_calls_total{{client={name}}} = {got} for a client that re-listed")
         return bad
 
-    s = proxy_poll("proxy: the cached clients' prompts/get and resources/read of the removed items counted as stale "
+    s = wait_until("proxy: the cached clients' prompts/get and resources/read of the removed items counted as stale "
                    "calls (list=prompts, list=resources), per proxy and client; the re-listing clients not", 10, base,
-                   stale_counted)
+                   stale_counted, may_exit=("pxclient-",))
     log("  " + "; ".join(f"{p}/{n}: " + ", ".join(
         f"{l}={s.value('mcp_proxy_stale_list_calls_total', proxy=p, client=n, list=l) or 0:.0f}"
         for l in ("prompts", "resources")) for p, n in keys))

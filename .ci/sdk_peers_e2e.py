@@ -31,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -158,13 +159,15 @@ class Snapshot:
         raise Failure(f"/status.json has no target {name}")
 
 
-def wait_until(what: str, seconds: float, base: str, check) -> Snapshot:
-    """Poll until check(snapshot) returns an empty list of problems; fail with the last ones."""
+def wait_until(what: str, seconds: float, base: str, check, may_exit: tuple[str, ...] = ()) -> Snapshot:
+    """Poll until check(snapshot) returns an empty list of problems; fail with the last ones, or
+    at once when a child exits (but those whose names start with one of `may_exit`: clients
+    that exit when done)."""
     deadline = time.monotonic() + seconds
     problems = ["never polled"]
     while time.monotonic() < deadline:
         for name, proc, _path in CHILDREN:
-            if proc.poll() is not None:
+            if proc.poll() is not None and not name.startswith(may_exit):
                 raise Failure(f"{name} exited with {proc.returncode} while waiting for: {what}")
         try:
             snap = Snapshot(base)
@@ -179,6 +182,35 @@ def wait_until(what: str, seconds: float, base: str, check) -> Snapshot:
             problems = [str(exc)]
         time.sleep(0.5)
     raise Failure(f"within {seconds:.0f} s, not {what}:\n  " + "\n  ".join(problems[:40]))
+
+
+def survey_all(ports: dict[str, int], survey_one, work: Path, suffix: str = "-survey") -> dict[str, dict]:
+    """Every peer surveyed at once, survey_one(name, port) on its own instance, each bounded to
+    60 s; the instances (started with `suffix`) are stopped afterwards. The facts are logged and
+    written to work/wire_facts.json; a peer that fails or hangs fails the survey, named."""
+    facts: dict[str, dict] = {}
+    errors: dict[str, str] = {}
+
+    def one(name: str) -> None:
+        try:
+            t = time.monotonic()
+            facts[name] = survey_one(name, ports[name])
+            facts[name]["survey took (s)"] = round(time.monotonic() - t, 1)
+        except Exception as exc:  # noqa: BLE001 - reported below with the peer's name
+            errors[name] = f"{type(exc).__name__}: {exc}"
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in ports]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    stop_all(suffix)
+    if errors or len(facts) != len(ports):
+        raise Failure("survey failed: " + ("; ".join(f"{n}: {e}" for n, e in errors.items()) or "a survey hung"))
+    for name in ports:
+        log(f"wire {name}: " + "; ".join(f"{k}: {json.dumps(v)}" for k, v in facts[name].items()))
+    (work / "wire_facts.json").write_text(json.dumps(facts, indent=1))
+    return facts
 
 
 def arguments() -> argparse.Namespace:
