@@ -256,18 +256,49 @@ struct Listings {
 /// Which listing holds a kept definition, the strongest of all the target's connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Held {
-    Unlisted,
-    Previous,
-    Current,
+    Unlisted = 0,
+    Previous = 1,
+    Current = 2,
 }
 
 #[derive(Debug)]
 struct Kept {
     /// Compact JSON without `_meta` (what the fingerprint covers), shared across targets.
     json: Arc<str>,
+    /// The clock when a walk last read it, shifted left two bits, and which listing holds it in
+    /// those two: one word, so a map slot is 32 bytes, not 40 (a target's map of a few dozen
+    /// definitions is one of the largest things a connection keeps).
+    seen_held: u64,
+}
+
+impl Kept {
+    fn new(json: Arc<str>, seen: u64, held: Held) -> Self {
+        Kept {
+            json,
+            seen_held: (seen << 2) | held as u64,
+        }
+    }
+
     /// The clock when a walk last read it.
-    seen: u64,
-    held: Held,
+    fn seen(&self) -> u64 {
+        self.seen_held >> 2
+    }
+
+    fn held(&self) -> Held {
+        match self.seen_held & 3 {
+            0 => Held::Unlisted,
+            1 => Held::Previous,
+            _ => Held::Current,
+        }
+    }
+
+    fn set_seen(&mut self, seen: u64) {
+        self.seen_held = (seen << 2) | (self.seen_held & 3);
+    }
+
+    fn set_held(&mut self, held: Held) {
+        self.seen_held = (self.seen_held & !3) | held as u64;
+    }
 }
 
 /// Bytes a kept definition costs beyond its JSON: the map slot and the allocation.
@@ -321,13 +352,13 @@ impl Definitions {
         let seen = s.clock;
         if let Some(k) = s.map.get_mut(&fingerprint) {
             // Another connection's walk kept it meanwhile.
-            k.seen = seen;
+            k.set_seen(seen);
             return;
         }
         s.bytes += cost;
         s.unlisted += 1;
         let held = Held::Unlisted;
-        s.map.insert(fingerprint, Kept { json, seen, held });
+        s.map.insert(fingerprint, Kept::new(json, seen, held));
         if s.bytes > self.cap {
             s.make_room(self.cap, fingerprint);
         }
@@ -338,7 +369,10 @@ impl Definitions {
         let mut s = self.lock();
         s.clock += 1;
         let seen = s.clock;
-        s.map.get_mut(&fingerprint).map(|k| k.seen = seen).is_some()
+        s.map
+            .get_mut(&fingerprint)
+            .map(|k| k.set_seen(seen))
+            .is_some()
     }
 
     /// The store of a target whose connections each walk the lists in `lists`, each listing
@@ -423,13 +457,13 @@ impl Store {
     /// Mark each entry with the strongest listing that holds it.
     fn mark_held(&mut self) {
         for k in self.map.values_mut() {
-            k.held = Held::Unlisted;
+            k.set_held(Held::Unlisted);
         }
         for c in &self.connections {
             for (fps, held) in [(&c.previous, Held::Previous), (&c.current, Held::Current)] {
                 for fp in fps.iter() {
                     if let Some(k) = self.map.get_mut(fp) {
-                        k.held = k.held.max(held);
+                        k.set_held(k.held().max(held));
                     }
                 }
             }
@@ -437,7 +471,7 @@ impl Store {
         self.unlisted = self
             .map
             .values()
-            .filter(|k| k.held == Held::Unlisted)
+            .filter(|k| k.held() == Held::Unlisted)
             .count();
     }
 
@@ -446,7 +480,7 @@ impl Store {
         let mut freed = 0;
         let mut forgotten = 0;
         self.map.retain(|_, k| {
-            let keep = k.held != Held::Unlisted || k.seen >= read_before;
+            let keep = k.held() != Held::Unlisted || k.seen() >= read_before;
             if !keep {
                 freed += k.json.len() + ENTRY_OVERHEAD;
                 forgotten += 1;
@@ -463,8 +497,8 @@ impl Store {
     /// listing holds. `just_kept` goes only if the store is still over `cap` without the rest.
     fn make_room(&mut self, cap: usize, just_kept: u64) {
         let last_listed = self.last_listed;
-        let rank = |k: &Kept| match k.held {
-            Held::Unlisted if k.seen < last_listed => 0,
+        let rank = |k: &Kept| match k.held() {
+            Held::Unlisted if k.seen() < last_listed => 0,
             Held::Previous => 1,
             Held::Unlisted => 2,
             Held::Current => 3,
@@ -472,8 +506,8 @@ impl Store {
         let mut order: Vec<(u8, u64, u64)> = self
             .map
             .iter()
-            .filter(|(fp, k)| k.held != Held::Current && **fp != just_kept)
-            .map(|(fp, k)| (rank(k), k.seen, *fp))
+            .filter(|(fp, k)| k.held() != Held::Current && **fp != just_kept)
+            .map(|(fp, k)| (rank(k), k.seen(), *fp))
             .collect();
         order.sort_unstable();
         let target = cap / 4 * 3;
@@ -491,7 +525,7 @@ impl Store {
     fn forget(&mut self, fingerprint: u64) {
         if let Some(k) = self.map.remove(&fingerprint) {
             self.bytes -= k.json.len() + ENTRY_OVERHEAD;
-            if k.held == Held::Unlisted {
+            if k.held() == Held::Unlisted {
                 self.unlisted -= 1;
             }
         }
@@ -521,6 +555,18 @@ mod tests {
 
     fn kept(defs: &Definitions, t: &Value) -> bool {
         defs.get(definition_fingerprint(t)).is_some()
+    }
+
+    #[test]
+    fn a_kept_entry_packs_when_it_was_read_and_what_holds_it_in_one_word() {
+        let mut k = Kept::new(Arc::from("{}"), 5, Held::Previous);
+        assert_eq!((k.seen(), k.held()), (5, Held::Previous));
+        k.set_seen(u64::MAX >> 2);
+        k.set_held(Held::Current);
+        assert_eq!((k.seen(), k.held()), (u64::MAX >> 2, Held::Current));
+        k.set_held(Held::Unlisted);
+        assert_eq!((k.seen(), k.held()), (u64::MAX >> 2, Held::Unlisted));
+        assert_eq!(std::mem::size_of::<Kept>(), 24);
     }
 
     #[test]
