@@ -20,7 +20,7 @@
 //!
 //! One job per file: `model` is what is kept per connection and per probe, `board` holds it per
 //! target under locks and judges it as it changes, `record` is how a connection task writes into
-//! it, `history` bounds the timeline and the changes in bytes, `snapshot` is the consistent copy the page and the JSON are rendered from, `json` fits that
+//! it, `history` bounds the timeline and the changes in bytes, `stamp` is when something happened, `snapshot` is the consistent copy the page and the JSON are rendered from, `json` fits that
 //! copy under the byte cap, and [`verdict`] is the judgement itself. The bounds every file keeps
 //! to are here.
 
@@ -30,9 +30,8 @@ mod json;
 mod model;
 mod record;
 mod snapshot;
+mod stamp;
 pub mod verdict;
-
-use std::time::SystemTime;
 
 pub use board::{StatusBoard, TargetStatus};
 use mcp_client::text;
@@ -43,6 +42,7 @@ pub use model::{
 };
 pub use record::ConnStatusHandle;
 pub use snapshot::{Snapshot, TargetSnapshot};
+pub use stamp::Stamp;
 pub use verdict::Severity;
 
 /// Tool changes kept per connection (the newest); each shows at most
@@ -67,12 +67,8 @@ pub const MAX_LABEL: usize = 128;
 /// ones for any realistic fleet, and keeps a hostile server from making each reload megabytes.
 pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
 
-fn now() -> String {
-    stamp(SystemTime::now())
-}
-
-fn stamp(t: SystemTime) -> String {
-    humantime::format_rfc3339_millis(t).to_string()
+fn now() -> Stamp {
+    Stamp::now()
 }
 
 /// A server-supplied string as it is kept: at most `max` bytes, control and bidi characters

@@ -15,7 +15,7 @@ use std::time::SystemTime;
 
 use crate::probe::status::verdict::ago;
 use crate::probe::status::{
-    ConnStatus, ListStatus, MAX_RESPONSE_BYTES, ProbeStatus, Snapshot, TargetSnapshot,
+    ConnStatus, ListStatus, MAX_RESPONSE_BYTES, ProbeStatus, Snapshot, Stamp, TargetSnapshot,
 };
 
 /// Seconds between automatic reloads of the page.
@@ -94,7 +94,7 @@ fn or_else<'a>(
 }
 
 pub fn render(s: &Snapshot) -> String {
-    let now = humantime::parse_rfc3339(&s.generated_at).unwrap_or_else(|_| SystemTime::now());
+    let now = s.generated_at.time();
     let mut p = Page {
         h: String::with_capacity(16 * 1024),
         cut: false,
@@ -107,12 +107,12 @@ pub fn render(s: &Snapshot) -> String {
          worst targets first · \
          <a href=\"/metrics\">/metrics</a> · <a href=\"/status.json\">/status.json</a></p>\n",
         escape(s.version),
-        escape(&s.generated_at)
+        escape(&s.generated_at.to_string())
     ));
     let shown = summary(&mut p, s, now);
     let mut detailed = 0;
     for t in &s.targets {
-        if !target(&mut p, t, &s.generated_at, now) {
+        if !target(&mut p, t, s.generated_at, now) {
             break;
         }
         detailed += 1;
@@ -132,23 +132,24 @@ pub fn render(s: &Snapshot) -> String {
 }
 
 /// `22:04:13 UTC`, with the date when it is not the day of `generated_at`.
-fn clock(at: &str, generated_at: &str) -> String {
+fn clock(at: Stamp, generated_at: Stamp) -> String {
+    let (at, generated_at) = (at.to_string(), generated_at.to_string());
     match (at.get(..10), at.get(11..19)) {
         (Some(day), Some(time)) if generated_at.starts_with(day) => format!("{time} UTC"),
         (Some(day), Some(time)) => format!("{day} {time} UTC"),
-        _ => at.to_string(),
+        _ => at,
     }
 }
 
 /// `stale since 22:04:13 UTC` and `3 min ago`, escaped.
-fn since(t: &TargetSnapshot, generated_at: &str, now: SystemTime) -> (String, String) {
+fn since(t: &TargetSnapshot, generated_at: Stamp, now: SystemTime) -> (String, String) {
     (
         escape(&format!(
             "{} since {}",
             t.severity.words(),
-            clock(&t.since, generated_at)
+            clock(t.since, generated_at)
         )),
-        escape(&ago(&t.since, now)),
+        escape(&ago(t.since, now)),
     )
 }
 
@@ -183,7 +184,7 @@ fn summary(p: &mut Page, s: &Snapshot, now: SystemTime) -> usize {
     let rows = s
         .targets
         .iter()
-        .map(|t| summary_row(t, &s.generated_at, now));
+        .map(|t| summary_row(t, s.generated_at, now));
     let shown = p.table(
         "<h2>Targets</h2>\n<table id=\"summary\"><tr><th>Target</th><th>Status</th><th>Up</th>\
          <th>Ready</th><th>Cache</th><th>Cause</th><th>Since</th><th>Connections</th>\
@@ -197,7 +198,7 @@ fn summary(p: &mut Page, s: &Snapshot, now: SystemTime) -> usize {
     shown.unwrap_or(0).min(s.targets.len())
 }
 
-fn summary_row(t: &TargetSnapshot, generated_at: &str, now: SystemTime) -> String {
+fn summary_row(t: &TargetSnapshot, generated_at: Stamp, now: SystemTime) -> String {
     let states: Vec<String> = t
         .connections
         .iter()
@@ -221,8 +222,8 @@ fn summary_row(t: &TargetSnapshot, generated_at: &str, now: SystemTime) -> Strin
     };
     // The Status column names the severity; the Since column is its time.
     let (since, ago) = (
-        escape(&clock(&t.since, generated_at)),
-        escape(&ago(&t.since, now)),
+        escape(&clock(t.since, generated_at)),
+        escape(&ago(t.since, now)),
     );
     format!(
         "<tr class=\"target\"><td><a href=\"#target-{n}\">{n}</a></td><td>{}</td>{}{}{}\
@@ -249,7 +250,7 @@ fn causes_list(causes: &[String]) -> String {
 }
 
 /// One target's details; false when the page ran out of room.
-fn target(p: &mut Page, t: &TargetSnapshot, generated_at: &str, now: SystemTime) -> bool {
+fn target(p: &mut Page, t: &TargetSnapshot, generated_at: Stamp, now: SystemTime) -> bool {
     let (since, ago) = since(t, generated_at, now);
     let mut head = format!(
         "<h2 id=\"target-{n}\">{n} {}</h2>\n<p><b>{since}</b> <small>({ago})</small> · {} · {} · \
@@ -300,7 +301,7 @@ fn probes(p: &mut Page, probes: &[ProbeStatus]) {
             p.duration_seconds
                 .map(|d| format!("{:.0} ms", d * 1000.0))
                 .unwrap_or_default(),
-            escape(p.last_run_at.as_deref().unwrap_or("")),
+            escape(&p.last_run_at.map(|t| t.to_string()).unwrap_or_default()),
         )
     });
     p.table(
@@ -328,12 +329,12 @@ fn names(list: &[String], total: usize) -> String {
     out
 }
 
-fn connection(p: &mut Page, c: &ConnStatus, generated_at: &str, now: SystemTime) {
+fn connection(p: &mut Page, c: &ConnStatus, generated_at: Stamp, now: SystemTime) {
     let heading = format!(
         "<h3>Connection {} — {} <small>since {}</small></h3>\n",
         c.connection,
         c.state.as_str(),
-        escape(&c.state_since)
+        c.state_since
     );
     if !p.add(&heading) {
         return;
@@ -350,7 +351,7 @@ fn connection(p: &mut Page, c: &ConnStatus, generated_at: &str, now: SystemTime)
                     escape(&s.protocol_version),
                     escape(&s.server_name),
                     escape(&s.server_version),
-                    escape(&s.opened_at)
+                    s.opened_at
                 ),
             );
             row(
@@ -405,14 +406,14 @@ fn connection(p: &mut Page, c: &ConnStatus, generated_at: &str, now: SystemTime)
                 w.pages,
                 w.tools.unwrap_or(0),
                 w.duration_seconds * 1000.0,
-                escape(&w.finished_at)
+                w.finished_at
             ),
             Some(w) => format!(
                 "<span class=\"bad\">{} walk failed after {} request(s): {}</span> at {}",
                 w.trigger,
                 w.pages,
                 escape(w.error.as_deref().unwrap_or("")),
-                escape(&w.finished_at)
+                w.finished_at
             ),
         },
     );
@@ -427,16 +428,16 @@ fn connection(p: &mut Page, c: &ConnStatus, generated_at: &str, now: SystemTime)
     }
     row(
         "Cache",
-        match (&c.cache.tools, &c.cache.replaced_at) {
+        match (&c.cache.tools, c.cache.replaced_at) {
             (Some(n), Some(at)) => format!(
                 "{n} tools, replaced {} by a {} walk",
-                escape(at),
+                at,
                 c.cache.replaced_by.unwrap_or("?")
             ),
             _ => "empty (no refresh walk completed yet)".into(),
         },
     );
-    if let Some(at) = &c.stale_since {
+    if let Some(at) = c.stale_since {
         row(
             "Stale since",
             format!(
@@ -477,12 +478,12 @@ fn connection(p: &mut Page, c: &ConnStatus, generated_at: &str, now: SystemTime)
     }
     if !c.last_events.is_empty() {
         let mut latest: Vec<_> = c.last_events.values().collect();
-        latest.sort_by(|a, b| b.at.cmp(&a.at));
+        latest.sort_by_key(|e| std::cmp::Reverse(e.at));
         row(
             "Latest of each event",
             latest
                 .iter()
-                .map(|e| format!("{} {}", e.kind, escape(&ago(&e.at, now))))
+                .map(|e| format!("{} {}", e.kind, escape(&ago(e.at, now))))
                 .collect::<Vec<_>>()
                 .join(" · "),
         );
@@ -535,7 +536,7 @@ fn event_row(e: &crate::probe::status::Event) -> String {
     };
     format!(
         "<tr><td>{}</td><td{class}>{}</td><td>{}</td></tr>\n",
-        escape(&e.at),
+        e.at,
         e.kind,
         escape(&e.detail)
     )

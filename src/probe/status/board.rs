@@ -11,23 +11,23 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::SystemTime;
 
 use super::history::Fleet;
-use super::{ConnStatus, MAX_NAME, ProbeStatus, Severity, keep, now, stamp, verdict};
+use super::{ConnStatus, MAX_NAME, ProbeStatus, Severity, Stamp, keep, now, verdict};
 use crate::config::TargetConfig;
 use crate::probe::change_watch::TargetChanges;
 
 /// When the target's judgement last changed: the sticky "since" facts.
 #[derive(Debug, Clone)]
 struct Since {
-    up: (bool, String),
-    ready: (bool, String),
-    severity: (Severity, String),
+    up: (bool, Stamp),
+    ready: (bool, Stamp),
+    severity: (Severity, Stamp),
 }
 
 impl Since {
-    fn update(&mut self, v: &verdict::Verdict, at: &str) {
-        fn flip<T: PartialEq>(slot: &mut (T, String), value: T, at: &str) {
+    fn update(&mut self, v: &verdict::Verdict, at: Stamp) {
+        fn flip<T: PartialEq>(slot: &mut (T, Stamp), value: T, at: Stamp) {
             if slot.0 != value {
-                *slot = (value, at.to_string());
+                *slot = (value, at);
             }
         }
         flip(&mut self.up, v.up, at);
@@ -38,16 +38,16 @@ impl Since {
     /// When the condition `severity` names began: down since the target stopped being up, not
     /// ready since it stopped being ready, stale since the first connection's cache fell
     /// behind; otherwise since the target reached this severity.
-    fn of(&self, severity: Severity, conns: &[&ConnStatus]) -> String {
+    fn of(&self, severity: Severity, conns: &[&ConnStatus]) -> Stamp {
         match severity {
-            Severity::Down => self.up.1.clone(),
-            Severity::NotReady => self.ready.1.clone(),
+            Severity::Down => self.up.1,
+            Severity::NotReady => self.ready.1,
             Severity::Stale => conns
                 .iter()
-                .filter_map(|c| c.contract.broken_since.clone())
+                .filter_map(|c| c.contract.broken_since)
                 .min()
-                .unwrap_or_else(|| self.severity.1.clone()),
-            Severity::AtRisk | Severity::NoPromise | Severity::Healthy => self.severity.1.clone(),
+                .unwrap_or(self.severity.1),
+            Severity::AtRisk | Severity::NoPromise | Severity::Healthy => self.severity.1,
         }
     }
 }
@@ -75,7 +75,7 @@ impl TargetStatus {
             name: t.name.clone(),
             url: t.endpoint.to_string(),
             connections: (0..t.settings.connections)
-                .map(|i| Mutex::new(ConnStatus::new(i, &at)))
+                .map(|i| Mutex::new(ConnStatus::new(i, at)))
                 .collect(),
             probes: Mutex::new(
                 t.probes
@@ -92,8 +92,8 @@ impl TargetStatus {
                     .collect(),
             ),
             since: Mutex::new(Since {
-                up: (false, at.clone()),
-                ready: (false, at.clone()),
+                up: (false, at),
+                ready: (false, at),
                 severity: (Severity::Down, at),
             }),
             changes: std::sync::OnceLock::new(),
@@ -111,7 +111,7 @@ impl TargetStatus {
     /// else takes two of these locks, so this cannot deadlock with a connection's writes.
     pub(super) fn judge<R>(
         &self,
-        f: impl FnOnce(&verdict::Verdict, String, &[&ConnStatus], &[ProbeStatus]) -> R,
+        f: impl FnOnce(&verdict::Verdict, Stamp, &[&ConnStatus], &[ProbeStatus]) -> R,
     ) -> R {
         let mut since = lock(&self.since);
         let guards: Vec<MutexGuard<'_, ConnStatus>> = self.connections.iter().map(lock).collect();
@@ -119,7 +119,7 @@ impl TargetStatus {
         let probes = lock(&self.probes);
         let at = SystemTime::now();
         let v = verdict::assess(&conns, &probes, at);
-        since.update(&v, &stamp(at));
+        since.update(&v, Stamp::of(at));
         let began = since.of(v.severity, &conns);
         f(&v, began, &conns, &probes)
     }

@@ -6,11 +6,11 @@
 //! them ([`super::record`]). The only logic here is the data's own: drift names capped and
 //! escaped as a [`DriftStatus`] is built, and a connection's light form for the JSON cap.
 
-use std::collections::BTreeMap;
 use std::mem::size_of;
 
 use serde::Serialize;
 
+use super::Stamp;
 use super::history::{Ring, Weigh};
 use super::{CHANGES_PER_CONNECTION, MAX_DRIFT_NAMES, MAX_NAME, keep};
 use mcp_client::listing::changes::ToolChange;
@@ -48,7 +48,7 @@ pub struct SessionStatus {
     pub protocol_version: String,
     pub server_name: String,
     pub server_version: String,
-    pub opened_at: String,
+    pub opened_at: Stamp,
     pub capabilities: Capabilities,
 }
 
@@ -62,7 +62,7 @@ pub struct Capabilities {
 #[derive(Debug, Clone, Serialize)]
 pub struct WalkStatus {
     pub trigger: &'static str,
-    pub finished_at: String,
+    pub finished_at: Stamp,
     pub complete: bool,
     /// Pages fetched (requests sent, when incomplete).
     pub pages: u32,
@@ -148,7 +148,7 @@ impl DriftStatus {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct CacheStatus {
     pub tools: Option<usize>,
-    pub replaced_at: Option<String>,
+    pub replaced_at: Option<Stamp>,
     pub replaced_by: Option<&'static str>,
 }
 
@@ -166,7 +166,7 @@ pub struct ContractStatus {
     /// `mcp_probe_tool_cache_stale`).
     pub broken: bool,
     /// Since when it has been broken; absent while it holds.
-    pub broken_since: Option<String>,
+    pub broken_since: Option<Stamp>,
 }
 
 /// What a 2025-era client of this modern server hears (connection 0 of a modern session).
@@ -177,13 +177,13 @@ pub struct LegacyClientsStatus {
     /// `declares_none`, `no_stream`, `stream_silent`, `delivered`, `untested` or `not_served`.
     pub cause: &'static str,
     pub detail: &'static str,
-    pub at: String,
+    pub at: Stamp,
 }
 
 /// One entry of the timeline.
 #[derive(Debug, Clone, Serialize)]
 pub struct Event {
-    pub at: String,
+    pub at: Stamp,
     /// `session_opened`, `session_failed`, `session_expired`, `session_closed`, `stream_opened`,
     /// `stream_lost`, `list_changed`, `walk_started`, `walk_finished`, `walk_failed`,
     /// `cache_replaced`, `drift`, `unannounced_change`, `ping_failed`, `probe_passed`,
@@ -192,9 +192,47 @@ pub struct Event {
     pub detail: String,
 }
 
+/// The latest event of each kind, one entry a kind, in the order the kinds first happened.
+///
+/// A vector searched by kind, not a map: a connection sees a handful of the sixteen kinds, and
+/// a B-tree's first node holds eleven (~0.7 KB a connection, mostly empty).
+#[derive(Debug, Clone, Default)]
+pub struct LastEvents(Vec<Event>);
+
+impl LastEvents {
+    /// Keep `e` as the latest of its kind.
+    pub fn insert(&mut self, e: Event) {
+        match self.0.iter_mut().find(|k| k.kind == e.kind) {
+            Some(kept) => *kept = e,
+            None => self.0.push(e),
+        }
+    }
+
+    pub fn get(&self, kind: &str) -> Option<&Event> {
+        self.0.iter().find(|e| e.kind == kind)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Event> {
+        self.0.iter()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for LastEvents {
+    /// As an object by kind, in the kinds' order (as `/status.json` has always shown it).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut by_kind: Vec<&Event> = self.0.iter().collect();
+        by_kind.sort_by_key(|e| e.kind);
+        s.collect_map(by_kind.into_iter().map(|e| (e.kind, e)))
+    }
+}
+
 impl Weigh for Event {
     fn weight(&self) -> usize {
-        size_of::<Event>() + self.at.capacity() + self.detail.capacity()
+        size_of::<Event>() + self.detail.capacity()
     }
 }
 
@@ -203,7 +241,7 @@ impl Weigh for Event {
 pub struct ConnStatus {
     pub connection: u16,
     pub state: ConnState,
-    pub state_since: String,
+    pub state_since: Stamp,
     pub session: Option<SessionStatus>,
     pub notification_stream: bool,
     pub list_changed_received: u64,
@@ -211,7 +249,7 @@ pub struct ConnStatus {
     pub cache: CacheStatus,
     pub drift: DriftStatus,
     /// Since when the cache has differed from the server; absent while it matches.
-    pub stale_since: Option<String>,
+    pub stale_since: Option<Stamp>,
     /// The server's promise to caching clients, and whether it is broken now.
     pub contract: ContractStatus,
     /// What a 2025-era client of this modern server hears; absent where not measured.
@@ -227,18 +265,18 @@ pub struct ConnStatus {
     /// history bytes).
     pub changes: Ring<ToolChangeStatus>,
     /// The latest event of each kind, kept when the timeline has scrolled past it.
-    pub last_events: BTreeMap<&'static str, Event>,
+    pub last_events: LastEvents,
     /// Oldest first (at most [`super::EVENTS_PER_CONNECTION`] and the connection's share of the
     /// history bytes).
     pub events: Ring<Event>,
 }
 
 impl ConnStatus {
-    pub(super) fn new(connection: u16, at: &str) -> Self {
+    pub(super) fn new(connection: u16, at: Stamp) -> Self {
         ConnStatus {
             connection,
             state: ConnState::Connecting,
-            state_since: at.to_string(),
+            state_since: at,
             session: None,
             notification_stream: false,
             list_changed_received: 0,
@@ -251,7 +289,7 @@ impl ConnStatus {
             refresh_failures: 0,
             lists: Vec::new(),
             changes: Ring::default(),
-            last_events: BTreeMap::new(),
+            last_events: LastEvents::default(),
             events: Ring::default(),
         }
     }
@@ -315,14 +353,14 @@ impl ListStatus {
 /// One tool change as the status page keeps it: when, and the classified difference.
 #[derive(Debug, Clone, Serialize)]
 pub struct ToolChangeStatus {
-    pub at: String,
+    pub at: Stamp,
     #[serde(flatten)]
     pub change: ToolChange,
 }
 
 impl Weigh for ToolChangeStatus {
     fn weight(&self) -> usize {
-        size_of::<ToolChangeStatus>() + self.at.capacity() + self.change.heap_bytes()
+        size_of::<ToolChangeStatus>() + self.change.heap_bytes()
     }
 }
 
@@ -331,10 +369,36 @@ impl Weigh for ToolChangeStatus {
 pub struct ProbeStatus {
     pub tool: String,
     pub interval_seconds: f64,
-    pub last_run_at: Option<String>,
+    pub last_run_at: Option<Stamp>,
     pub success: bool,
     /// Failure reason label (`unknown_tool`, `side_effect_guard`, …).
     pub reason: Option<&'static str>,
     pub detail: Option<String>,
     pub duration_seconds: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_latest_event_of_each_kind_is_kept_once_and_shown_by_kind() {
+        let at = Stamp::now();
+        let e = |kind, detail: &str| Event {
+            at,
+            kind,
+            detail: detail.into(),
+        };
+        let mut last = LastEvents::default();
+        last.insert(e("walk_finished", "first"));
+        last.insert(e("drift", "x"));
+        last.insert(e("walk_finished", "second"));
+        assert_eq!(last.values().count(), 2);
+        assert_eq!(last.get("walk_finished").unwrap().detail, "second");
+        assert!(last.get("stream_lost").is_none());
+        let json = serde_json::to_value(&last).unwrap();
+        let kinds: Vec<&String> = json.as_object().unwrap().keys().collect();
+        assert_eq!(kinds, ["drift", "walk_finished"]);
+        assert_eq!(json["walk_finished"]["detail"], "second");
+    }
 }

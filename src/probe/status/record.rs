@@ -76,7 +76,7 @@ impl ConnStatusHandle {
             kind,
             detail: keep(detail, MAX_DETAIL),
         };
-        s.last_events.insert(kind, e.clone());
+        s.last_events.insert(e.clone());
         s.events.push(e, EVENTS_PER_CONNECTION);
     }
 
@@ -281,7 +281,7 @@ impl ConnStatusHandle {
             let skip = changes.len().saturating_sub(CHANGES_PER_CONNECTION);
             for c in changes.into_iter().skip(skip) {
                 let change = ToolChangeStatus {
-                    at: at.clone(),
+                    at,
                     change: c.shown(),
                 };
                 s.changes.push(change, CHANGES_PER_CONNECTION);

@@ -9,14 +9,14 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::{ConnStatus, ProbeStatus, Severity, StatusBoard, TargetStatus, now};
+use super::{ConnStatus, ProbeStatus, Severity, Stamp, StatusBoard, TargetStatus, now};
 use crate::probe::change_watch::PinsView;
 
 /// `/status.json`.
 #[derive(Debug, Serialize)]
 pub struct Snapshot {
     pub version: &'static str,
-    pub generated_at: String,
+    pub generated_at: Stamp,
     /// Some targets were trimmed or left out to keep the JSON under
     /// [`MAX_RESPONSE_BYTES`](super::MAX_RESPONSE_BYTES).
     pub truncated: bool,
@@ -44,7 +44,7 @@ pub struct TargetSnapshot {
     /// `connections[].drift`).
     pub stale: bool,
     /// When the condition `severity` names began (see docs/health.md).
-    pub since: String,
+    pub since: Stamp,
     /// Why, in words, worst first; at most
     /// [`verdict::MAX_CAUSES`](super::verdict::MAX_CAUSES) entries.
     pub causes: Vec<String>,

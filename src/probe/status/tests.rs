@@ -315,7 +315,7 @@ fn severity_orders_targets_worst_first_and_says_why() {
     );
     assert_eq!(
         d.since,
-        d.connections[0].contract.broken_since.clone().unwrap(),
+        d.connections[0].contract.broken_since.unwrap(),
         "stale since the promise broke"
     );
     assert_eq!(

@@ -26,7 +26,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::{ConnState, ConnStatus, ProbeStatus};
+use super::{ConnState, ConnStatus, ProbeStatus, Stamp};
 use mcp_client::text;
 
 /// Causes kept per target, worst first; the rest are counted in a last entry. The first one or
@@ -146,15 +146,12 @@ fn is_up(c: &ConnStatus) -> bool {
 fn walk_complete(c: &ConnStatus) -> bool {
     c.last_walk
         .as_ref()
-        .is_some_and(|w| w.complete && on_this_session(c, &w.finished_at))
+        .is_some_and(|w| w.complete && on_this_session(c, w.finished_at))
 }
 
-/// `at` is during the connection's current session. RFC 3339 timestamps in UTC with a fixed
-/// precision compare as strings.
-fn on_this_session(c: &ConnStatus, at: &str) -> bool {
-    c.session
-        .as_ref()
-        .is_some_and(|s| at >= s.opened_at.as_str())
+/// `at` is during the connection's current session.
+fn on_this_session(c: &ConnStatus, at: Stamp) -> bool {
+    c.session.as_ref().is_some_and(|s| at >= s.opened_at)
 }
 
 /// As `mcp_probe_ready` counts a probe: it passed, on the session connection 0 (which runs the
@@ -162,7 +159,6 @@ fn on_this_session(c: &ConnStatus, at: &str) -> bool {
 fn probe_passing(p: &ProbeStatus, conn0: Option<&ConnStatus>) -> bool {
     p.success
         && p.last_run_at
-            .as_deref()
             .zip(conn0)
             .is_some_and(|(ran, c)| on_this_session(c, ran))
 }
@@ -199,7 +195,7 @@ fn not_up(c: &ConnStatus) -> String {
 fn walk_trouble(c: &ConnStatus, now: SystemTime) -> String {
     match &c.last_walk {
         Some(_) if c.refresh_failures > 0 => relists_failed(c, now),
-        Some(w) if !w.complete && on_this_session(c, &w.finished_at) => format!(
+        Some(w) if !w.complete && on_this_session(c, w.finished_at) => format!(
             "tools/list walk failing: {}",
             w.error.as_deref().unwrap_or("incomplete")
         ),
@@ -212,7 +208,7 @@ fn relists_failed(c: &ConnStatus, now: SystemTime) -> String {
     let n = c.refresh_failures;
     let mut s = format!("{n} re-list{} failed", if n == 1 { "" } else { "s" });
     if let Some(e) = c.last("list_changed") {
-        s.push_str(&format!(" since list_changed {}", ago(&e.at, now)));
+        s.push_str(&format!(" since list_changed {}", ago(e.at, now)));
     }
     if let Some(e) = c.last_walk.as_ref().and_then(|w| w.error.as_deref()) {
         s.push_str(&format!(": {e}"));
@@ -258,22 +254,22 @@ fn drift_words(c: &ConnStatus) -> String {
 /// Why a connection's correct client is stale (the promise broken), and by how much its cache
 /// differs.
 fn stale_cause(c: &ConnStatus, now: SystemTime) -> String {
-    let broken_since = c.contract.broken_since.as_deref();
-    let since = |e: &&super::Event| broken_since.is_some_and(|s| e.at.as_str() >= s);
+    let broken_since = c.contract.broken_since;
+    let since = |e: &&super::Event| broken_since.is_some_and(|s| e.at >= s);
     let ttl_broken = c.last("ttl_violation").filter(since);
     let unannounced = c
         .last("unannounced_change")
-        .filter(|e| c.stale_since.as_deref().is_some_and(|s| e.at.as_str() >= s));
+        .filter(|e| c.stale_since.is_some_and(|s| e.at >= s));
     let why = if c.refresh_failures > 0 {
         relists_failed(c, now)
     } else if let Some(w) = capability_or_stream(c) {
         w
     } else if let Some(e) = unannounced {
-        format!("unannounced change {}", ago(&e.at, now))
+        format!("unannounced change {}", ago(e.at, now))
     } else if let Some(e) = ttl_broken {
         format!(
             "the list changed inside a fresh ttlMs promise without list_changed {}",
-            ago(&e.at, now)
+            ago(e.at, now)
         )
     } else {
         "cache behind the server, refresh pending".into()
@@ -358,12 +354,9 @@ fn cap(mut causes: Vec<String>) -> Vec<String> {
     causes
 }
 
-/// `12 s ago`, `3 min ago`, `2 h ago`, `4 d ago`; the timestamp itself when it does not parse.
-pub fn ago(at: &str, now: SystemTime) -> String {
-    let Ok(then) = humantime::parse_rfc3339(at) else {
-        return at.to_string();
-    };
-    let s = now.duration_since(then).unwrap_or_default().as_secs();
+/// `12 s ago`, `3 min ago`, `2 h ago`, `4 d ago`.
+pub fn ago(at: Stamp, now: SystemTime) -> String {
+    let s = now.duration_since(at.time()).unwrap_or_default().as_secs();
     match s {
         0..60 => format!("{s} s ago"),
         60..3600 => format!("{} min ago", s / 60),

@@ -5,7 +5,7 @@
 
 use super::{Page, escape, names, or_else};
 use crate::probe::change_watch::PinsView;
-use crate::probe::status::ToolChangeStatus;
+use crate::probe::status::{Stamp, ToolChangeStatus};
 use mcp_client::listing::changes::{Finding, ToolChange};
 
 fn class_cell(change: &str) -> &'static str {
@@ -42,10 +42,10 @@ fn findings(c: &ToolChange) -> String {
     out
 }
 
-fn row(at: &str, c: &ToolChange) -> String {
+fn row(at: Stamp, c: &ToolChange) -> String {
     format!(
         "<tr><td>{}</td><td><code>{}</code></td><td{}>{}</td><td class=\"cause\">{}</td></tr>\n",
-        escape(at),
+        at,
         escape(&c.tool),
         class_cell(c.change),
         c.change,
@@ -58,7 +58,7 @@ pub(super) fn tool_changes<'a>(
     p: &mut Page,
     changes: impl DoubleEndedIterator<Item = &'a ToolChangeStatus>,
 ) {
-    let mut rows = changes.rev().map(|c| row(&c.at, &c.change)).peekable();
+    let mut rows = changes.rev().map(|c| row(c.at, &c.change)).peekable();
     if rows.peek().is_none() {
         return;
     }
@@ -153,7 +153,7 @@ mod tests {
             description_changed: c.description_changed,
         };
         let kept = [ToolChangeStatus {
-            at: "2026-12-04T10:00:00Z".into(),
+            at: Stamp::of(humantime::parse_rfc3339("2026-12-04T10:00:00Z").unwrap()),
             change,
         }];
         let mut p = Page {

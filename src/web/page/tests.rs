@@ -46,7 +46,7 @@ fn a_stale_ready_target_is_never_green() {
     let snap = big_board().snapshot();
     let stale = snap.targets.iter().find(|t| t.name == "stale").unwrap();
     assert!(stale.ready && stale.stale);
-    let row = summary_row(stale, &snap.generated_at, SystemTime::now());
+    let row = summary_row(stale, snap.generated_at, SystemTime::now());
     assert!(
         row.contains("<span class=\"sev stale\">stale</span>"),
         "{row}"
