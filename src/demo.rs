@@ -23,6 +23,7 @@
 //! cache goes stale next to its tool cache.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{
@@ -133,6 +134,7 @@ pub fn config(lab: &Lab) -> Config {
             labels: Default::default(),
             name,
         })
+        .map(Arc::new)
         .collect();
     let listen = crate::config::parse_proxy_listen(PROXY_LISTEN).expect("static address");
     let mut proxy = crate::config::McpProxyConfig::new(PROXY_NAME, listen, lab.url(PROXY_PROFILE));

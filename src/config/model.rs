@@ -10,6 +10,7 @@ use mcp_client::listing::list::ListSet;
 use mcp_client::mcp::version::ProtocolVersion;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Default `max_listing_bytes`: some twenty times the demo's 14-tool listing (~10 KiB) and above
@@ -22,8 +23,9 @@ pub const DEFAULT_MAX_LISTING_BYTES: usize = 256 * 1024;
 pub struct Config {
     /// The `global` section with defaults applied.
     pub global: Defaults,
-    /// The targets in file order, every value resolved. May be empty.
-    pub targets: Vec<TargetConfig>,
+    /// The targets in file order, every value resolved. May be empty. Shared with the
+    /// supervisor, which runs each (one copy of a target's configuration, not two).
+    pub targets: Vec<Arc<TargetConfig>>,
     /// `file_sd_configs`: files of target groups, watched.
     pub file_sd: Vec<FileSdConfig>,
     /// `http_sd_configs`: URLs of target groups, polled.

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 impl Config {
@@ -144,7 +145,7 @@ fn parse_with_base(
             ));
         }
         first_use.insert(target.name.clone(), index);
-        targets.push(target);
+        targets.push(Arc::new(target));
     }
     let (file_sd, http_sd) = v.sd_configs(
         raw.file_sd_configs.unwrap_or_default(),
@@ -376,7 +377,7 @@ mod tests {
         assert_eq!(c.global, Defaults::default());
         assert_eq!(
             c.targets,
-            vec![TargetConfig {
+            vec![Arc::new(TargetConfig {
                 name: "kb".into(),
                 endpoint: Endpoint::http(url::Url::parse("https://kb.example.com/mcp").unwrap()),
                 protocol_version: ProtocolChoice::Auto,
@@ -386,7 +387,7 @@ mod tests {
                 http: HttpClientConfig::default(),
                 labels: Default::default(),
                 pins: None,
-            }]
+            })]
         );
     }
 

@@ -16,6 +16,7 @@
 //! and keeps its last good targets, rather than silently losing some of them.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
@@ -52,7 +53,7 @@ struct RawGroup {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Found {
     /// In the order listed, first of each name only.
-    pub targets: Vec<TargetConfig>,
+    pub targets: Vec<Arc<TargetConfig>>,
     /// Entries left out because an earlier one of the source had their name.
     pub duplicates: usize,
 }
@@ -112,7 +113,7 @@ impl Found {
                     continue;
                 }
                 self.targets
-                    .push(template.instantiate(name, url, labels.clone()));
+                    .push(Arc::new(template.instantiate(name, url, labels.clone())));
             }
         }
         Ok(())

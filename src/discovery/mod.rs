@@ -99,7 +99,7 @@ pub struct Discovery {
 #[derive(Debug, Default)]
 pub struct Merged {
     /// The targets this replica probes.
-    pub owned: Vec<TargetConfig>,
+    pub owned: Vec<Arc<TargetConfig>>,
     /// Static and discovered targets together, before sharding.
     pub configured: usize,
 }
@@ -233,10 +233,10 @@ impl Discovery {
 
     /// `statics` and the discovered targets, merged (first name wins, static first), and the
     /// ones `owns` says this replica probes, at most [`MAX_TOTAL_CONNECTIONS`] connections.
-    pub fn merge(&self, statics: &[TargetConfig], owns: impl Fn(&str) -> bool) -> Merged {
+    pub fn merge(&self, statics: &[Arc<TargetConfig>], owns: impl Fn(&str) -> bool) -> Merged {
         let static_names: HashSet<&str> = statics.iter().map(|t| t.name.as_str()).collect();
         let mut seen = static_names.clone();
-        let mut owned: Vec<TargetConfig> =
+        let mut owned: Vec<Arc<TargetConfig>> =
             statics.iter().filter(|t| owns(&t.name)).cloned().collect();
         let mut connections: u32 = owned
             .iter()
@@ -302,11 +302,11 @@ mod tests {
             targets: targets
                 .iter()
                 .map(|n| {
-                    template.instantiate(
+                    Arc::new(template.instantiate(
                         n.to_string(),
                         url::Url::parse(&format!("http://{n}.example/mcp")).unwrap(),
                         Default::default(),
-                    )
+                    ))
                 })
                 .collect(),
             duplicates: 0,

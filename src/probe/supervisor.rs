@@ -67,7 +67,7 @@ impl Supervisor {
     /// Make the running set match `config`.
     pub fn apply(&mut self, config: &Config) -> Applied {
         let mut applied = Applied::default();
-        let wanted: BTreeMap<&str, &TargetConfig> = config
+        let wanted: BTreeMap<&str, &Arc<TargetConfig>> = config
             .targets
             .iter()
             .map(|t| (t.name.as_str(), t))
@@ -75,11 +75,11 @@ impl Supervisor {
         let names: Vec<String> = self.running.keys().cloned().collect();
         for name in names {
             match wanted.get(name.as_str()) {
-                Some(t) if *self.running[&name].config == **t => applied.kept.push(name),
+                Some(t) if self.running[&name].config == **t => applied.kept.push(name),
                 Some(t) if self.running[&name].config.same_but_labels(t) => {
                     let r = self.running.get_mut(&name).expect("running");
                     r.metrics.set_labels(&t.labels);
-                    r.config = Arc::new((*t).clone());
+                    r.config = Arc::clone(t);
                     applied.kept.push(name);
                 }
                 Some(_) => {
@@ -92,7 +92,7 @@ impl Supervisor {
                 }
             }
         }
-        let new: Vec<&TargetConfig> = config
+        let new: Vec<&Arc<TargetConfig>> = config
             .targets
             .iter()
             .filter(|t| !self.running.contains_key(&t.name))
@@ -115,7 +115,7 @@ impl Supervisor {
     }
 
     /// Start `t`, whose connections are number `first` onwards of `total` started together.
-    fn start(&mut self, t: &TargetConfig, first: u32, total: u32) {
+    fn start(&mut self, t: &Arc<TargetConfig>, first: u32, total: u32) {
         let probes: Vec<String> = t.probes.iter().map(|p| p.tool.clone()).collect();
         let metrics = self
             .telemetry
@@ -139,7 +139,7 @@ impl Supervisor {
             net.count_failures(metrics.auth_failures());
             net.token_metrics(metrics.clone());
         }
-        let config = Arc::new(t.clone());
+        let config = Arc::clone(t);
         for index in 0..t.settings.connections {
             let Some(net) = &net else { break };
             let delay = start_delay(first + u32::from(index), total, t.settings.audit_interval);
@@ -218,5 +218,34 @@ mod tests {
         let last = start_delay(15_999, 16_000, audit);
         assert!(last < audit && last > audit.mul_f64(0.99), "{last:?}");
         assert_eq!(start_delay(8_000, 16_000, audit), Duration::from_secs(15));
+    }
+
+    #[tokio::test]
+    async fn a_running_target_shares_the_configuration_it_was_started_from() {
+        let t = crate::config::TargetConfig {
+            name: "x".into(),
+            endpoint: crate::config::Endpoint::http(
+                url::Url::parse("http://127.0.0.1:1/mcp").expect("URL"),
+            ),
+            protocol_version: crate::config::ProtocolChoice::Auto,
+            headers: vec![],
+            settings: Default::default(),
+            probes: vec![],
+            http: Default::default(),
+            labels: Default::default(),
+            pins: None,
+        };
+        let config = Config {
+            targets: vec![Arc::new(t)],
+            ..Config::default()
+        };
+        let mut s = Supervisor::new(Telemetry::new());
+        assert_eq!(s.apply(&config).started, ["x"]);
+        let running = s.targets().next().expect("running");
+        assert!(
+            std::ptr::eq(running, &*config.targets[0]),
+            "one copy of a target's configuration, not one per reader"
+        );
+        s.shutdown().await;
     }
 }

@@ -37,7 +37,7 @@ impl Harness {
     pub fn apply(&mut self, targets: Vec<TargetConfig>) {
         self.supervisor.apply(&Config {
             global: Defaults::default(),
-            targets,
+            targets: targets.into_iter().map(std::sync::Arc::new).collect(),
             ..Config::default()
         });
     }
