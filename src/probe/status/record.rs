@@ -88,6 +88,8 @@ impl ConnStatusHandle {
                 (true, None) => {
                     s.lists.push(ListStatus::new(list.as_str()));
                     s.lists.sort_by_key(|l| l.list.parse::<List>().ok());
+                    // Three at most, kept for the session's life: no room for a fourth.
+                    s.lists.shrink_to_fit();
                 }
                 (false, Some(i)) => {
                     s.lists.remove(i);
