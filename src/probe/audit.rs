@@ -20,7 +20,8 @@ use tokio::time::Instant;
 /// The pending divergence of one connection.
 pub struct Audit {
     grace: Duration,
-    divergence: Option<Divergence>,
+    /// Boxed: rare, and a connection keeps an audit for each list it watches.
+    divergence: Option<Box<Divergence>>,
 }
 
 struct Divergence {
@@ -68,12 +69,12 @@ impl Audit {
             }
             _ => {}
         }
-        self.divergence = Some(Divergence {
+        self.divergence = Some(Box::new(Divergence {
             server_fingerprint,
             deadline: Instant::now() + self.grace,
             notifications_before: notifications,
             counted: false,
-        });
+        }));
         true
     }
 
@@ -105,7 +106,8 @@ pub struct TtlWatch {
     /// the server's promise.
     gap: bool,
     /// A change seen inside a promise, waiting out the grace.
-    suspect: Option<Suspect>,
+    /// Boxed: rare, and a connection keeps a watch for each list it watches.
+    suspect: Option<Box<Suspect>>,
     /// A confirmed broken promise: until when a client that fetched the listing just before the
     /// change still holds it (that listing's freshness ran out then).
     broken_until: Option<Instant>,
@@ -166,12 +168,12 @@ impl TtlWatch {
         if let Some(p) = broken
             && self.suspect.is_none()
         {
-            self.suspect = Some(Suspect {
+            self.suspect = Some(Box::new(Suspect {
                 deadline: Instant::now() + grace,
                 ttl: p.fresh_until - p.requested,
                 fresh_until: p.fresh_until,
                 heard,
-            });
+            }));
         }
         self.last = (heard_before == heard).then(|| Promise {
             fingerprint,
@@ -183,7 +185,7 @@ impl TtlWatch {
 
     /// When the suspect change's grace ends.
     pub fn deadline(&self) -> Option<Instant> {
-        self.suspect.map(|s| s.deadline)
+        self.suspect.as_ref().map(|s| s.deadline)
     }
 
     /// The grace of the suspect change is over: the promise (its ttl) was broken when no

@@ -177,7 +177,7 @@ impl ClientSeries {
     }
 
     pub fn request(&self, method: &'static str) {
-        self.requests.get(method).add(1);
+        self.requests.with(method, |c| c.add(1));
     }
 
     pub fn tools_list(&self, with_cursor: bool) {
@@ -209,7 +209,7 @@ impl ClientSeries {
 
     /// One more `event` for `list` (never [`List::Tools`], whose series are their own).
     pub fn list_event(&self, event: ListEvent, list: List) {
-        self.other_lists.get((event, list)).add(1);
+        self.other_lists.with((event, list), |c| c.add(1));
     }
 
     pub fn flattened(&self, ok: bool) {
@@ -345,7 +345,8 @@ impl ProxyMetrics {
 
     /// A session re-listed `list` (not tools) this long after its `list_changed`.
     pub fn list_relist_lag(&self, list: List, d: Duration) {
-        self.list_relist_lag.get(list).record(d.as_secs_f64());
+        self.list_relist_lag
+            .with(list, |h| h.record(d.as_secs_f64()));
     }
 
     pub fn ended(&self, why: Ended) {
@@ -357,7 +358,7 @@ impl ProxyMetrics {
     }
 
     pub fn duration(&self, method: &'static str, d: Duration) {
-        self.durations.get(method).record(d.as_secs_f64());
+        self.durations.with(method, |h| h.record(d.as_secs_f64()));
     }
 
     pub fn cursor_age(&self, d: Duration) {

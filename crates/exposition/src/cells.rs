@@ -89,9 +89,13 @@ impl Histogram {
 
 /// Series created on first use, keyed by label values from closed sets (methods, reasons,
 /// triggers — all `&'static str` from the code), so their number is bounded by those sets.
+///
+/// The values are kept inline, in a vector of exactly their number: a connection has a handful
+/// of these sets, and a shared pointer and an allocation per value (what `get` once handed out)
+/// cost more than the atomics themselves.
 #[derive(Debug)]
 pub struct Lazy<K, V> {
-    entries: Mutex<Vec<(K, std::sync::Arc<V>)>>,
+    entries: Mutex<Vec<(K, V)>>,
 }
 
 impl<K, V> Default for Lazy<K, V> {
@@ -103,23 +107,26 @@ impl<K, V> Default for Lazy<K, V> {
 }
 
 impl<K: PartialEq + Copy, V> Lazy<K, V> {
-    /// The value for `key`, created (at its default) on first use.
-    pub fn get(&self, key: K) -> std::sync::Arc<V>
+    /// `f` of the value for `key`, created (at its default) on first use.
+    pub fn with<R>(&self, key: K, f: impl FnOnce(&V) -> R) -> R
     where
         V: Default,
     {
-        self.get_or(key, V::default)
+        self.with_or(key, V::default, f)
     }
 
-    /// The value for `key`, made by `init` on first use.
-    pub fn get_or(&self, key: K, init: impl FnOnce() -> V) -> std::sync::Arc<V> {
+    /// `f` of the value for `key`, made by `init` on first use.
+    pub fn with_or<R>(&self, key: K, init: impl FnOnce() -> V, f: impl FnOnce(&V) -> R) -> R {
         let mut entries = self.entries.lock().expect("metrics lock poisoned");
-        if let Some((_, v)) = entries.iter().find(|(k, _)| *k == key) {
-            return v.clone();
-        }
-        let v = std::sync::Arc::new(init());
-        entries.push((key, v.clone()));
-        v
+        let i = match entries.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                entries.reserve_exact(1);
+                entries.push((key, init()));
+                entries.len() - 1
+            }
+        };
+        f(&entries[i].1)
     }
 
     /// Every key and value so far, in creation order.
@@ -151,9 +158,9 @@ mod tests {
     #[test]
     fn lazy_series_are_created_once_per_key() {
         let l: Lazy<(&str, &str), Cell> = Lazy::default();
-        l.get(("a", "x")).add(1);
-        l.get(("a", "x")).add(2);
-        l.get(("b", "x")).add(1);
+        l.with(("a", "x"), |c| c.add(1));
+        l.with(("a", "x"), |c| c.add(2));
+        l.with(("b", "x"), |c| c.add(1));
         let mut seen = Vec::new();
         l.each(|k, v| seen.push((k, v.raw())));
         assert_eq!(seen, vec![(("a", "x"), 3), (("b", "x"), 1)]);

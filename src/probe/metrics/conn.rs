@@ -322,9 +322,10 @@ impl ConnMetrics {
     /// whether it succeeded.
     pub fn request_untimed(&self, method: &'static str, outcome: Result<(), Reason>) -> bool {
         let s = self.series();
-        s.requests.get(method).add(1);
+        s.requests.with(method, |c| c.add(1));
         if let Err(reason) = outcome {
-            s.request_failures.get((method, reason.as_str())).add(1);
+            s.request_failures
+                .with((method, reason.as_str()), |c| c.add(1));
         }
         outcome.is_ok()
     }
@@ -424,8 +425,7 @@ impl ConnMetrics {
                 }
                 self.series()
                     .walk_failures
-                    .get((trigger.as_str(), e.reason()))
-                    .add(1);
+                    .with((trigger.as_str(), e.reason()), |c| c.add(1));
             }
         }
     }

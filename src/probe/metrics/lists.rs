@@ -166,7 +166,7 @@ impl ListCells {
     }
 
     pub(super) fn walk_failed(&self, reason: &'static str) {
-        self.walk_failures.get(reason).add(1);
+        self.walk_failures.with(reason, |c| c.add(1));
     }
 }
 

@@ -195,15 +195,14 @@ impl TargetMetrics {
 
     pub(super) fn request_duration(&self, method: &'static str, d: Duration) {
         let otel = self.otel.as_ref();
-        self.requests
-            .get_or(method, || {
-                Latency::new(
-                    otel,
-                    m::REQUEST_DURATION,
-                    &[("target", &self.name), ("method", method)],
-                )
-            })
-            .record(d);
+        let new = || {
+            Latency::new(
+                otel,
+                m::REQUEST_DURATION,
+                &[("target", &self.name), ("method", method)],
+            )
+        };
+        self.requests.with_or(method, new, |l| l.record(d));
     }
 
     pub(super) fn ping_duration(&self, d: Duration) {
