@@ -7,7 +7,7 @@
 //! write buffers, a connection task — about 26 KB a stream, measured (docs/performance.md),
 //! paid twice by a target with the legacy watch. Such a stream needs none of it: it is written
 //! once and read to its end, never reused. Here it costs its socket and a read buffer sized to
-//! what arrives (1 KiB while idle, growing while reads fill it), read in the caller's task.
+//! what arrives (512 bytes while idle, growing while reads fill it), read in the caller's task.
 //!
 //! What is parsed is what any HTTP/1.1 client parses, with the well-kept parser hyper uses
 //! (`httparse`): the response head (bounded in bytes and headers), then the body as chunked,

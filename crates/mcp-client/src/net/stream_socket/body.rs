@@ -11,8 +11,10 @@ use super::{Io, StreamFault};
 
 /// Largest chunk-size line (with extensions) of a chunked body.
 const MAX_CHUNK_LINE: usize = 4 * 1024;
-/// Read size while a stream is idle (what one notification needs) ...
-pub(super) const IDLE_READ: usize = 1024;
+/// Read size while a stream is idle (what one notification needs: a `list_changed` event with
+/// its id is ~150 bytes; 1 KiB was most of an idle stream's cost, and a target with the legacy
+/// watch keeps two) ...
+pub(super) const IDLE_READ: usize = 512;
 /// ... and once a read filled it (a burst, or a large message).
 const BUSY_READ: usize = 16 * 1024;
 
