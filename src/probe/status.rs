@@ -67,10 +67,6 @@ pub const MAX_LABEL: usize = 128;
 /// ones for any realistic fleet, and keeps a hostile server from making each reload megabytes.
 pub const MAX_RESPONSE_BYTES: usize = 1 << 20;
 
-fn now() -> Stamp {
-    Stamp::now()
-}
-
 /// A server-supplied string as it is kept: at most `max` bytes, control and bidi characters
 /// escaped.
 fn keep(s: &str, max: usize) -> String {

@@ -133,11 +133,11 @@ pub fn render(s: &Snapshot) -> String {
 
 /// `22:04:13 UTC`, with the date when it is not the day of `generated_at`.
 fn clock(at: Stamp, generated_at: Stamp) -> String {
-    let (at, generated_at) = (at.to_string(), generated_at.to_string());
-    match (at.get(..10), at.get(11..19)) {
-        (Some(day), Some(time)) if generated_at.starts_with(day) => format!("{time} UTC"),
+    let text = at.to_string();
+    match (text.get(..10), text.get(11..19)) {
+        (Some(_), Some(time)) if at.same_utc_day(generated_at) => format!("{time} UTC"),
         (Some(day), Some(time)) => format!("{day} {time} UTC"),
-        _ => at,
+        _ => text,
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use std::time::SystemTime;
 
 use super::history::Fleet;
-use super::{ConnStatus, MAX_NAME, ProbeStatus, Severity, Stamp, keep, now, verdict};
+use super::{ConnStatus, MAX_NAME, ProbeStatus, Severity, Stamp, keep, verdict};
 use crate::config::TargetConfig;
 use crate::probe::change_watch::TargetChanges;
 
@@ -70,7 +70,7 @@ pub struct TargetStatus {
 
 impl TargetStatus {
     fn new(t: &TargetConfig, fleet: Arc<Fleet>) -> Self {
-        let at = now();
+        let at = Stamp::now();
         TargetStatus {
             name: t.name.clone(),
             url: t.endpoint.to_string(),

@@ -13,7 +13,7 @@ use super::board::lock;
 use super::{
     CHANGES_PER_CONNECTION, CacheStatus, Capabilities, ConnState, ConnStatus, DriftStatus,
     EVENTS_PER_CONNECTION, Event, LIST_DRIFT_NAMES, LegacyClientsStatus, ListStatus, MAX_DETAIL,
-    MAX_LABEL, MAX_NAME, SessionStatus, TargetStatus, ToolChangeStatus, WalkStatus, keep, now,
+    MAX_LABEL, MAX_NAME, SessionStatus, Stamp, TargetStatus, ToolChangeStatus, WalkStatus, keep,
 };
 use crate::probe::Trigger;
 use crate::probe::contract::Contract;
@@ -72,7 +72,7 @@ impl ConnStatusHandle {
 
     fn push(s: &mut ConnStatus, kind: &'static str, detail: &str) {
         let e = Event {
-            at: now(),
+            at: Stamp::now(),
             kind,
             detail: keep(detail, MAX_DETAIL),
         };
@@ -144,7 +144,7 @@ impl ConnStatusHandle {
     fn set_state(s: &mut ConnStatus, state: ConnState) {
         if s.state != state {
             s.state = state;
-            s.state_since = now();
+            s.state_since = Stamp::now();
         }
     }
 
@@ -168,7 +168,7 @@ impl ConnStatusHandle {
                 protocol_version,
                 server_name: keep(&info.name, MAX_LABEL),
                 server_version: keep(&info.version, MAX_LABEL),
-                opened_at: now(),
+                opened_at: Stamp::now(),
                 capabilities: Capabilities {
                     tools: info.tools,
                     list_changed: info.list_changed,
@@ -231,7 +231,7 @@ impl ConnStatusHandle {
             }
             s.last_walk = Some(WalkStatus {
                 trigger: trigger.as_str(),
-                finished_at: now(),
+                finished_at: Stamp::now(),
                 complete: error.is_none(),
                 pages,
                 tools,
@@ -263,7 +263,7 @@ impl ConnStatusHandle {
         self.with(|s| {
             s.cache = CacheStatus {
                 tools: Some(tools.len()),
-                replaced_at: Some(now()),
+                replaced_at: Some(Stamp::now()),
                 replaced_by: Some(trigger.as_str()),
             };
             s.refresh_failures = 0;
@@ -278,7 +278,7 @@ impl ConnStatusHandle {
     /// Tools changed between two listings: kept (bounded) and one timeline entry.
     pub fn tool_changes(&self, changes: Vec<ToolChange>) {
         self.with(|s| {
-            let at = now();
+            let at = Stamp::now();
             Self::push(s, "tool_changed", &summary(&changes));
             let skip = changes.len().saturating_sub(CHANGES_PER_CONNECTION);
             for c in changes.into_iter().skip(skip) {
@@ -328,7 +328,7 @@ impl ConnStatusHandle {
             }
             match (d.is_empty(), &s.stale_since) {
                 (true, _) => s.stale_since = None,
-                (false, None) => s.stale_since = Some(now()),
+                (false, None) => s.stale_since = Some(Stamp::now()),
                 (false, Some(_)) => {}
             }
             s.drift = d;
@@ -347,7 +347,7 @@ impl ConnStatusHandle {
             c.ttl_seconds = contract.ttl.as_secs_f64();
             match (broken, c.broken) {
                 (true, false) => {
-                    c.broken_since = Some(now());
+                    c.broken_since = Some(Stamp::now());
                     Self::push(
                         s,
                         "promise_broken",
@@ -384,7 +384,7 @@ impl ConnStatusHandle {
                 hears: verdict.hears(),
                 cause: verdict.as_str(),
                 detail: verdict.words(),
-                at: now(),
+                at: Stamp::now(),
             });
         });
     }
@@ -402,7 +402,7 @@ impl ConnStatusHandle {
             return;
         };
         let was = (p.last_run_at.is_some(), p.success, p.reason);
-        p.last_run_at = Some(now());
+        p.last_run_at = Some(Stamp::now());
         p.duration_seconds = Some(elapsed.as_secs_f64());
         p.success = result.is_ok();
         (p.reason, p.detail) = match &result {

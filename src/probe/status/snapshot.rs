@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::{ConnStatus, ProbeStatus, Severity, Stamp, StatusBoard, TargetStatus, now};
+use super::{ConnStatus, ProbeStatus, Severity, Stamp, StatusBoard, TargetStatus};
 use crate::probe::change_watch::PinsView;
 
 /// `/status.json`.
@@ -89,7 +89,7 @@ impl StatusBoard {
         targets.sort_by_key(|t| t.severity);
         Snapshot {
             version: env!("CARGO_PKG_VERSION"),
-            generated_at: now(),
+            generated_at: Stamp::now(),
             truncated: false,
             targets_trimmed: 0,
             targets_omitted: 0,

@@ -28,6 +28,12 @@ impl Stamp {
     pub fn time(self) -> SystemTime {
         UNIX_EPOCH + Duration::from_millis(self.0)
     }
+
+    /// Whether both fall on the same day in UTC (the day the RFC 3339 text starts with).
+    pub fn same_utc_day(self, other: Stamp) -> bool {
+        const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+        self.0 / DAY_MS == other.0 / DAY_MS
+    }
 }
 
 impl fmt::Display for Stamp {
@@ -60,5 +66,9 @@ mod tests {
             "1970-01-01T00:00:00.000Z"
         );
         assert!(Stamp::of(t) < Stamp::of(t + Duration::from_millis(1)));
+        let midnight = UNIX_EPOCH + Duration::from_secs(1_796_688_000); // 2026-12-08T00:00:00Z
+        let before = Stamp::of(midnight - Duration::from_millis(1));
+        assert!(before.same_utc_day(s));
+        assert!(!before.same_utc_day(Stamp::of(midnight)));
     }
 }
