@@ -35,11 +35,13 @@ fn items(s: &Scrape, name: &str, list: &str, view: &str) -> Option<f64> {
     )
 }
 
+/// A list's drift of `kind`, 0 while absent (written from the first audit that finds the kind).
 fn drift(s: &Scrape, name: &str, list: &str, kind: &str) -> f64 {
-    s.v(
+    s.get(
         "mcp_probe_list_cache_drift_items",
         &[t(name), C0, ("list", list), ("kind", kind)],
     )
+    .unwrap_or(0.0)
 }
 
 /// A `list`-labelled series of connection 0 (a counter reads 0 while absent).
@@ -65,7 +67,12 @@ async fn every_cache_follows_announced_changes(era: LabEra) {
         ..Behaviour::default()
     };
     let (lab, h) = lab_and_probe("kb", b, |_| {}).await;
-    walked(&h, "kb").await;
+    let s = walked(&h, "kb").await;
+    assert!(
+        !s.text.contains("mcp_probe_list_cache_drift_items{"),
+        "no list has drifted yet, so no drift series\n{}",
+        s.text
+    );
     lab.churn();
     let s = h
         .until("every list re-listed after its notification", |s| {

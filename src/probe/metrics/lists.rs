@@ -5,15 +5,19 @@
 //! one that declares every capability and lists nothing else (fastmcp's and the Python SDK's
 //! `FastMCP` defaults), while its empty lists are still walked and audited.
 //!
-//! Born then, a list's item counts, drift and verdict start at their values of that moment (the
-//! alert on the verdict reads a gauge). Its unannounced changes, TTL violations, notifications,
-//! item changes by class and walk failures are written from their first event: no alert reads
-//! their increase, and at 0 from the start they were a third of what a watched list costs.
+//! Born then, a list's item counts and verdict start at their values of that moment (the alert
+//! on the verdict reads a gauge). Its drift by kind is written from the first audit that finds
+//! that kind (and kept from then on, back at 0 when it clears): nine series of 0 on every healthy
+//! connection that watches the three lists were a fifth of its bytes, and the verdict, from the
+//! start, already says whether the cache holds. Its unannounced changes, TTL violations,
+//! notifications, item changes by class and walk failures are written from their first event: no
+//! alert reads their increase, and at 0 from the start they were a third of what a watched list
+//! costs.
 
 use std::sync::Mutex;
 
 use crate::telemetry::families as m;
-use exposition::{Cell, Exposition, Lazy, Value};
+use exposition::{ABSENT, Cell, Exposition, Kind, Lazy, Value};
 use mcp_client::listing::changes::CHANGE_KINDS;
 use mcp_client::listing::items::{Drift, ItemSet};
 use mcp_client::listing::list::List;
@@ -27,7 +31,7 @@ const DRIFT_KINDS: [&str; 3] = ["missing", "extra", "changed"];
 #[derive(Default)]
 pub(super) struct ListCells {
     items: [Cell; 2],
-    drift: [Cell; 3],
+    drift: DriftCells,
     unannounced: Cell,
     ttl_violations: Cell,
     stale: Cell,
@@ -35,6 +39,15 @@ pub(super) struct ListCells {
     /// By [`CHANGE_KINDS`], each written from its first event.
     changes: [Cell; 5],
     walk_failures: Lazy<&'static str, Cell>,
+}
+
+/// A list's drift by [`DRIFT_KINDS`]: each absent until an audit finds that kind, then kept.
+struct DriftCells([Cell; 3]);
+
+impl Default for DriftCells {
+    fn default() -> Self {
+        DriftCells([Cell::absent(), Cell::absent(), Cell::absent()])
+    }
 }
 
 /// A connection's other lists: none until a session declares one.
@@ -89,13 +102,10 @@ impl ListSeries {
                     gauge(cell),
                 );
             }
-            for (kind, cell) in DRIFT_KINDS.iter().zip(&c.drift) {
-                out.sample(
-                    m::slot(m::LIST_DRIFT),
-                    labels,
-                    &[l, ("kind", kind)],
-                    gauge(cell),
-                );
+            for (kind, cell) in DRIFT_KINDS.iter().zip(&c.drift.0) {
+                if let Some(v) = Value::of(Kind::Gauge, cell.raw()) {
+                    out.sample(m::slot(m::LIST_DRIFT), labels, &[l, ("kind", kind)], v);
+                }
             }
             out.sample(m::slot(m::LIST_CACHE_STALE), labels, &[l], gauge(&c.stale));
             for (family, cell) in [
@@ -137,8 +147,10 @@ impl ListCells {
 
     pub(super) fn drift(&self, drift: &Drift) {
         let counts = [drift.missing.len(), drift.extra.len(), drift.changed.len()];
-        for (cell, n) in self.drift.iter().zip(counts) {
-            cell.set(n as f64);
+        for (cell, n) in self.drift.0.iter().zip(counts) {
+            if n > 0 || cell.raw() != ABSENT {
+                cell.set(n as f64);
+            }
         }
     }
 
@@ -214,5 +226,37 @@ mod tests {
         assert!(!text.contains("list=\"resources\"") && !text.contains("list=\"tools\""));
         conn.list_unwatched(List::Prompts);
         assert!(!telemetry.render().contains("list=\""));
+    }
+
+    /// A list's drift by kind is absent while audits find none of that kind, born at the first
+    /// that does, and kept at 0 once it clears (the panel and the alert see it end).
+    #[test]
+    fn a_drift_kind_is_written_from_the_first_audit_that_finds_it() {
+        use mcp_client::listing::items::Drift;
+        let telemetry = crate::telemetry::Telemetry::new();
+        let conn = telemetry.add_target("t", 1, &[]).connection(0);
+        conn.list_walk_finished(List::Resources, &listed(&["kb://a"]));
+        conn.list_drift(List::Resources, &Drift::default());
+        let family = "mcp_probe_list_cache_drift_items{";
+        assert!(!telemetry.render().contains(family), "no drift yet");
+        let found = Drift {
+            extra: vec!["kb://legacy".into()],
+            ..Drift::default()
+        };
+        conn.list_drift(List::Resources, &found);
+        let extra = r#"mcp_probe_list_cache_drift_items{target="t",connection="0",list="resources",kind="extra"}"#;
+        let text = telemetry.render();
+        assert!(text.contains(&format!("{extra} 1\n")), "{text}");
+        assert!(
+            !text.contains(r#"list="resources",kind="missing""#),
+            "{text}"
+        );
+        conn.list_drift(List::Resources, &Drift::default());
+        let text = telemetry.render();
+        assert!(text.contains(&format!("{extra} 0\n")), "{text}");
+        assert!(
+            !text.contains(r#"list="resources",kind="changed""#),
+            "{text}"
+        );
     }
 }
