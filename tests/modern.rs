@@ -160,6 +160,46 @@ async fn auto_against_a_dual_lab_is_modern_with_listen_stream_and_discover_liven
     assert!(lab.modern_requests("kb") >= 3);
 }
 
+/// Each round trip is timed once, in the histogram of what a client waits for: a liveness
+/// check as a ping, a tool list's pages as its walk, and by method what has no histogram of its
+/// own (a session's opening). Every request is still counted by method.
+async fn each_round_trip_is_timed_once(era: LabEra, liveness: &str, opening: &str) {
+    let (_lab, h) = start("kb", only(era)).await;
+    let histogram = |s: &Scrape, family: &str| s.get(family, &[t("kb")]).unwrap_or(0.0);
+    let s = h
+        .until("walked and three liveness checks timed", |s| {
+            histogram(s, "mcp_probe_ping_duration_seconds_count") >= 3.0
+                && histogram(s, "mcp_probe_tools_list_walk_duration_seconds_count") >= 1.0
+        })
+        .await;
+    let timed = |method: &str| {
+        s.get(
+            "mcp_probe_request_duration_seconds_count",
+            &[t("kb"), ("method", method)],
+        )
+    };
+    assert_eq!(
+        timed(opening),
+        Some(counter(&s, "mcp_probe_sessions_started_total", "kb")),
+        "each session's opening, by method\n{}",
+        s.text
+    );
+    assert!(requests(&s, "kb", liveness) >= 3.0, "{}", s.text);
+    assert!(requests(&s, "kb", "tools/list") >= 2.0, "{}", s.text);
+    assert_eq!(timed("tools/list"), None, "{}", s.text);
+    assert_eq!(timed("ping"), None, "{}", s.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_each_round_trip_is_timed_once() {
+    each_round_trip_is_timed_once(LabEra::Legacy, "ping", "initialize").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_each_round_trip_is_timed_once() {
+    each_round_trip_is_timed_once(LabEra::Modern, "server/discover", "server/discover").await;
+}
+
 /// An announced change (`list_changed` on the listen stream): the cache follows, no drift, and
 /// neither an unannounced change nor a broken TTL promise is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

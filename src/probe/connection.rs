@@ -157,16 +157,15 @@ impl Pager for ClientPager {
         cursor: Option<&str>,
         max_bytes: usize,
     ) -> Result<(serde_json::Value, usize), McpError> {
-        let page = self.client.list_page(self.list, cursor, max_bytes);
-        if self.list != List::Tools {
-            // Counted, not timed: see `ConnMetrics::request_untimed`.
-            let r = page.await;
-            let outcome = r.as_ref().map(|_| ()).map_err(|e| e.reason);
-            self.metrics.request_untimed(self.list.method(), outcome);
-            return r;
+        // Counted, not timed by method: a listing is timed as the walk a client waits for
+        // (the tool list's), see `ConnMetrics::request_untimed`.
+        if self.list == List::Tools {
+            self.metrics.tools_list_request();
         }
-        self.metrics.tools_list_request();
-        timed(&self.metrics, self.list.method(), page).await
+        let r = self.client.list_page(self.list, cursor, max_bytes).await;
+        let outcome = r.as_ref().map(|_| ()).map_err(|e| e.reason);
+        self.metrics.request_untimed(self.list.method(), outcome);
+        r
     }
 }
 
@@ -565,8 +564,13 @@ impl Connection {
                     let c = client.clone();
                     let m = self.events.metrics.clone();
                     liveness = Some(Box::pin(async move {
+                        // Counted by method, timed once: in the ping histogram
+                        // (`Events::liveness`), not a second time by method.
                         let t = Instant::now();
-                        timed(&m, c.liveness_method(), c.liveness()).await.map(|_| t.elapsed())
+                        let r = c.liveness().await;
+                        let outcome = r.as_ref().map(|_| ()).map_err(|e| e.reason);
+                        m.request_untimed(c.liveness_method(), outcome);
+                        r.map(|_| t.elapsed())
                     }));
                 }
                 r = poll_slot(&mut liveness) => {

@@ -316,10 +316,12 @@ impl ConnMetrics {
         }
     }
 
-    /// A request counted (and its failure by reason) but not timed: the other lists' listing
-    /// requests, whose latency histograms (13 series a method, per target) would be most of a
-    /// fleet's bytes for what the tool list's already measures of the same server. Returns
-    /// whether it succeeded.
+    /// A request counted (and its failure by reason) but not timed by method. Each round trip
+    /// is timed at most once, in the histogram of what a client waits for, and a histogram is
+    /// 13 series a target: the liveness check in `mcp_probe_ping_duration_seconds` (which the
+    /// alerts read), a tool list's pages in its walk's `mcp_probe_tools_list_walk_duration_seconds`,
+    /// and the other lists' pages not at all (the tool list's walks measure the same server).
+    /// Returns whether it succeeded.
     pub fn request_untimed(&self, method: &'static str, outcome: Result<(), Reason>) -> bool {
         let s = self.series();
         s.requests.with(method, |c| c.add(1));
