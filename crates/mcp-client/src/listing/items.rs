@@ -16,45 +16,19 @@ const FINGERPRINT_MASK: u64 = (1 << 53) - 1;
 pub fn definition_fingerprint(tool: &Value) -> u64 {
     let mut hasher = Sha256::new();
     match tool {
-        Value::Object(map) => {
-            // `_meta` is out-of-band data the spec lets change freely; it is not the contract.
-            hasher.update(b"{");
-            let mut first = true;
-            let mut keys: Vec<_> = map.keys().filter(|k| *k != "_meta").collect();
-            keys.sort();
-            for k in keys {
-                if !first {
-                    hasher.update(b",");
-                }
-                first = false;
-                write_canonical(&Value::String(k.clone()), &mut hasher);
-                hasher.update(b":");
-                write_canonical(&map[k], &mut hasher);
-            }
-            hasher.update(b"}");
-        }
+        // `_meta` is out-of-band data the spec lets change freely; it is not the contract.
+        Value::Object(map) => write_object(map, |k| k != "_meta", &mut hasher),
         other => write_canonical(other, &mut hasher),
     }
     truncate_digest(hasher)
 }
 
 /// Canonical JSON: object keys sorted, no whitespace, serde_json's number and string forms.
+/// Written straight into the hash: a walk fingerprints every definition it reads, so a string
+/// per key and per scalar was a third of the work.
 fn write_canonical(value: &Value, out: &mut Sha256) {
     match value {
-        Value::Object(map) => {
-            out.update(b"{");
-            let mut keys: Vec<_> = map.keys().collect();
-            keys.sort();
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.update(b",");
-                }
-                write_canonical(&Value::String(k.clone()), out);
-                out.update(b":");
-                write_canonical(&map[k], out);
-            }
-            out.update(b"}");
-        }
+        Value::Object(map) => write_object(map, |_| true, out),
         Value::Array(items) => {
             out.update(b"[");
             for (i, v) in items.iter().enumerate() {
@@ -65,8 +39,44 @@ fn write_canonical(value: &Value, out: &mut Sha256) {
             }
             out.update(b"]");
         }
-        scalar => out.update(scalar.to_string().as_bytes()),
+        scalar => write_json(scalar, out),
     }
+}
+
+/// `map`'s entries whose key `keep`s, keys sorted (whatever order the map keeps them in).
+fn write_object(
+    map: &serde_json::Map<String, Value>,
+    keep: impl Fn(&str) -> bool,
+    out: &mut Sha256,
+) {
+    out.update(b"{");
+    let mut keys: Vec<&String> = map.keys().filter(|k| keep(k)).collect();
+    keys.sort();
+    for (i, k) in keys.into_iter().enumerate() {
+        if i > 0 {
+            out.update(b",");
+        }
+        write_json(k, out);
+        out.update(b":");
+        write_canonical(&map[k], out);
+    }
+    out.update(b"}");
+}
+
+/// A key or scalar as serde_json writes it compactly (`Value`'s `Display`), into the hash.
+fn write_json<T: serde::Serialize + ?Sized>(v: &T, out: &mut Sha256) {
+    struct Hashing<'a>(&'a mut Sha256);
+    impl std::io::Write for Hashing<'_> {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    // Strings and JSON scalars always serialize, and the hash never refuses bytes.
+    serde_json::to_writer(Hashing(out), v).expect("a JSON scalar serializes");
 }
 
 fn truncate_digest(hasher: Sha256) -> u64 {
@@ -314,6 +324,33 @@ impl Drift {
 
 #[cfg(test)]
 mod tests {
+    /// Computed before the hash was fed without intermediate strings (2026-12-07).
+    const GOLDEN: u64 = 7437063278986008;
+
+    /// Fingerprints are written to pins files and compared across releases: the bytes hashed for
+    /// a definition never change. Keys in any order, escapes, non-ASCII, numbers of every kind,
+    /// nested arrays and `_meta` (left out) against a value computed once.
+    #[test]
+    fn a_definition_fingerprint_is_stable_across_releases() {
+        let tool = serde_json::json!({
+            "name": "search_v2",
+            "description": "Search \"the\" KB — ünïcødé\n\ttabbed \u{1}",
+            "inputSchema": {
+                "type": "object",
+                "required": ["q"],
+                "properties": {
+                    "q": {"type": "string", "maxLength": 512},
+                    "limit": {"type": "integer", "minimum": -1, "maximum": 18446744073709551615u64, "default": 2.5e-7},
+                    "flags": {"type": "array", "items": [true, false, null, 0.1, 1e300]}
+                },
+                "additionalProperties": false
+            },
+            "annotations": {"readOnlyHint": true},
+            "_meta": {"changes": "freely"}
+        });
+        assert_eq!(definition_fingerprint(&tool), GOLDEN);
+    }
+
     use super::*;
     use serde_json::json;
 
