@@ -8,7 +8,9 @@
 //!    exporter does. Each side's CPU over the window is divided by its walks: the exporter's from
 //!    `/proc` and its metrics (everything it does counts: listen streams, timers, telemetry), the
 //!    floor's from `getrusage` around its loop (its start-up is not counted). Both labs of phases
-//!    1 and 2 serve tools only, as the floor walks them (whatever `--tools-only` says).
+//!    1 and 2 serve tools only, as the floor walks them (whatever `--tools-only` says). With
+//!    `--sse-answers` phase 1's lab answers each POST as a one-event `text/event-stream`, as the
+//!    Python and TypeScript SDKs' servers do by default, and the floor takes the event's `data`.
 //! 2. **Refresh latency.** The same exporter also watches a second lab; each change there sends
 //!    `list_changed`, and the latency is the exporter's own
 //!    `mcp_probe_cache_last_refresh_timestamp_seconds` minus the wall time of the change, so the
@@ -40,6 +42,9 @@
 //! cargo bench --bench scale -- --connections 200 --exporter /tmp/old/mcp_exporter  # before/after
 //! cargo bench --bench scale -- --connections 1000 --storm 1000 --storms 5 --soak-minutes 10
 //! cargo bench --bench scale -- --connections 1000 --tools-only  # servers without other lists
+//! cargo bench --bench scale -- --connections 200 --sse-answers  # phase 1 answered as SSE
+//! cargo bench --bench scale -- --connections 200 --walk-url http://127.0.0.1:8000/mcp  # a real server
+//! cargo bench --bench scale -- --connections 200 --walk-legacy --walk-url …  # in a 2025 session
 //! ```
 //!
 //! The fleet's servers (the lab) list prompts, resources and resource templates beside their
@@ -89,6 +94,15 @@ struct Args {
     /// The fleet's servers list tools only (`--tools-only`); by default they also declare and
     /// list prompts, resources and resource templates, which every connection then walks.
     tools_only: bool,
+    /// Phase 1's server answers every POST as a one-event `text/event-stream` (`--sse-answers`),
+    /// as the Python SDK's and the TypeScript SDK's servers do by default; the floor reads them
+    /// as a bare client would.
+    sse_answers: bool,
+    /// Phase 1 walks this server instead of the lab (`--walk-url`): a real SDK's, say.
+    walk_url: Option<String>,
+    /// Phase 1 in the legacy era (`--walk-legacy`): both sides open a 2025-11-25 session and
+    /// walk in it, where the official SDKs' servers answer POSTs as SSE by default.
+    walk_legacy: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -110,6 +124,9 @@ fn parse_args() -> Result<Args, String> {
         soak_sample: Duration::from_secs(60),
         legacy_clients: true,
         tools_only: false,
+        sse_answers: false,
+        walk_url: None,
+        walk_legacy: false,
     };
     let mut it = common::bench_args();
     while let Some(flag) = it.next() {
@@ -140,6 +157,9 @@ fn parse_args() -> Result<Args, String> {
             "--soak-sample" => a.soak_sample = duration(value()?)?,
             "--no-legacy-clients" => a.legacy_clients = false,
             "--tools-only" => a.tools_only = true,
+            "--sse-answers" => a.sse_answers = true,
+            "--walk-url" => a.walk_url = Some(value()?),
+            "--walk-legacy" => a.walk_legacy = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -317,16 +337,25 @@ async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBy
         prompts_and_resources: false,
         ..Behaviour::default()
     };
-    let walk_lab = Lab::start(loopback(), vec![("walk".into(), tools_only())])
+    let walked = Behaviour {
+        sse_responses: args.sse_answers,
+        ..tools_only()
+    };
+    let walk_lab = Lab::start(loopback(), vec![("walk".into(), walked)])
         .await
         .expect("lab starts");
     let refresh_lab = Lab::start(loopback(), vec![("refresh".into(), tools_only())])
         .await
         .expect("lab starts");
+    let walk_url = (args.walk_url.clone()).unwrap_or_else(|| walk_lab.url("walk").to_string());
+    let (era, version) = if args.walk_legacy {
+        ("legacy", "2025-11-25")
+    } else {
+        ("modern", "auto")
+    };
     let config = dir.join("side.yml");
     let yml = format!(
-        "global:\n  ping_interval: 1h\ntargets:\n  - name: walk\n    url: {}\n    connections: {WALK_RATE}\n    audit_interval: 1s\n  - name: refresh\n    url: {}\n    audit_interval: 1h\n",
-        walk_lab.url("walk"),
+        "global:\n  ping_interval: 1h\ntargets:\n  - name: walk\n    url: {walk_url}\n    connections: {WALK_RATE}\n    audit_interval: 1s\n    lists: [tools]\n    protocol_version: {version}\n  - name: refresh\n    url: {}\n    audit_interval: 1h\n",
         refresh_lab.url("refresh"),
     );
     std::fs::write(&config, yml).expect("config written");
@@ -350,9 +379,10 @@ async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBy
     let floor = Command::new(std::env::current_exe().expect("own path"))
         .args([
             "--floor",
-            walk_lab.url("walk").as_str(),
+            walk_url.as_str(),
             &WALK_RATE.to_string(),
             &args.walk_seconds.to_string(),
+            era,
         ])
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -1058,14 +1088,16 @@ fn print_soak(args: &Args, samples: &[SoakSample]) {
     std::io::stdout().flush().ok();
 }
 
-/// The floor: `--floor URL RATE SECONDS`. What a walk costs at the least: two `tools/list`
-/// POSTs as the exporter sends them (same headers, same `_meta`), each answer parsed as JSON
-/// and the cursor followed, at `RATE` walks a second, sleeping between. Prints
-/// `walks=N cpu=SECONDS` for its loop (start-up excluded).
+/// The floor: `--floor URL RATE SECONDS [legacy]`. What a walk costs at the least: the
+/// `tools/list` POSTs as the exporter sends them (same headers, same `_meta` in the modern era;
+/// in a 2025-11-25 session of its own with `legacy`), each answer parsed as JSON (an SSE
+/// answer's event data) and the cursor followed, at `RATE` walks a second, sleeping between.
+/// Prints `walks=N cpu=SECONDS` for its loop (start-up and the session's opening excluded).
 fn floor_main(args: &[String]) {
     let url = args.first().expect("--floor URL RATE SECONDS").clone();
     let rate: u32 = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(10);
     let seconds: u64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(20);
+    let legacy = args.get(3).map(String::as_str) == Some("legacy");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -1075,8 +1107,16 @@ fn floor_main(args: &[String]) {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("client");
-        let mut id = 0u64;
-        floor_walk(&client, &url, &mut id).await; // warm the connection
+        let mut floor = Floor {
+            client,
+            url,
+            id: 0,
+            session: None,
+        };
+        if legacy {
+            floor.open_legacy_session().await;
+        }
+        floor.walk().await; // warm the connection
         let cpu0 = own_cpu();
         let period = Duration::from_secs(1) / rate;
         let mut tick = tokio::time::interval(period);
@@ -1084,7 +1124,7 @@ fn floor_main(args: &[String]) {
         let mut walks = 0u64;
         while Instant::now() < end {
             tick.tick().await;
-            if floor_walk(&client, &url, &mut id).await {
+            if floor.walk().await {
                 walks += 1;
             }
         }
@@ -1093,44 +1133,117 @@ fn floor_main(args: &[String]) {
     println!("walks={walks} cpu={cpu}");
 }
 
-/// One walk; whether every page was answered.
-async fn floor_walk(client: &reqwest::Client, url: &str, id: &mut u64) -> bool {
-    let mut cursor: Option<String> = None;
-    for _ in 0..16 {
-        *id += 1;
-        let mut params = serde_json::json!({"_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "floor", "version": "0"},
-        }});
-        if let Some(c) = &cursor {
-            params["cursor"] = serde_json::Value::String(c.clone());
-        }
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": *id, "method": "tools/list", "params": params});
-        let Ok(resp) = client
-            .post(url)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/list")
-            .body(serde_json::to_vec(&body).expect("JSON"))
+/// A bare client: one pool, and in the legacy era the session it opened.
+struct Floor {
+    client: reqwest::Client,
+    url: String,
+    id: u64,
+    /// `Mcp-Session-Id` of its 2025-11-25 session; `None` in the modern era.
+    session: Option<String>,
+}
+
+impl Floor {
+    /// `initialize` and `notifications/initialized`, as a 2025-11-25 client opens a session.
+    async fn open_legacy_session(&mut self) {
+        let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "floor", "version": "0"}}});
+        let resp = self
+            .post(&init, "initialize")
             .send()
             .await
-        else {
-            return false;
-        };
-        let Ok(bytes) = resp.bytes().await else {
-            return false;
-        };
-        let Ok(answer) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
-            return false;
-        };
-        match answer["result"]["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => return answer["result"]["tools"].is_array(),
-        }
+            .expect("the floor's initialize is answered");
+        let session = resp
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        drop(resp.bytes().await);
+        self.session = session;
+        let done = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let resp = self.post(&done, "notifications/initialized").send().await;
+        drop(
+            resp.expect("the floor's initialized is accepted")
+                .bytes()
+                .await,
+        );
     }
-    false
+
+    fn post(&self, body: &serde_json::Value, method: &str) -> reqwest::RequestBuilder {
+        let version = if self.session.is_some() || method.starts_with("notifications/") {
+            "2025-11-25"
+        } else {
+            "2026-07-28"
+        };
+        let mut req = self
+            .client
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json");
+        if method != "initialize" {
+            req = req.header("mcp-protocol-version", version);
+        }
+        if let Some(s) = &self.session {
+            req = req.header("mcp-session-id", s);
+        } else if method != "initialize" {
+            req = req.header("mcp-method", method);
+        }
+        req.body(serde_json::to_vec(body).expect("JSON"))
+    }
+
+    /// One walk; whether every page was answered.
+    async fn walk(&mut self) -> bool {
+        let mut cursor: Option<String> = None;
+        for _ in 0..16 {
+            self.id += 1;
+            let mut params = if self.session.is_some() {
+                serde_json::json!({})
+            } else {
+                serde_json::json!({"_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "io.modelcontextprotocol/clientInfo": {"name": "floor", "version": "0"},
+                }})
+            };
+            if let Some(c) = &cursor {
+                params["cursor"] = serde_json::Value::String(c.clone());
+            }
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": self.id, "method": "tools/list", "params": params});
+            let Ok(resp) = self.post(&body, "tools/list").send().await else {
+                return false;
+            };
+            let sse = resp
+                .headers()
+                .get("content-type")
+                .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+            let Ok(bytes) = resp.bytes().await else {
+                return false;
+            };
+            let json = if sse {
+                sse_answer(&bytes)
+            } else {
+                Some(&bytes[..])
+            };
+            let Some(Ok(answer)) = json.map(serde_json::from_slice::<serde_json::Value>) else {
+                return false;
+            };
+            match answer["result"]["nextCursor"].as_str() {
+                Some(c) => cursor = Some(c.to_string()),
+                None => return answer["result"]["tools"].is_array(),
+            }
+        }
+        false
+    }
+}
+
+/// The first non-empty `data` line of an SSE answer (the answer to the one request sent; a
+/// priming event's data is empty): what a bare client reads of `event: message\ndata: {...}`.
+fn sse_answer(body: &[u8]) -> Option<&[u8]> {
+    body.split(|b| *b == b'\n').find_map(|line| {
+        let data = line.strip_prefix(b"data:")?;
+        let data = data.strip_prefix(b" ").unwrap_or(data);
+        (!data.trim_ascii().is_empty()).then_some(data)
+    })
 }
 
 /// CPU seconds (user + system) of this process so far.
