@@ -316,11 +316,18 @@ def promise(facts: dict[str, dict], target: str, list_: str) -> str:
 # ---------------------------------------------------------------------------------------- the run
 
 
+# Gauges written from the first time they are not 0 (docs/metrics.md): a list's drift by kind
+# exists from the first audit that finds that kind.
+FROM_FIRST_FINDING = {"mcp_probe_list_cache_drift_items"}
+
+
 def conn(s: Snapshot, metric: str, t: str, **labels) -> float | None:
     """A series of connection 0. A counter (`_total`) reads 0 while absent: several are written
-    from their first event (docs/metrics.md); a gauge must exist (None when it does not)."""
+    from their first event (docs/metrics.md), as is a list's drift by kind; any other gauge must
+    exist (None when it does not)."""
     v = s.value(metric, target=t, connection="0", **labels)
-    return 0.0 if v is None and metric.endswith("_total") else v
+    absent_is_zero = metric.endswith("_total") or metric in FROM_FIRST_FINDING
+    return 0.0 if v is None and absent_is_zero else v
 
 
 def status_lists(s: Snapshot, t: str) -> dict | None:

@@ -229,7 +229,7 @@ mod tests {
     }
 
     /// A list's drift by kind is absent while audits find none of that kind, born at the first
-    /// that does, and kept at 0 once it clears (the panel and the alert see it end).
+    /// that does, and kept at 0 once it clears (the panel sees it end).
     #[test]
     fn a_drift_kind_is_written_from_the_first_audit_that_finds_it() {
         use mcp_client::listing::items::Drift;

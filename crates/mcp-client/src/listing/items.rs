@@ -324,6 +324,9 @@ impl Drift {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use serde_json::json;
+
     /// Computed before the hash was fed without intermediate strings (2026-12-07).
     const GOLDEN: u64 = 7437063278986008;
 
@@ -332,7 +335,7 @@ mod tests {
     /// nested arrays and `_meta` (left out) against a value computed once.
     #[test]
     fn a_definition_fingerprint_is_stable_across_releases() {
-        let tool = serde_json::json!({
+        let tool = json!({
             "name": "search_v2",
             "description": "Search \"the\" KB — ünïcødé\n\ttabbed \u{1}",
             "inputSchema": {
@@ -350,9 +353,6 @@ mod tests {
         });
         assert_eq!(definition_fingerprint(&tool), GOLDEN);
     }
-
-    use super::*;
-    use serde_json::json;
 
     #[test]
     fn fingerprint_ignores_key_order_and_meta_but_not_schema() {
