@@ -158,18 +158,21 @@ impl Pager for ClientPager {
         max_bytes: usize,
     ) -> Result<(serde_json::Value, usize), McpError> {
         // Counted, not timed by method: a listing is timed as the walk a client waits for
-        // (the tool list's), see `ConnMetrics::request_untimed`.
+        // (the tool list's).
         if self.list == List::Tools {
             self.metrics.tools_list_request();
         }
-        let r = self.client.list_page(self.list, cursor, max_bytes).await;
-        let outcome = r.as_ref().map(|_| ()).map_err(|e| e.reason);
-        self.metrics.request_untimed(self.list.method(), outcome);
-        r
+        let page = self.client.list_page(self.list, cursor, max_bytes);
+        counted(&self.metrics, self.list.method(), page).await
     }
 }
 
-/// Run a request and record it.
+/// How a request ended, as the metrics record it.
+fn outcome<T>(r: &Result<T, McpError>) -> Result<(), Reason> {
+    r.as_ref().map(|_| ()).map_err(|e| e.reason)
+}
+
+/// Run a request and record it, timed by method.
 async fn timed<T>(
     metrics: &ConnMetrics,
     method: &'static str,
@@ -177,11 +180,19 @@ async fn timed<T>(
 ) -> Result<T, McpError> {
     let start = Instant::now();
     let r = fut.await;
-    metrics.request(
-        method,
-        start.elapsed(),
-        r.as_ref().map(|_| ()).map_err(|e| e.reason),
-    );
+    metrics.request(method, start.elapsed(), outcome(&r));
+    r
+}
+
+/// Run a request and count it by method, its time left to the histogram of what it is part of
+/// (see `ConnMetrics::request_untimed`).
+async fn counted<T>(
+    metrics: &ConnMetrics,
+    method: &'static str,
+    fut: impl Future<Output = Result<T, McpError>>,
+) -> Result<T, McpError> {
+    let r = fut.await;
+    metrics.request_untimed(method, outcome(&r));
     r
 }
 
@@ -567,10 +578,7 @@ impl Connection {
                         // Counted by method, timed once: in the ping histogram
                         // (`Events::liveness`), not a second time by method.
                         let t = Instant::now();
-                        let r = c.liveness().await;
-                        let outcome = r.as_ref().map(|_| ()).map_err(|e| e.reason);
-                        m.request_untimed(c.liveness_method(), outcome);
-                        r.map(|_| t.elapsed())
+                        counted(&m, c.liveness_method(), c.liveness()).await.map(|_| t.elapsed())
                     }));
                 }
                 r = poll_slot(&mut liveness) => {
