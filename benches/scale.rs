@@ -347,7 +347,10 @@ async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBy
     let refresh_lab = Lab::start(loopback(), vec![("refresh".into(), tools_only())])
         .await
         .expect("lab starts");
-    let walk_url = (args.walk_url.clone()).unwrap_or_else(|| walk_lab.url("walk").to_string());
+    let walk_url = args
+        .walk_url
+        .clone()
+        .unwrap_or_else(|| walk_lab.url("walk").to_string());
     let (era, version) = if args.walk_legacy {
         ("legacy", "2025-11-25")
     } else {
@@ -1110,6 +1113,7 @@ fn floor_main(args: &[String]) {
         let mut floor = Floor {
             client,
             url,
+            legacy,
             id: 0,
             session: None,
         };
@@ -1137,8 +1141,10 @@ fn floor_main(args: &[String]) {
 struct Floor {
     client: reqwest::Client,
     url: String,
+    /// Speaks 2025-11-25 (in a session, when the server gives one), not 2026-07-28.
+    legacy: bool,
     id: u64,
-    /// `Mcp-Session-Id` of its 2025-11-25 session; `None` in the modern era.
+    /// `Mcp-Session-Id` of its 2025-11-25 session, when the server gave one.
     session: Option<String>,
 }
 
@@ -1169,24 +1175,23 @@ impl Floor {
         );
     }
 
+    /// A POST with the era's headers: the legacy era's version (after `initialize`) and session
+    /// id, or the modern era's version and `Mcp-Method`.
     fn post(&self, body: &serde_json::Value, method: &str) -> reqwest::RequestBuilder {
-        let version = if self.session.is_some() || method.starts_with("notifications/") {
-            "2025-11-25"
-        } else {
-            "2026-07-28"
-        };
         let mut req = self
             .client
             .post(&self.url)
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json");
-        if method != "initialize" {
-            req = req.header("mcp-protocol-version", version);
+        if !self.legacy {
+            req = req
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", method);
+        } else if method != "initialize" {
+            req = req.header("mcp-protocol-version", "2025-11-25");
         }
         if let Some(s) = &self.session {
             req = req.header("mcp-session-id", s);
-        } else if method != "initialize" {
-            req = req.header("mcp-method", method);
         }
         req.body(serde_json::to_vec(body).expect("JSON"))
     }
@@ -1196,7 +1201,7 @@ impl Floor {
         let mut cursor: Option<String> = None;
         for _ in 0..16 {
             self.id += 1;
-            let mut params = if self.session.is_some() {
+            let mut params = if self.legacy {
                 serde_json::json!({})
             } else {
                 serde_json::json!({"_meta": {
