@@ -103,6 +103,10 @@ struct Args {
     /// Phase 1 in the legacy era (`--walk-legacy`): both sides open a 2025-11-25 session and
     /// walk in it, where the official SDKs' servers answer POSTs as SSE by default.
     walk_legacy: bool,
+    /// Every target of the fleet is an origin of its own (`--origins`): its URL names a loopback
+    /// address of its own (127.1.x.y), as a fleet of separate servers would, so each target has
+    /// its own request connections instead of the whole fleet sharing one pool to the lab.
+    origins: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -127,6 +131,7 @@ fn parse_args() -> Result<Args, String> {
         sse_answers: false,
         walk_url: None,
         walk_legacy: false,
+        origins: false,
     };
     let mut it = common::bench_args();
     while let Some(flag) = it.next() {
@@ -160,6 +165,7 @@ fn parse_args() -> Result<Args, String> {
             "--sse-answers" => a.sse_answers = true,
             "--walk-url" => a.walk_url = Some(value()?),
             "--walk-legacy" => a.walk_legacy = true,
+            "--origins" => a.origins = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -497,7 +503,13 @@ impl Fleet {
                 ..Behaviour::default()
             };
             let profiles = group.iter().map(|n| (n.clone(), served.clone())).collect();
-            labs.push(Lab::start(loopback(), profiles).await.expect("lab starts"));
+            // Listening on every address takes the whole 127.0.0.0/8 that `--origins` names.
+            let bind = if args.origins {
+                SocketAddr::from(([0, 0, 0, 0], 0))
+            } else {
+                loopback()
+            };
+            labs.push(Lab::start(bind, profiles).await.expect("lab starts"));
         }
         let config = dir.join("scale.yml");
         let mut yml = format!(
@@ -508,9 +520,14 @@ impl Fleet {
         );
         for (i, name) in names.iter().enumerate() {
             let lab = &labs[usize::from(i >= args.storm && args.storm > 0)];
+            let url = if args.origins {
+                let (port, (a, b)) = (lab.addr().port(), (i / 250, i % 250 + 1));
+                format!("http://127.1.{a}.{b}:{port}/{name}/mcp")
+            } else {
+                lab.url(name).to_string()
+            };
             yml.push_str(&format!(
-                "  - name: {name}\n    url: {}\n    connections: {per_target}\n",
-                lab.url(name)
+                "  - name: {name}\n    url: {url}\n    connections: {per_target}\n"
             ));
         }
         std::fs::write(&config, yml).expect("config written");
@@ -526,6 +543,11 @@ impl Fleet {
             stormed: stormed.iter().cloned().collect(),
             up_after,
         }
+    }
+
+    /// TCP connections the labs have accepted so far.
+    fn accepted(&self) -> u64 {
+        self.labs.iter().map(Lab::connections_accepted).sum()
     }
 
     fn lab_ports(&self) -> Vec<u16> {
@@ -544,6 +566,11 @@ struct Scale {
     failures: BTreeMap<String, f64>,
     session_failures: f64,
     connections_up: f64,
+    /// From the first scrape to the last: TCP connections the labs accepted, the requests the
+    /// exporter counted (`mcp_probe_requests_total`), and how long.
+    accepted: u64,
+    requests: f64,
+    counted_over: Duration,
 }
 
 async fn scale(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Scale {
@@ -553,6 +580,8 @@ async fn scale(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Scale {
     let start = Instant::now();
     let first = proc_sample(pid).unwrap_or_default();
     let mut rss_max = first.0;
+    // (requests counted, connections accepted, when) at the first scrape and at the latest.
+    let mut counts: Option<[(f64, u64, Instant); 2]> = None;
     let mut scrape_ms = Vec::new();
     let mut scrape_bytes = Vec::new();
     let mut sockets = Vec::new();
@@ -564,6 +593,12 @@ async fn scale(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Scale {
         if let Some((text, took)) = exporter.scrape(http).await {
             scrape_ms.push(took.as_secs_f64() * 1000.0);
             scrape_bytes.push(text.len() as f64);
+            let now = (
+                sum(&text, "mcp_probe_requests_total", ""),
+                fleet.accepted(),
+                Instant::now(),
+            );
+            counts = Some([counts.map_or(now, |[first, _]| first), now]);
             last_text = text;
         }
         sockets.push(count_sockets(pid, &lab_ports, exporter.port));
@@ -606,6 +641,9 @@ async fn scale(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Scale {
         failures,
         session_failures,
         connections_up,
+        accepted: counts.map_or(0, |[a, b]| b.1 - a.1),
+        requests: counts.map_or(0.0, |[a, b]| b.0 - a.0),
+        counted_over: counts.map_or(Duration::ZERO, |[a, b]| b.2 - a.2),
     }
 }
 
@@ -636,6 +674,8 @@ struct Storm {
     new_sockets: usize,
     /// Sockets to the labs before it.
     sockets_before: usize,
+    /// TCP connections the labs accepted in the window (exact).
+    accepted: u64,
     /// Scrapes it took to see every connection refreshed.
     scrapes: usize,
 }
@@ -680,6 +720,7 @@ async fn storm(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Storm {
     let before = lab_sockets(pid, &ports);
     let mut seen = before.clone();
     let pages0 = lab.tools_list_calls();
+    let accepted0 = fleet.accepted();
     let cpu0 = proc_cpu(pid);
     let ticks0 = proc_sample(pid).map(|s| s.1);
     let t0 = Instant::now();
@@ -736,6 +777,7 @@ async fn storm(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Storm {
         pages: lab.tools_list_calls() - pages0,
         new_sockets: seen.difference(&before).count(),
         sockets_before: before.len(),
+        accepted: fleet.accepted() - accepted0,
         scrapes,
     }
 }
@@ -950,6 +992,20 @@ fn print_report(args: &Args, side: &SideBySide, s: &Scale) {
     if !s.failures.is_empty() {
         println!("\nrequest failures by reason: {:?}", s.failures);
     }
+    let minutes = s.counted_over.as_secs_f64() / 60.0;
+    println!(
+        "\nnew TCP connections to the targets: {} in {:.0} s for {:.0} requests: {:.3} a request, {:.2} a connection a minute ({})",
+        s.accepted,
+        s.counted_over.as_secs_f64(),
+        s.requests,
+        s.accepted as f64 / s.requests.max(1.0),
+        s.accepted as f64 / n / minutes.max(f64::MIN_POSITIVE),
+        if args.origins {
+            "every target an origin of its own"
+        } else {
+            "one origin for the fleet: one pool"
+        }
+    );
     // The lab speaks both eras, so the exporter speaks 2026-07-28 and, with `legacy_clients`,
     // connection 0 of each target also holds a legacy session's GET stream.
     let legacy = if args.legacy_clients { args.targets } else { 0 };
@@ -1003,14 +1059,14 @@ fn print_storms(args: &Args, storms: &[Storm]) {
         args.connections / args.targets
     );
     println!(
-        "| storm | notified | refreshed | missed (> {:?}) | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | exporter CPU (s) | CPU, stat ticks (s) | over (s) | tools/list answered | new sockets to the labs | sockets to the labs before | scrapes |",
+        "| storm | notified | refreshed | missed (> {:?}) | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | exporter CPU (s) | CPU, stat ticks (s) | over (s) | tools/list answered | new sockets to the labs | connections the labs accepted | sockets to the labs before | scrapes |",
         args.storm_deadline
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (k, s) in storms.iter().enumerate() {
         let q = |x: f64| quantile(&s.latency_ms, x);
         println!(
-            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.2} | {:.2} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.2} | {:.2} | {} | {} | {} | {} | {} |",
             k + 1,
             s.notified,
             s.latency_ms.len(),
@@ -1024,6 +1080,7 @@ fn print_storms(args: &Args, storms: &[Storm]) {
             s.cpu_window.as_secs_f64(),
             s.pages,
             s.new_sockets,
+            s.accepted,
             s.sockets_before,
             s.scrapes,
         );
@@ -1041,7 +1098,7 @@ fn print_storms(args: &Args, storms: &[Storm]) {
         quantile(&storms.iter().map(|s| s.cpu).collect::<Vec<_>>(), 0.5),
     );
     println!(
-        "\nlatency: each connection's cache refresh timestamp minus the wall time of the change; CPU: from the change to the scrape that saw every connection refreshed (that scrape excluded), idle work included; new sockets: to the labs, seen in samples every {SOCKET_SAMPLE:?} and not open before (a lower bound)"
+        "\nlatency: each connection's cache refresh timestamp minus the wall time of the change; CPU: from the change to the scrape that saw every connection refreshed (that scrape excluded), idle work included; new sockets: to the labs, seen in samples every {SOCKET_SAMPLE:?} and not open before (a lower bound); accepted: counted by the labs"
     );
     std::io::stdout().flush().ok();
 }

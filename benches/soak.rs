@@ -4,7 +4,12 @@
 //! ```sh
 //! cargo bench --bench soak                       # 200 targets, 10 minutes
 //! SOAK_TARGETS=50 SOAK_SECONDS=120 cargo bench --bench soak
+//! SOAK_SCENARIOS=healthy,notification-lost SOAK_TARGETS=1000 cargo bench --bench soak
 //! ```
+//!
+//! `SOAK_SCENARIOS` (comma-separated names of `mcp_exporter lab --list`) cycles only those; two
+//! runs side by side, one of them `healthy` alone, give the healthy figure a churning fleet is
+//! judged against.
 //!
 //! The lab runs in this process; the exporter is the `mcp_exporter` binary in its own process, so
 //! its RSS and CPU are its own.
@@ -25,11 +30,28 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The scenarios `SOAK_SCENARIOS` names (all of them when unset); an unknown name stops the run.
+fn chosen(all: Vec<scenarios::Scenario>) -> Vec<scenarios::Scenario> {
+    let Ok(names) = std::env::var("SOAK_SCENARIOS") else {
+        return all;
+    };
+    let names: Vec<&str> = names.split(',').map(str::trim).collect();
+    for name in &names {
+        assert!(
+            all.iter().any(|s| s.name == *name),
+            "SOAK_SCENARIOS: no scenario {name:?} (see `mcp_exporter lab --list`)"
+        );
+    }
+    all.into_iter()
+        .filter(|s| names.contains(&s.name))
+        .collect()
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 1)]
 async fn main() {
     let targets = env_u64("SOAK_TARGETS", 200) as usize;
     let seconds = env_u64("SOAK_SECONDS", 600);
-    let all = scenarios::all();
+    let all = chosen(scenarios::all());
     let profiles: Vec<_> = (0..targets)
         .map(|i| {
             let s = &all[i % all.len()];

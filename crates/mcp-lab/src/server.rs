@@ -24,6 +24,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use axum::serve::ListenerExt;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::watch;
@@ -39,6 +40,8 @@ use super::state::{
 pub struct Lab {
     state: Arc<LabState>,
     addr: SocketAddr,
+    /// TCP connections accepted since the start (for the benches' new-connection counts).
+    accepted: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
     background: Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -90,6 +93,11 @@ impl Lab {
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        let accepted = Arc::new(AtomicU64::new(0));
+        let count = accepted.clone();
+        let listener = listener.tap_io(move |_| {
+            count.fetch_add(1, Ordering::Relaxed);
+        });
         let task = tokio::spawn(async move {
             let app = app.into_make_service_with_connect_info::<SocketAddr>();
             let _ = axum::serve(listener, app).await;
@@ -97,6 +105,7 @@ impl Lab {
         Ok(Lab {
             state,
             addr,
+            accepted,
             task,
             background: Mutex::new(Vec::new()),
         })
@@ -201,6 +210,11 @@ impl Lab {
     /// `tools/call` requests answered, over all profiles.
     pub fn tools_calls(&self) -> u64 {
         self.state.tools_calls.load(Ordering::Relaxed)
+    }
+
+    /// TCP connections accepted since the lab started.
+    pub fn connections_accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
     }
 
     /// `tools/list` requests answered, all profiles.
