@@ -107,6 +107,9 @@ struct Args {
     /// address of its own (127.1.x.y), as a fleet of separate servers would, so each target has
     /// its own request connections instead of the whole fleet sharing one pool to the lab.
     origins: bool,
+    /// `idle_connection_timeout` for every target (`--idle-connection-timeout D`; unset: the
+    /// default).
+    idle: Option<Duration>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -132,6 +135,7 @@ fn parse_args() -> Result<Args, String> {
         walk_url: None,
         walk_legacy: false,
         origins: false,
+        idle: None,
     };
     let mut it = common::bench_args();
     while let Some(flag) = it.next() {
@@ -166,6 +170,7 @@ fn parse_args() -> Result<Args, String> {
             "--walk-url" => a.walk_url = Some(value()?),
             "--walk-legacy" => a.walk_legacy = true,
             "--origins" => a.origins = true,
+            "--idle-connection-timeout" => a.idle = Some(duration(value()?)?),
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -513,11 +518,16 @@ impl Fleet {
         }
         let config = dir.join("scale.yml");
         let mut yml = format!(
-            "global:\n  audit_interval: {}\n  ping_interval: {}\n  legacy_clients: {}\ntargets:\n",
+            "global:\n  audit_interval: {}\n  ping_interval: {}\n  legacy_clients: {}\n",
             humantime::format_duration(args.audit),
             humantime::format_duration(args.ping),
             args.legacy_clients
         );
+        if let Some(idle) = args.idle {
+            let idle = humantime::format_duration(idle);
+            yml.push_str(&format!("  idle_connection_timeout: {idle}\n"));
+        }
+        yml.push_str("targets:\n");
         for (i, name) in names.iter().enumerate() {
             let lab = &labs[usize::from(i >= args.storm && args.storm > 0)];
             let url = if args.origins {

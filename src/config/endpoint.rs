@@ -80,6 +80,10 @@ impl Validator<'_> {
                         "proxy_from_environment",
                         raw.proxy_from_environment.is_some(),
                     ),
+                    (
+                        "idle_connection_timeout",
+                        raw.idle_connection_timeout.is_some(),
+                    ),
                 ];
                 if let Some((key, _)) = only_url.iter().find(|(_, set)| *set) {
                     return Err(self.err(

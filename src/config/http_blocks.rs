@@ -1,5 +1,6 @@
 //! Validation of the `http_config` blocks (`authorization`, `basic_auth`, `oauth2`,
-//! `tls_config`, `proxy_url`, `no_proxy`, `proxy_from_environment`) into [`HttpClientConfig`].
+//! `tls_config`, `proxy_url`, `no_proxy`, `proxy_from_environment`, and our
+//! `idle_connection_timeout`) into [`HttpClientConfig`].
 //!
 //! Everything a file names is read here, at load, with the code the running client uses
 //! (`net::files`, `net::tls`): a key that does not match its certificate, an expired client
@@ -15,8 +16,9 @@ use super::headers::is_token_byte;
 use super::raw::{RawAuthorization, RawBasicAuth, RawHttp, RawOAuth2, RawTls};
 use super::validator::Validator;
 use super::{
-    ClientAuth, ClientCert, ConfigError, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config,
-    PemSource, ProxyConfig, Secret, SecretSource, TargetAuth, TlsConfig, TlsVersion, redact_url,
+    ClientAuth, ClientCert, ConfigError, HttpClientConfig, IdleTimeout, JwtAlgorithm, JwtKey,
+    OAuth2Config, PemSource, ProxyConfig, Secret, SecretSource, TargetAuth, TlsConfig, TlsVersion,
+    redact_url,
 };
 use mcp_client::net::{files, tls};
 
@@ -26,6 +28,7 @@ pub(super) struct HttpBlocks {
     pub(super) auth: Option<(TargetAuth, &'static str)>,
     pub(super) tls: Option<TlsConfig>,
     pub(super) proxy: Option<ProxyConfig>,
+    pub(super) idle: Option<IdleTimeout>,
 }
 
 impl HttpBlocks {
@@ -35,6 +38,7 @@ impl HttpBlocks {
             auth: self.auth.map_or_else(|| base.auth.clone(), |(a, _)| a),
             tls: self.tls.unwrap_or_else(|| base.tls.clone()),
             proxy: self.proxy.unwrap_or_else(|| base.proxy.clone()),
+            idle: self.idle.unwrap_or(base.idle),
         }
     }
 }
@@ -152,7 +156,16 @@ impl Validator<'_> {
             .map(|t| self.tls_config(&join(p, "tls_config"), t))
             .transpose()?;
         let proxy = self.proxy(p, raw.proxy_url, raw.no_proxy, raw.proxy_from_environment)?;
-        Ok(HttpBlocks { auth, tls, proxy })
+        // 100 ms to 24 h, as every duration of the configuration.
+        let idle = self
+            .duration(p, "idle_connection_timeout", raw.idle_connection_timeout)?
+            .and_then(IdleTimeout::new);
+        Ok(HttpBlocks {
+            auth,
+            tls,
+            proxy,
+            idle,
+        })
     }
 
     fn authorization(&self, p: &str, raw: RawAuthorization) -> Result<TargetAuth, ConfigError> {

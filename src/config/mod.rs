@@ -62,8 +62,8 @@ pub use limits::{
     MAX_CONFIG_BYTES, MAX_NESTING_DEPTH, MAX_TOTAL_CONNECTIONS,
 };
 pub use mcp_client::net::http_config::{
-    ClientAuth, ClientCert, HttpClientConfig, JwtAlgorithm, JwtKey, OAuth2Config, PemSource,
-    ProxyConfig, SecretSource, TargetAuth, TlsConfig, TlsVersion,
+    ClientAuth, ClientCert, HttpClientConfig, IdleTimeout, JwtAlgorithm, JwtKey, OAuth2Config,
+    PemSource, ProxyConfig, SecretSource, TargetAuth, TlsConfig, TlsVersion,
 };
 pub use mcp_client::secret::{Secret, redact_url};
 pub use model::{

@@ -29,6 +29,7 @@ macro_rules! with_http_blocks {
             pub(super) proxy_url: Option<String>,
             pub(super) no_proxy: Option<String>,
             pub(super) proxy_from_environment: Option<bool>,
+            pub(super) idle_connection_timeout: Option<String>,
         }
 
         impl $name {
@@ -42,6 +43,7 @@ macro_rules! with_http_blocks {
                     proxy_url: self.proxy_url.take(),
                     no_proxy: self.no_proxy.take(),
                     proxy_from_environment: self.proxy_from_environment.take(),
+                    idle_connection_timeout: self.idle_connection_timeout.take(),
                 }
             }
         }

@@ -495,6 +495,38 @@ targets:
     }
 
     #[test]
+    fn idle_connection_timeout_defaults_and_is_overridden_like_every_http_block() {
+        use crate::config::IdleTimeout;
+        let c = ok("global:
+  idle_connection_timeout: 90s
+targets:
+  - name: a
+    url: http://a.example/mcp
+  - name: b
+    url: http://b.example/mcp
+    idle_connection_timeout: 1s
+");
+        let idle = |i: usize| c.targets[i].http.idle.get();
+        assert_eq!((idle(0), idle(1)), (s(90), s(1)));
+        assert_eq!(Defaults::default().http.idle, IdleTimeout::DEFAULT);
+        assert_eq!(IdleTimeout::DEFAULT.get(), s(4));
+        let e = err(&one_target("    idle_connection_timeout: 0s\n"));
+        assert!(
+            e.contains("targets[0].idle_connection_timeout: must be greater than 0"),
+            "{e}"
+        );
+        let e = err("targets:
+  - name: a
+    command: server
+    idle_connection_timeout: 10s
+");
+        assert!(
+            e.contains("targets[0].idle_connection_timeout") && e.contains("`command`"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn targets_keep_file_order() {
         let c = ok("targets:
   - {name: z, url: 'http://z.example/'}

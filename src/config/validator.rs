@@ -65,7 +65,12 @@ impl Validator<'_> {
         let Some(raw) = raw else {
             return Ok(None);
         };
-        let field = format!("{p}.{key}");
+        // `key` alone at the top level of a `--http-config` file.
+        let field = if p.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{p}.{key}")
+        };
         let d = humantime::parse_duration(&raw).map_err(|e| {
             self.err(
                 &field,

@@ -33,16 +33,14 @@ use reqwest::header::{AUTHORIZATION, HeaderValue, WWW_AUTHENTICATE};
 mod credentials;
 
 use crate::net::files::{self, Stamp};
-use crate::net::http_config::{HttpClientConfig, PemSource, ProxyConfig, SecretSource, TlsConfig};
+use crate::net::http_config::{
+    HttpClientConfig, IdleTimeout, PemSource, ProxyConfig, SecretSource, TlsConfig,
+};
 use crate::net::refusal::{AuthError, AuthStep, Refusal, Retry};
 use crate::net::stream_socket::{StreamConnector, StreamFault};
 use crate::net::{TCP_KEEPALIVE, egress_proxy, tls};
 use credentials::Auth;
 
-/// Idle pooled connections are closed after this: below the 5 s keep-alive of Node's and
-/// uvicorn's HTTP servers, so the probe never sends a request on a connection the server is
-/// closing at that moment (seen as `connection reset by peer` mid-walk against the TypeScript SDK).
-const POOL_IDLE: Duration = Duration::from_secs(4);
 /// How often TLS files are looked at (one `stat` each) for a change.
 const RECHECK: Duration = Duration::from_secs(1);
 
@@ -74,6 +72,7 @@ struct Shared {
     target: String,
     tls: TlsConfig,
     proxy: ProxyConfig,
+    idle: IdleTimeout,
     auth: Auth,
     tls_files: Vec<PathBuf>,
     state: Mutex<ClientState>,
@@ -121,7 +120,7 @@ impl TargetHttp {
         let credentials = |why: String| AuthError::new(AuthStep::Credentials, why);
         warn_insecure(target, "tls_config", &cfg.tls);
         let (clients, streams) =
-            transport(&cfg.tls, &cfg.proxy, pools.max(1)).map_err(credentials)?;
+            transport(&cfg.tls, &cfg.proxy, cfg.idle, pools.max(1)).map_err(credentials)?;
         let auth = Auth::new(target, &cfg.auth, resource, |o| {
             warn_insecure(target, "oauth2.tls_config", &o.tls);
             build_client(&o.tls, &o.proxy).map_err(credentials)
@@ -133,6 +132,7 @@ impl TargetHttp {
                 target: target.to_owned(),
                 tls: cfg.tls.clone(),
                 proxy: cfg.proxy.clone(),
+                idle: cfg.idle,
                 auth,
                 tls_files,
                 state: Mutex::new(ClientState {
@@ -203,7 +203,7 @@ impl TargetHttp {
             let stamps: Vec<_> = shared.tls_files.iter().map(|p| files::stamp(p)).collect();
             if stamps != s.stamps {
                 s.stamps = stamps;
-                match transport(&shared.tls, &shared.proxy, s.clients.len()) {
+                match transport(&shared.tls, &shared.proxy, shared.idle, s.clients.len()) {
                     Ok((clients, streams)) => {
                         tracing::info!(target = %shared.target, "TLS files changed; new connections use them");
                         s.clients = clients;
@@ -361,29 +361,31 @@ fn tls_files(tls: &TlsConfig) -> Vec<PathBuf> {
     out
 }
 
-/// `pools` clients for `tls` and `proxy`, and how notification streams get sockets of their own
-/// (`None` behind an egress proxy), from one load of the TLS material: the process-wide client
-/// when a single pool with the default settings will do, else clients of their own; every
-/// target with the default TLS settings shares the platform roots and one stream connector.
+/// `pools` clients for `tls`, `proxy` and `idle`, and how notification streams get sockets of
+/// their own (`None` behind an egress proxy), from one load of the TLS material: the
+/// process-wide client when a single pool with the default settings will do, else clients of
+/// their own; every target with the default TLS settings shares the platform roots and one
+/// stream connector.
 fn transport(
     tls: &TlsConfig,
     proxy: &ProxyConfig,
+    idle: IdleTimeout,
     pools: usize,
 ) -> Result<(Vec<reqwest::Client>, Option<StreamConnector>), String> {
     let direct = *proxy == ProxyConfig::Direct;
     if tls::is_default(tls) {
-        let clients = if pools == 1 && direct {
+        let clients = if pools == 1 && direct && idle == IdleTimeout::DEFAULT {
             vec![process_client()?]
         } else {
             (0..pools)
-                .map(|_| client_with(default_tls()?, proxy))
+                .map(|_| client_with(default_tls()?, proxy, idle))
                 .collect::<Result<_, _>>()?
         };
         return Ok((clients, direct.then(default_streams).transpose()?));
     }
     let config = tls_config(tls)?;
     let clients = (0..pools)
-        .map(|_| client_with(config.clone(), proxy))
+        .map(|_| client_with(config.clone(), proxy, idle))
         .collect::<Result<_, _>>()?;
     Ok((
         clients,
@@ -443,21 +445,22 @@ fn default_tls() -> Result<rustls::ClientConfig, String> {
     Ok(config)
 }
 
-/// A client (its own connection pool) for `tls` and `proxy`. Errors name the field and why,
-/// never key material.
+/// A client (its own connection pool) for `tls` and `proxy`, idle connections kept for the
+/// default time. Errors name the field and why, never key material.
 pub fn build_client(tls: &TlsConfig, proxy: &ProxyConfig) -> Result<reqwest::Client, String> {
-    client_with(tls_config(tls)?, proxy)
+    client_with(tls_config(tls)?, proxy, IdleTimeout::DEFAULT)
 }
 
 /// A client (its own connection pool) on a loaded TLS configuration.
 fn client_with(
     config: rustls::ClientConfig,
     proxy: &ProxyConfig,
+    idle: IdleTimeout,
 ) -> Result<reqwest::Client, String> {
     let builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .tcp_keepalive(TCP_KEEPALIVE)
-        .pool_idle_timeout(POOL_IDLE)
+        .pool_idle_timeout(idle.get())
         .user_agent(USER_AGENT)
         .tls_backend_preconfigured(config);
     egress_proxy::apply(builder, proxy)?
@@ -516,5 +519,27 @@ mod tests {
         let b = TargetHttp::new("b", &cfg, &url).unwrap();
         let shared = peer(&a, &url).await;
         assert_eq!(peer(&b.connection(0), &url).await, shared);
+    }
+
+    #[tokio::test]
+    async fn idle_connections_are_kept_as_long_as_configured() {
+        let url = peer_echo().await;
+        let idle = |d| HttpClientConfig {
+            idle: IdleTimeout::new(d).unwrap(),
+            ..HttpClientConfig::default()
+        };
+        let short = TargetHttp::new("short", &idle(Duration::from_millis(200)), &url).unwrap();
+        let long = TargetHttp::new("long", &idle(Duration::from_secs(60)), &url).unwrap();
+        let (short_first, long_first) = (peer(&short, &url).await, peer(&long, &url).await);
+        assert_ne!(short_first, long_first, "each keeps a pool of its own");
+        // Idle past the short time and well within the long one (the pool checks an idle
+        // connection's age when it hands it out).
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert_ne!(
+            peer(&short, &url).await,
+            short_first,
+            "not kept past 200 ms idle"
+        );
+        assert_eq!(peer(&long, &url).await, long_first, "kept: 60 s");
     }
 }
