@@ -448,11 +448,13 @@ targets:
   notification_grace: 2s
   max_pages: 10
   connections: 2
+  idle_connection_timeout: 90s
 targets:
   - name: a
     url: http://a.example/mcp
   - name: b
     url: http://b.example/mcp
+    idle_connection_timeout: 1s
     audit_interval: 2m
     ping_interval: 500ms
     request_timeout: 250ms
@@ -492,22 +494,14 @@ targets:
                 16
             )
         );
+        // An http_config key, overridden like the blocks.
+        let idle = |i: usize| c.targets[i].http.idle.get();
+        assert_eq!((idle(0), idle(1)), (s(90), s(1)));
     }
 
     #[test]
-    fn idle_connection_timeout_defaults_and_is_overridden_like_every_http_block() {
+    fn idle_connection_timeout_defaults_to_4s_and_is_checked() {
         use crate::config::IdleTimeout;
-        let c = ok("global:
-  idle_connection_timeout: 90s
-targets:
-  - name: a
-    url: http://a.example/mcp
-  - name: b
-    url: http://b.example/mcp
-    idle_connection_timeout: 1s
-");
-        let idle = |i: usize| c.targets[i].http.idle.get();
-        assert_eq!((idle(0), idle(1)), (s(90), s(1)));
         assert_eq!(Defaults::default().http.idle, IdleTimeout::DEFAULT);
         assert_eq!(IdleTimeout::DEFAULT.get(), s(4));
         let e = err(&one_target("    idle_connection_timeout: 0s\n"));
@@ -522,6 +516,17 @@ targets:
 ");
         assert!(
             e.contains("targets[0].idle_connection_timeout") && e.contains("`command`"),
+            "{e}"
+        );
+        // At the top level of a `check --http-config` file the key is named alone.
+        let env = |_: &str| None;
+        let http = parse_http_config("idle_connection_timeout: 2m\n", "http.yml", None, &env);
+        assert_eq!(http.unwrap().idle.get(), s(120));
+        let e = parse_http_config("idle_connection_timeout: 25h\n", "http.yml", None, &env)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("http.yml") && e.contains(": idle_connection_timeout: \"25h\" is too long"),
             "{e}"
         );
     }
