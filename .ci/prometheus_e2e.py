@@ -44,13 +44,14 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from sdk_peers_e2e import free_port  # one port rule: never the same port twice
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RULES = os.path.join(ROOT, "alerts", "mcp_exporter.rules.yml")
@@ -110,12 +111,6 @@ def log(msg):
 
 def remaining():
     return HARD_DEADLINE - (time.monotonic() - START)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_json(url):

@@ -51,10 +51,21 @@ class Failure(Exception):
     pass
 
 
+_HANDED_OUT: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, never one this process was given before: the kernel may
+    hand the same free port to two binds in a row once the first socket is closed, and two
+    servers told the same port fail at start (seen in CI: a proxy and an upstream)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("no fresh free port in 100 tries")
 
 
 def start(name: str, argv: list[str], logdir: Path, env: dict | None = None) -> subprocess.Popen:
