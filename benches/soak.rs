@@ -31,19 +31,18 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 /// The scenarios `SOAK_SCENARIOS` names (all of them when unset); an unknown name stops the run.
-fn chosen(all: Vec<scenarios::Scenario>) -> Vec<scenarios::Scenario> {
+fn chosen() -> Vec<scenarios::Scenario> {
     let Ok(names) = std::env::var("SOAK_SCENARIOS") else {
-        return all;
+        return scenarios::all();
     };
-    let names: Vec<&str> = names.split(',').map(str::trim).collect();
-    for name in &names {
-        assert!(
-            all.iter().any(|s| s.name == *name),
-            "SOAK_SCENARIOS: no scenario {name:?} (see `mcp_exporter lab --list`)"
-        );
-    }
-    all.into_iter()
-        .filter(|s| names.contains(&s.name))
+    names
+        .split(',')
+        .map(str::trim)
+        .map(|name| {
+            scenarios::find(name).unwrap_or_else(|| {
+                panic!("SOAK_SCENARIOS: no scenario {name:?} (see `mcp_exporter lab --list`)")
+            })
+        })
         .collect()
 }
 
@@ -51,7 +50,7 @@ fn chosen(all: Vec<scenarios::Scenario>) -> Vec<scenarios::Scenario> {
 async fn main() {
     let targets = env_u64("SOAK_TARGETS", 200) as usize;
     let seconds = env_u64("SOAK_SECONDS", 600);
-    let all = chosen(scenarios::all());
+    let all = chosen();
     let profiles: Vec<_> = (0..targets)
         .map(|i| {
             let s = &all[i % all.len()];

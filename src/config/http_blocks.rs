@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use super::expand::expand_env;
 use super::headers::is_token_byte;
 use super::raw::{RawAuthorization, RawBasicAuth, RawHttp, RawOAuth2, RawTls};
-use super::validator::Validator;
+use super::validator::{Validator, join};
 use super::{
     ClientAuth, ClientCert, ConfigError, HttpClientConfig, IdleTimeout, JwtAlgorithm, JwtKey,
     OAuth2Config, PemSource, ProxyConfig, Secret, SecretSource, TargetAuth, TlsConfig, TlsVersion,
@@ -40,15 +40,6 @@ impl HttpBlocks {
             proxy: self.proxy.unwrap_or_else(|| base.proxy.clone()),
             idle: self.idle.unwrap_or(base.idle),
         }
-    }
-}
-
-/// `p.key`, or `key` at the top level of a `--http-config` file.
-fn join(p: &str, key: &str) -> String {
-    if p.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{p}.{key}")
     }
 }
 

@@ -65,12 +65,7 @@ impl Validator<'_> {
         let Some(raw) = raw else {
             return Ok(None);
         };
-        // `key` alone at the top level of a `--http-config` file.
-        let field = if p.is_empty() {
-            key.to_owned()
-        } else {
-            format!("{p}.{key}")
-        };
+        let field = join(p, key);
         let d = humantime::parse_duration(&raw).map_err(|e| {
             self.err(
                 &field,
@@ -87,5 +82,14 @@ impl Validator<'_> {
             return Err(self.err(field, format!("{raw:?} is too long; the maximum is 24h")));
         }
         Ok(Some(d))
+    }
+}
+
+/// `p.key`, or `key` alone at the top level of a `--http-config` file.
+pub(super) fn join(p: &str, key: &str) -> String {
+    if p.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{p}.{key}")
     }
 }
