@@ -29,6 +29,12 @@
 //!    connections the exporter opened to the labs (socket inodes seen during the storm that were
 //!    not there before it, sampled every 100 ms: a lower bound). `--storms K` repeats it, 10 s
 //!    apart (past twice the pool's 4 s idle timeout, so each starts from the same steady state).
+//!    With `--floor-storm`, each storm is followed by the *floor's* storm: a bare client (this
+//!    binary re-run as `--floor-storm`, its own process on a runtime of as many workers as the
+//!    exporter's) walks the same lists of the same connections' URLs all at once, with no
+//!    notification to wait for, once to open its connections and once more a storm gap later
+//!    (measured, its pool then as warm as the exporter's); per connection, the time from the
+//!    start to its tool list walked. What a storm costs any client on this box.
 //! 5. **Churn soak** (`--soak-minutes M`, after phase 4, same exporter). Every target's list
 //!    changes every `--soak-change` (all labs at one instant, the first half a period in, so
 //!    samples a multiple of it apart fall midway between changes; a sample due with a change is
@@ -42,6 +48,7 @@
 //! cargo bench --bench scale -- --connections 200 --exporter /tmp/old/mcp_exporter  # before/after
 //! cargo bench --bench scale -- --connections 1000 --storm 1000 --storms 5 --soak-minutes 10
 //! cargo bench --bench scale -- --connections 1000 --tools-only  # servers without other lists
+//! cargo bench --bench scale -- --connections 1000 --storm 1000 --floor-storm  # beside a bare client
 //! cargo bench --bench scale -- --connections 200 --sse-answers  # phase 1 answered as SSE
 //! cargo bench --bench scale -- --connections 200 --walk-url http://127.0.0.1:8000/mcp  # a real server
 //! cargo bench --bench scale -- --connections 200 --walk-legacy --walk-url …  # in a 2025 session
@@ -62,6 +69,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use mcp_client::listing::list::List;
+use mcp_client::net::http_config::IdleTimeout;
 use mcp_lab::{Behaviour, Lab};
 
 mod common;
@@ -110,6 +119,8 @@ struct Args {
     /// `idle_connection_timeout` for every target (`--idle-connection-timeout D`; unset: the
     /// default).
     idle: Option<Duration>,
+    /// After each storm, a bare client's storm of the same walks (`--floor-storm`).
+    floor_storm: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -136,6 +147,7 @@ fn parse_args() -> Result<Args, String> {
         walk_legacy: false,
         origins: false,
         idle: None,
+        floor_storm: false,
     };
     let mut it = common::bench_args();
     while let Some(flag) = it.next() {
@@ -171,6 +183,7 @@ fn parse_args() -> Result<Args, String> {
             "--walk-legacy" => a.walk_legacy = true,
             "--origins" => a.origins = true,
             "--idle-connection-timeout" => a.idle = Some(duration(value()?)?),
+            "--floor-storm" => a.floor_storm = true,
             other => return Err(format!("unknown argument {other}")),
         }
     }
@@ -194,8 +207,10 @@ fn parse_args() -> Result<Args, String> {
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if args.get(1).map(String::as_str) == Some("--floor") {
-        return floor_main(&args[2..]);
+    match args.get(1).map(String::as_str) {
+        Some("--floor") => return floor_main(&args[2..]),
+        Some("--floor-storm") => return floor_storm_main(&args[2..]),
+        _ => {}
     }
     let args = args_or_exit("scale", parse_args());
     // One worker for the labs, as the soak does.
@@ -225,11 +240,15 @@ async fn run(args: Args) {
     let fleet = Fleet::start(&args, &dir, &http).await;
     let scale = scale(&args, &fleet, &http).await;
     let mut storms = Vec::new();
+    let mut floor_storms = Vec::new();
     for k in 0..if args.storm > 0 { args.storms } else { 0 } {
         if k > 0 {
             tokio::time::sleep(STORM_GAP).await;
         }
         storms.push(storm(&args, &fleet, &http).await);
+        if args.floor_storm {
+            floor_storms.push(floor_storm(&args, &fleet).await);
+        }
     }
     let soak = if args.soak.is_zero() {
         Vec::new()
@@ -239,6 +258,7 @@ async fn run(args: Args) {
     drop(fleet);
     print_report(&args, &side, &scale);
     print_storms(&args, &storms);
+    print_floor_storms(&storms, &floor_storms);
     print_soak(&args, &soak);
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -410,18 +430,7 @@ async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBy
     let cpu_after = proc_cpu(pid);
     let after = exporter.scrape(http).await.map(|(t, _)| walks(&t));
     let report = String::from_utf8_lossy(&out.stdout);
-    let field = |name: &str| {
-        report
-            .split_whitespace()
-            .find_map(|kv| {
-                kv.strip_prefix(name)?
-                    .strip_prefix('=')?
-                    .parse::<f64>()
-                    .ok()
-            })
-            .unwrap_or(f64::NAN)
-    };
-    let (floor_walks, floor_cpu) = (field("walks"), field("cpu"));
+    let (floor_walks, floor_cpu) = (report_field(&report, "walks"), report_field(&report, "cpu"));
     let exporter_walks = match (before, after) {
         (Some(b), Some(a)) => a - b,
         _ => f64::NAN,
@@ -490,6 +499,8 @@ struct Fleet {
     labs: Vec<Lab>,
     /// Names of the targets on `labs[0]` when there is a storm.
     stormed: HashSet<String>,
+    /// The URL of each connection of those targets (a target's, once per connection).
+    stormed_urls: Vec<String>,
     up_after: Option<Duration>,
 }
 
@@ -528,6 +539,7 @@ impl Fleet {
             yml.push_str(&format!("  idle_connection_timeout: {idle}\n"));
         }
         yml.push_str("targets:\n");
+        let mut stormed_urls = Vec::new();
         for (i, name) in names.iter().enumerate() {
             let lab = &labs[usize::from(i >= args.storm && args.storm > 0)];
             let url = if args.origins {
@@ -539,6 +551,9 @@ impl Fleet {
             yml.push_str(&format!(
                 "  - name: {name}\n    url: {url}\n    connections: {per_target}\n"
             ));
+            if i < args.storm {
+                stormed_urls.extend(std::iter::repeat_n(url, per_target));
+            }
         }
         std::fs::write(&config, yml).expect("config written");
         let exporter = Exporter::start(&args.exporter, &config);
@@ -551,6 +566,7 @@ impl Fleet {
             exporter,
             labs,
             stormed: stormed.iter().cloned().collect(),
+            stormed_urls,
             up_after,
         }
     }
@@ -790,6 +806,68 @@ async fn storm(args: &Args, fleet: &Fleet, http: &reqwest::Client) -> Storm {
         accepted: fleet.accepted() - accepted0,
         scrapes,
     }
+}
+
+/// The floor's storm after one of the exporter's (`--floor-storm`).
+struct FloorStorm {
+    /// Per connection: the time from the start to its tool list walked.
+    latency_ms: Vec<f64>,
+    /// Walks (of any list) that failed.
+    failed: usize,
+    /// The floor's CPU over its measured storm.
+    cpu: f64,
+}
+
+/// Runs the floor's storm on the stormed connections' URLs and reads its report.
+async fn floor_storm(args: &Args, fleet: &Fleet) -> FloorStorm {
+    let file = std::env::temp_dir().join(format!(
+        "mcp_exporter_scale_floor_{}.txt",
+        std::process::id()
+    ));
+    std::fs::write(&file, fleet.stormed_urls.join("\n")).expect("URLs written");
+    let lists = if args.tools_only { 1 } else { List::ALL.len() };
+    let idle = args.idle.unwrap_or(IdleTimeout::DEFAULT.get());
+    let child = Command::new(std::env::current_exe().expect("own path"))
+        .args([
+            "--floor-storm".to_string(),
+            file.display().to_string(),
+            lists.to_string(),
+            idle.as_millis().to_string(),
+            STORM_GAP.as_millis().to_string(),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the floor's storm starts");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("the floor's storm ran");
+    let _ = std::fs::remove_file(&file);
+    let report = String::from_utf8_lossy(&out.stdout);
+    let latency_ms = report
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("latencies="))
+        .map(|v| v.split(',').filter_map(|ms| ms.parse().ok()).collect())
+        .unwrap_or_default();
+    FloorStorm {
+        latency_ms,
+        failed: report_field(&report, "failed") as usize,
+        cpu: report_field(&report, "cpu"),
+    }
+}
+
+/// The number after `name=` in a child's one-line report (NaN when missing).
+fn report_field(report: &str, name: &str) -> f64 {
+    report
+        .split_whitespace()
+        .find_map(|kv| {
+            kv.strip_prefix(name)?
+                .strip_prefix('=')?
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or(f64::NAN)
 }
 
 /// Phase 5: one sample of the churn soak.
@@ -1113,6 +1191,44 @@ fn print_storms(args: &Args, storms: &[Storm]) {
     std::io::stdout().flush().ok();
 }
 
+/// The floor's storms beside the exporter's, storm by storm.
+fn print_floor_storms(storms: &[Storm], floors: &[FloorStorm]) {
+    if floors.is_empty() {
+        return;
+    }
+    println!(
+        "\n## The floor's storm (a bare client walking the same lists of the same connections at once, no notification)\n"
+    );
+    println!(
+        "| storm | walked | failed walks | p50 (ms) | p90 (ms) | p99 (ms) | max (ms) | floor CPU (s) | exporter p99 / floor p99 | exporter CPU / floor CPU |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (k, (f, s)) in floors.iter().zip(storms).enumerate() {
+        let q = |x: f64| quantile(&f.latency_ms, x);
+        println!(
+            "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.3} | {:.2} | {:.2} |",
+            k + 1,
+            f.latency_ms.len(),
+            f.failed,
+            q(0.5),
+            q(0.9),
+            q(0.99),
+            q(1.0),
+            f.cpu,
+            quantile(&s.latency_ms, 0.99) / q(0.99),
+            s.cpu / f.cpu,
+        );
+    }
+    let all: Vec<f64> = floors.iter().flat_map(|f| f.latency_ms.clone()).collect();
+    println!(
+        "\nall floor storms: p50 {:.1} ms, p99 {:.1} ms; floor CPU {:.3} s a storm (median)",
+        quantile(&all, 0.5),
+        quantile(&all, 0.99),
+        quantile(&floors.iter().map(|f| f.cpu).collect::<Vec<_>>(), 0.5),
+    );
+    std::io::stdout().flush().ok();
+}
+
 fn print_soak(args: &Args, samples: &[SoakSample]) {
     let (Some(first), Some(last)) = (samples.first(), samples.last()) else {
         return;
@@ -1204,6 +1320,81 @@ fn floor_main(args: &[String]) {
     println!("walks={walks} cpu={cpu}");
 }
 
+/// The floor's storm: `--floor-storm URLS LISTS IDLE_MS GAP_MS`. Every URL of the file `URLS`
+/// (one a connection) walks its first `LISTS` lists (of [`List::ALL`], each list in a task of its
+/// own) at once, in the modern era, on one pool whose idle connections close after `IDLE_MS`.
+/// Twice, `GAP_MS` apart: the first opens the connections, the second is measured, so the pool
+/// is as warm as the exporter's after the same gap. Prints `cpu=SECONDS failed=N latencies=MS,…`:
+/// per URL, from the start to its tool list walked.
+fn floor_storm_main(args: &[String]) {
+    let arg = |i: usize| -> u64 {
+        args.get(i)
+            .and_then(|v| v.parse().ok())
+            .expect("--floor-storm URLS LISTS IDLE_MS GAP_MS")
+    };
+    let urls: Vec<String> = std::fs::read_to_string(&args[0])
+        .expect("the URLs file")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let lists = (arg(1) as usize).clamp(1, List::ALL.len());
+    let (idle, gap) = (Duration::from_millis(arg(2)), Duration::from_millis(arg(3)));
+    // As many workers as the exporter's runtime has: one a core.
+    let workers = std::thread::available_parallelism().map_or(2, usize::from);
+    let (cpu, failed, latencies) = runtime(workers).block_on(async move {
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .pool_idle_timeout(idle)
+            .build()
+            .expect("client");
+        floor_storm_once(&client, &urls, lists).await;
+        tokio::time::sleep(gap).await;
+        let cpu0 = own_cpu();
+        let (failed, latencies) = floor_storm_once(&client, &urls, lists).await;
+        (own_cpu() - cpu0, failed, latencies)
+    });
+    let latencies: Vec<String> = latencies.iter().map(|ms| format!("{ms:.3}")).collect();
+    println!(
+        "cpu={cpu} failed={failed} latencies={}",
+        latencies.join(",")
+    );
+}
+
+/// One storm of the floor: the walks that failed, and each URL's tool list's time in ms.
+async fn floor_storm_once(
+    client: &reqwest::Client,
+    urls: &[String],
+    lists: usize,
+) -> (usize, Vec<f64>) {
+    let t0 = Instant::now();
+    let mut walks = tokio::task::JoinSet::new();
+    for url in urls {
+        for list in List::ALL.into_iter().take(lists) {
+            let mut floor = Floor {
+                client: client.clone(),
+                url: url.clone(),
+                legacy: false,
+                id: 0,
+                session: None,
+            };
+            walks.spawn(async move {
+                let ok = floor.walk_list(list).await;
+                (list, ok, t0.elapsed())
+            });
+        }
+    }
+    let (mut failed, mut latencies) = (0, Vec::new());
+    while let Some(done) = walks.join_next().await {
+        let (list, ok, at) = done.expect("a walk's task");
+        if !ok {
+            failed += 1;
+        } else if list == List::Tools {
+            latencies.push(at.as_secs_f64() * 1000.0);
+        }
+    }
+    (failed, latencies)
+}
+
 /// A bare client: one pool, and in the legacy era the session it opened.
 struct Floor {
     client: reqwest::Client,
@@ -1263,8 +1454,13 @@ impl Floor {
         req.body(serde_json::to_vec(body).expect("JSON"))
     }
 
-    /// One walk; whether every page was answered.
+    /// One walk of the tool list; whether every page was answered.
     async fn walk(&mut self) -> bool {
+        self.walk_list(List::Tools).await
+    }
+
+    /// One walk of `list`; whether every page was answered.
+    async fn walk_list(&mut self, list: List) -> bool {
         let mut cursor: Option<String> = None;
         for _ in 0..16 {
             self.id += 1;
@@ -1280,8 +1476,8 @@ impl Floor {
             if let Some(c) = &cursor {
                 params["cursor"] = serde_json::Value::String(c.clone());
             }
-            let body = serde_json::json!({"jsonrpc": "2.0", "id": self.id, "method": "tools/list", "params": params});
-            let Ok(resp) = self.post(&body, "tools/list").send().await else {
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": self.id, "method": list.method(), "params": params});
+            let Ok(resp) = self.post(&body, list.method()).send().await else {
                 return false;
             };
             let sse = resp
@@ -1301,7 +1497,7 @@ impl Floor {
             };
             match answer["result"]["nextCursor"].as_str() {
                 Some(c) => cursor = Some(c.to_string()),
-                None => return answer["result"]["tools"].is_array(),
+                None => return answer["result"][list.result_key()].is_array(),
             }
         }
         false
