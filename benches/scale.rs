@@ -31,7 +31,8 @@
 //!    apart (past twice the pool's 4 s idle timeout, so each starts from the same steady state).
 //!    With `--floor-storm`, each storm is followed by the *floor's* storm: a bare client (this
 //!    binary re-run as `--floor-storm`, its own process on a runtime of as many workers as the
-//!    exporter's) walks the same lists of the same connections' URLs all at once, with no
+//!    exporter's) walks the same lists of the same connections' URLs all at once (a connection's
+//!    lists one after the other, the tools first, as the exporter's connections do), with no
 //!    notification to wait for, once to open its connections and once more a storm gap later
 //!    (measured, its pool then as warm as the exporter's); per connection, the time from the
 //!    start to its tool list walked. What a storm costs any client on this box.
@@ -1321,8 +1322,8 @@ fn floor_main(args: &[String]) {
 }
 
 /// The floor's storm: `--floor-storm URLS LISTS IDLE_MS GAP_MS`. Every URL of the file `URLS`
-/// (one a connection) walks its first `LISTS` lists (of [`List::ALL`], each list in a task of its
-/// own) at once, in the modern era, on one pool whose idle connections close after `IDLE_MS`.
+/// (one a connection, a task each) walks its first `LISTS` lists of [`List::ALL`] at once, in
+/// the modern era, on one pool whose idle connections close after `IDLE_MS`.
 /// Twice, `GAP_MS` apart: the first opens the connections, the second is measured, so the pool
 /// is as warm as the exporter's after the same gap. Prints `cpu=SECONDS failed=N latencies=MS,…`:
 /// per URL, from the start to its tool list walked.
@@ -1360,37 +1361,41 @@ fn floor_storm_main(args: &[String]) {
     );
 }
 
-/// One storm of the floor: the walks that failed, and each URL's tool list's time in ms.
+/// One storm of the floor: the walks that failed, and each URL's tool list's time in ms. Each
+/// URL walks its lists one after the other, the tool list first, as a connection of the
+/// exporter does.
 async fn floor_storm_once(
     client: &reqwest::Client,
     urls: &[String],
     lists: usize,
 ) -> (usize, Vec<f64>) {
     let t0 = Instant::now();
-    let mut walks = tokio::task::JoinSet::new();
+    let mut connections = tokio::task::JoinSet::new();
     for url in urls {
-        for list in List::ALL.into_iter().take(lists) {
-            let mut floor = Floor {
-                client: client.clone(),
-                url: url.clone(),
-                legacy: false,
-                id: 0,
-                session: None,
-            };
-            walks.spawn(async move {
-                let ok = floor.walk_list(list).await;
-                (list, ok, t0.elapsed())
-            });
-        }
+        let mut floor = Floor {
+            client: client.clone(),
+            url: url.clone(),
+            legacy: false,
+            id: 0,
+            session: None,
+        };
+        connections.spawn(async move {
+            let (mut failed, mut tools_at) = (0, None);
+            for list in List::ALL.into_iter().take(lists) {
+                if !floor.walk_list(list).await {
+                    failed += 1;
+                } else if list == List::Tools {
+                    tools_at = Some(t0.elapsed());
+                }
+            }
+            (failed, tools_at)
+        });
     }
     let (mut failed, mut latencies) = (0, Vec::new());
-    while let Some(done) = walks.join_next().await {
-        let (list, ok, at) = done.expect("a walk's task");
-        if !ok {
-            failed += 1;
-        } else if list == List::Tools {
-            latencies.push(at.as_secs_f64() * 1000.0);
-        }
+    while let Some(done) = connections.join_next().await {
+        let (f, tools_at) = done.expect("a connection's task");
+        failed += f;
+        latencies.extend(tools_at.map(|at| at.as_secs_f64() * 1000.0));
     }
     (failed, latencies)
 }
