@@ -373,16 +373,21 @@ async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBy
         sse_responses: args.sse_answers,
         ..tools_only()
     };
-    let walk_lab = Lab::start(loopback(), vec![("walk".into(), walked)])
-        .await
-        .expect("lab starts");
+    // A server named with `--walk-url` is walked instead of a lab of its own; the lab, when
+    // started, lives to the end of the phase.
+    let walk_lab;
+    let walk_url = match &args.walk_url {
+        Some(url) => url.clone(),
+        None => {
+            walk_lab = Lab::start(loopback(), vec![("walk".into(), walked)])
+                .await
+                .expect("lab starts");
+            walk_lab.url("walk").to_string()
+        }
+    };
     let refresh_lab = Lab::start(loopback(), vec![("refresh".into(), tools_only())])
         .await
         .expect("lab starts");
-    let walk_url = args
-        .walk_url
-        .clone()
-        .unwrap_or_else(|| walk_lab.url("walk").to_string());
     let (era, version) = if args.walk_legacy {
         ("legacy", "2025-11-25")
     } else {
