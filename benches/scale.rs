@@ -416,26 +416,17 @@ async fn side_by_side(args: &Args, dir: &Path, http: &reqwest::Client) -> SideBy
     let before = exporter.scrape(http).await.map(|(t, _)| walks(&t));
     let cpu_before = proc_cpu(pid);
     let t0 = Instant::now();
-    let floor = Command::new(std::env::current_exe().expect("own path"))
-        .args([
-            "--floor",
-            walk_url.as_str(),
-            &WALK_RATE.to_string(),
-            &args.walk_seconds.to_string(),
-            era,
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("floor starts");
-    let out = tokio::task::spawn_blocking(move || floor.wait_with_output())
-        .await
-        .expect("join")
-        .expect("floor ran");
+    let report = run_self([
+        "--floor".to_string(),
+        walk_url.clone(),
+        WALK_RATE.to_string(),
+        args.walk_seconds.to_string(),
+        era.to_string(),
+    ])
+    .await;
     let window = t0.elapsed();
     let cpu_after = proc_cpu(pid);
     let after = exporter.scrape(http).await.map(|(t, _)| walks(&t));
-    let report = String::from_utf8_lossy(&out.stdout);
     let (floor_walks, floor_cpu) = (report_field(&report, "walks"), report_field(&report, "cpu"));
     let exporter_walks = match (before, after) {
         (Some(b), Some(a)) => a - b,
@@ -833,24 +824,15 @@ async fn floor_storm(args: &Args, fleet: &Fleet) -> FloorStorm {
     std::fs::write(&file, fleet.stormed_urls.join("\n")).expect("URLs written");
     let lists = if args.tools_only { 1 } else { List::ALL.len() };
     let idle = args.idle.unwrap_or(IdleTimeout::DEFAULT.get());
-    let child = Command::new(std::env::current_exe().expect("own path"))
-        .args([
-            "--floor-storm".to_string(),
-            file.display().to_string(),
-            lists.to_string(),
-            idle.as_millis().to_string(),
-            STORM_GAP.as_millis().to_string(),
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("the floor's storm starts");
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .expect("join")
-        .expect("the floor's storm ran");
+    let report = run_self([
+        "--floor-storm".to_string(),
+        file.display().to_string(),
+        lists.to_string(),
+        idle.as_millis().to_string(),
+        STORM_GAP.as_millis().to_string(),
+    ])
+    .await;
     let _ = std::fs::remove_file(&file);
-    let report = String::from_utf8_lossy(&out.stdout);
     let latency_ms = report
         .split_whitespace()
         .find_map(|kv| kv.strip_prefix("latencies="))
@@ -861,6 +843,21 @@ async fn floor_storm(args: &Args, fleet: &Fleet) -> FloorStorm {
         failed: report_field(&report, "failed") as usize,
         cpu: report_field(&report, "cpu"),
     }
+}
+
+/// Re-runs this binary with `args` (a floor: its CPU its own) and returns what it printed.
+async fn run_self<const N: usize>(args: [String; N]) -> String {
+    let child = Command::new(std::env::current_exe().expect("own path"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the floor starts");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("the floor ran");
+    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// The number after `name=` in a child's one-line report (NaN when missing).
