@@ -11,13 +11,11 @@
 //
 // Usage: node ts_mcpserver_default.mjs PORT      (MCP at http://127.0.0.1:PORT/mcp)
 // NODE_PATH=<prefix>/node_modules resolves the SDK.
-import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { BASE_TOOLS, load, sendJson } from './kb_catalog.mjs';
+import { sessionHandler, stopOnSignals } from './v1_sessions.mjs';
 
 const { McpServer } = await load('@modelcontextprotocol/sdk/server/mcp.js');
-const { StreamableHTTPServerTransport } = await load('@modelcontextprotocol/sdk/server/streamableHttp.js');
-const { isInitializeRequest } = await load('@modelcontextprotocol/sdk/types.js');
 
 const state = { changed: false, generation: 0 };
 const sessions = new Map(); // session id -> { transport, legacyTool, v2Tool }
@@ -43,44 +41,7 @@ function newServer() {
   return { server, legacyTool, v2Tool };
 }
 
-function readBody(req) {
-  return new Promise((resolve, reject) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-async function handleMcp(req, res) {
-  const sid = req.headers['mcp-session-id'];
-  let body;
-  if (req.method === 'POST') {
-    try {
-      body = JSON.parse(await readBody(req));
-    } catch {
-      return sendJson(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } });
-    }
-  }
-  if (sid) {
-    const entry = sessions.get(sid);
-    if (!entry) return sendJson(res, 404, { jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } });
-    return entry.transport.handleRequest(req, res, body);
-  }
-  if (req.method === 'POST' && isInitializeRequest(body)) {
-    const { server, legacyTool, v2Tool } = newServer();
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => sessions.set(id, { transport, legacyTool, v2Tool }),
-    });
-    transport.onclose = () => {
-      if (transport.sessionId) sessions.delete(transport.sessionId);
-    };
-    await server.connect(transport);
-    return transport.handleRequest(req, res, body);
-  }
-  return sendJson(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32000, message: 'Bad Request: No valid session ID provided' } });
-}
+const handleMcp = sessionHandler(sessions, newServer);
 
 function change() {
   if (state.changed) return 0;
@@ -115,11 +76,4 @@ const httpServer = http.createServer((req, res) => {
   });
 });
 httpServer.listen(port, '127.0.0.1', () => console.error(`ci-ts-mcpserver-default listening on http://127.0.0.1:${port}/mcp`));
-const stop = () => {
-  for (const { transport } of sessions.values()) transport.close().catch(() => {});
-  httpServer.closeAllConnections?.();
-  httpServer.close(() => process.exit(0));
-  setTimeout(() => process.exit(0), 2000).unref();
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
+stopOnSignals(httpServer, sessions);

@@ -8,16 +8,12 @@
 //
 // Usage: node ts_sdk_server.mjs PORT        (listens on 127.0.0.1:PORT, MCP at /mcp)
 // Resolve the SDK with NODE_PATH=<prefix>/node_modules (npm install --prefix <prefix>).
-import { createRequire } from 'node:module';
-import { randomUUID } from 'node:crypto';
 import http from 'node:http';
+import { load, sendJson } from './kb_catalog.mjs';
+import { sessionHandler, stopOnSignals } from './v1_sessions.mjs';
 
-// NODE_PATH is honoured by require(), not by ESM import: resolve the SDK through require.resolve.
-const require = createRequire(import.meta.url);
-const load = (spec) => import(require.resolve(spec));
 const { Server } = await load('@modelcontextprotocol/sdk/server/index.js');
-const { StreamableHTTPServerTransport } = await load('@modelcontextprotocol/sdk/server/streamableHttp.js');
-const { ListToolsRequestSchema, CallToolRequestSchema, ErrorCode, McpError, isInitializeRequest } = await load(
+const { ListToolsRequestSchema, CallToolRequestSchema, ErrorCode, McpError } = await load(
   '@modelcontextprotocol/sdk/types.js'
 );
 
@@ -71,52 +67,7 @@ function newServer() {
   return server;
 }
 
-function readBody(req) {
-  return new Promise((resolve, reject) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-function send(res, status, body) {
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(body));
-}
-
-async function handleMcp(req, res) {
-  const sid = req.headers['mcp-session-id'];
-  let body;
-  if (req.method === 'POST') {
-    try {
-      body = JSON.parse(await readBody(req));
-    } catch {
-      return send(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } });
-    }
-  }
-  if (sid) {
-    const entry = sessions.get(sid);
-    if (!entry) {
-      return send(res, 404, { jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } });
-    }
-    return entry.transport.handleRequest(req, res, body);
-  }
-  if (req.method === 'POST' && isInitializeRequest(body)) {
-    const server = newServer();
-    const transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => sessions.set(id, { server, transport }),
-      onsessionclosed: (id) => sessions.delete(id),
-    });
-    transport.onclose = () => {
-      if (transport.sessionId) sessions.delete(transport.sessionId);
-    };
-    await server.connect(transport);
-    return transport.handleRequest(req, res, body);
-  }
-  return send(res, 400, { jsonrpc: '2.0', id: null, error: { code: -32000, message: 'No session' } });
-}
+const handleMcp = sessionHandler(sessions, () => ({ server: newServer() }));
 
 async function handleAdmin(req, res) {
   if (req.method === 'POST' && req.url === '/admin/change') {
@@ -131,29 +82,23 @@ async function handleAdmin(req, res) {
         console.error(`session ${id}: ${e}`);
       }
     }
-    return send(res, 200, { tools: names(), notified, generation: state.generation });
+    return sendJson(res, 200, { tools: names(), notified, generation: state.generation });
   }
   if (req.method === 'GET' && req.url === '/admin/state') {
-    return send(res, 200, { tools: names(), sessions: sessions.size, generation: state.generation });
+    return sendJson(res, 200, { tools: names(), sessions: sessions.size, generation: state.generation });
   }
-  return send(res, 404, { error: 'not found' });
+  return sendJson(res, 404, { error: 'not found' });
 }
 
 const port = Number(process.argv[2]);
 const httpServer = http.createServer((req, res) => {
   const path = (req.url || '').split('?')[0];
   const handler = path === '/mcp' ? handleMcp : path.startsWith('/admin/') ? handleAdmin : null;
-  if (!handler) return send(res, 404, { error: 'not found' });
+  if (!handler) return sendJson(res, 404, { error: 'not found' });
   handler(req, res).catch((e) => {
     console.error(e);
-    if (!res.headersSent) send(res, 500, { error: String(e) });
+    if (!res.headersSent) sendJson(res, 500, { error: String(e) });
   });
 });
 httpServer.listen(port, '127.0.0.1', () => console.log(`ci-ts-sdk listening on http://127.0.0.1:${port}/mcp`));
-const stop = () => {
-  for (const { transport } of sessions.values()) transport.close().catch(() => {});
-  httpServer.close(() => process.exit(0));
-  setTimeout(() => process.exit(0), 2000).unref();
-};
-process.on('SIGTERM', stop);
-process.on('SIGINT', stop);
+stopOnSignals(httpServer, sessions);
