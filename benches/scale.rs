@@ -496,8 +496,9 @@ struct Fleet {
     labs: Vec<Lab>,
     /// Names of the targets on `labs[0]` when there is a storm.
     stormed: HashSet<String>,
-    /// The URL of each connection of those targets (a target's, once per connection).
-    stormed_urls: Vec<String>,
+    /// A file of the URL of each connection of those targets, a line each (a target's URL once
+    /// per connection): what the floor's storm walks.
+    stormed_urls: PathBuf,
     up_after: Option<Duration>,
 }
 
@@ -553,6 +554,8 @@ impl Fleet {
             }
         }
         std::fs::write(&config, yml).expect("config written");
+        let urls_file = dir.join("stormed_urls.txt");
+        std::fs::write(&urls_file, stormed_urls.join("\n")).expect("URLs written");
         let exporter = Exporter::start(&args.exporter, &config);
         let limit = args.audit + Duration::from_secs(120);
         let up_after = exporter.wait_up(http, args.connections, limit).await;
@@ -563,7 +566,7 @@ impl Fleet {
             exporter,
             labs,
             stormed: stormed.iter().cloned().collect(),
-            stormed_urls,
+            stormed_urls: urls_file,
             up_after,
         }
     }
@@ -817,22 +820,16 @@ struct FloorStorm {
 
 /// Runs the floor's storm on the stormed connections' URLs and reads its report.
 async fn floor_storm(args: &Args, fleet: &Fleet) -> FloorStorm {
-    let file = std::env::temp_dir().join(format!(
-        "mcp_exporter_scale_floor_{}.txt",
-        std::process::id()
-    ));
-    std::fs::write(&file, fleet.stormed_urls.join("\n")).expect("URLs written");
     let lists = if args.tools_only { 1 } else { List::ALL.len() };
     let idle = args.idle.unwrap_or(IdleTimeout::DEFAULT.get());
     let report = run_self([
         "--floor-storm".to_string(),
-        file.display().to_string(),
+        fleet.stormed_urls.display().to_string(),
         lists.to_string(),
         idle.as_millis().to_string(),
         STORM_GAP.as_millis().to_string(),
     ])
     .await;
-    let _ = std::fs::remove_file(&file);
     let latency_ms = report
         .split_whitespace()
         .find_map(|kv| kv.strip_prefix("latencies="))
@@ -1296,13 +1293,7 @@ fn floor_main(args: &[String]) {
             .redirect(reqwest::redirect::Policy::none())
             .build()
             .expect("client");
-        let mut floor = Floor {
-            client,
-            url,
-            legacy,
-            id: 0,
-            session: None,
-        };
+        let mut floor = Floor::new(client, url, legacy);
         if legacy {
             floor.open_legacy_session().await;
         }
@@ -1374,13 +1365,7 @@ async fn floor_storm_once(
     let t0 = Instant::now();
     let mut connections = tokio::task::JoinSet::new();
     for url in urls {
-        let mut floor = Floor {
-            client: client.clone(),
-            url: url.clone(),
-            legacy: false,
-            id: 0,
-            session: None,
-        };
+        let mut floor = Floor::new(client.clone(), url.clone(), false);
         connections.spawn(async move {
             let (mut failed, mut tools_at) = (0, None);
             for list in List::ALL.into_iter().take(lists) {
@@ -1414,6 +1399,17 @@ struct Floor {
 }
 
 impl Floor {
+    /// A floor on `client`'s pool, before any request (and any session).
+    fn new(client: reqwest::Client, url: String, legacy: bool) -> Floor {
+        Floor {
+            client,
+            url,
+            legacy,
+            id: 0,
+            session: None,
+        }
+    }
+
     /// `initialize` and `notifications/initialized`, as a 2025-11-25 client opens a session.
     async fn open_legacy_session(&mut self) {
         let init = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
