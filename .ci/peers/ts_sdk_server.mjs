@@ -9,7 +9,7 @@
 // Usage: node ts_sdk_server.mjs PORT        (listens on 127.0.0.1:PORT, MCP at /mcp)
 // Resolve the SDK with NODE_PATH=<prefix>/node_modules (npm install --prefix <prefix>).
 import http from 'node:http';
-import { load, sendJson } from './kb_catalog.mjs';
+import { BASE_TOOLS, load, sendJson } from './kb_catalog.mjs';
 import { sessionHandler, stopOnSignals } from './v1_sessions.mjs';
 
 const { Server } = await load('@modelcontextprotocol/sdk/server/index.js');
@@ -18,11 +18,6 @@ const { ListToolsRequestSchema, CallToolRequestSchema, ErrorCode, McpError } = a
 );
 
 const PAGE_SIZE = 5;
-const BASE_TOOLS = [
-  'kb_search', 'kb_get_article', 'kb_list_spaces', 'kb_create_article', 'kb_update_article',
-  'kb_delete_article', 'kb_tag_article', 'kb_list_tags', 'kb_attach_file', 'kb_export_space',
-  'kb_import_space', 'kb_history', 'kb_stats',
-];
 const state = { swapped: false, generation: 0 };
 const sessions = new Map(); // session id -> { server, transport }
 
